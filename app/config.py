@@ -1,0 +1,119 @@
+"""Settings read from the environment (12-factor), with defaults as named constants.
+
+Every Sundial process reads the same variables, so a Procfile deployment configures
+web, worker, trigger and reaper in one place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PORT = 8000
+DEFAULT_DATA_DIR = ".sundial"
+DEFAULT_LEASE_SECONDS = 30.0
+DEFAULT_POLL_SECONDS = 1.0
+DEFAULT_WORKER_CONCURRENCY = 10
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 25.0  # Heroku sends SIGKILL 30 s after SIGTERM
+DEFAULT_REAPER_INTERVAL_SECONDS = 5.0
+DEFAULT_TRIGGER_INTERVAL_SECONDS = 1.0
+DEFAULT_LOG_LEVEL = "INFO"
+DEV_SECRET_KEY = "sundial-dev-secret-change-me"
+
+
+class ConfigError(ValueError):
+    """A setting has a value Sundial cannot use; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None
+    port: int
+    secret_key: str
+    data_dir: Path
+    log_level: str
+    log_format: str
+    lease_seconds: float
+    poll_seconds: float
+    worker_concurrency: int
+    shutdown_grace_seconds: float
+    reaper_interval_seconds: float
+    trigger_interval_seconds: float
+    handler_modules: tuple[str, ...]
+    enable_shell_handler: bool
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        return cls(
+            database_url=env.get("DATABASE_URL") or None,
+            port=_int(env, "PORT", DEFAULT_PORT, minimum=1),
+            secret_key=env.get("SECRET_KEY") or DEV_SECRET_KEY,
+            data_dir=Path(env.get("SUNDIAL_DATA_DIR") or DEFAULT_DATA_DIR),
+            log_level=(env.get("SUNDIAL_LOG_LEVEL") or DEFAULT_LOG_LEVEL).upper(),
+            log_format=_choice(env, "SUNDIAL_LOG_FORMAT", "json", ("json", "text")),
+            lease_seconds=_float(env, "SUNDIAL_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
+            poll_seconds=_float(env, "SUNDIAL_POLL_SECONDS", DEFAULT_POLL_SECONDS),
+            worker_concurrency=_int(
+                env, "SUNDIAL_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, minimum=1
+            ),
+            shutdown_grace_seconds=_float(
+                env, "SUNDIAL_SHUTDOWN_GRACE_SECONDS", DEFAULT_SHUTDOWN_GRACE_SECONDS
+            ),
+            reaper_interval_seconds=_float(
+                env, "SUNDIAL_REAPER_INTERVAL_SECONDS", DEFAULT_REAPER_INTERVAL_SECONDS
+            ),
+            trigger_interval_seconds=_float(
+                env, "SUNDIAL_TRIGGER_INTERVAL_SECONDS", DEFAULT_TRIGGER_INTERVAL_SECONDS
+            ),
+            handler_modules=tuple(
+                m.strip() for m in (env.get("SUNDIAL_HANDLERS") or "").split(",") if m.strip()
+            ),
+            enable_shell_handler=_bool(env, "SUNDIAL_ENABLE_SHELL_HANDLER", False),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be greater than 0, got {value}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    raw = (env.get(name) or default).strip().lower()
+    if raw not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {raw!r}")
+    return raw

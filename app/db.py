@@ -1,0 +1,182 @@
+"""Where the database is and how to reach it.
+
+`resolve_database_url` turns configuration into one libpq URL: `DATABASE_URL` when set
+(any of the spellings Heroku and SQLAlchemy use), otherwise the embedded PostgreSQL in
+the data folder, started on first use and shared by every Sundial process on the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import sqlalchemy
+from psycopg.rows import dict_row
+
+from app.config import Settings
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_DATABASE = "sundial"
+CONNECT_TIMEOUT_SECONDS = 5
+_ACCEPTED_SCHEMES = ("postgres", "postgresql", "postgresql+psycopg", "postgresql+psycopg3")
+
+
+class DatabaseUrlError(ValueError):
+    """DATABASE_URL is not a PostgreSQL URL Sundial understands."""
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database could not be reached; the message says where and why."""
+
+
+def normalize_url(url: str) -> str:
+    """Return the libpq form (`postgresql://…`) of any accepted PostgreSQL URL.
+
+    >>> normalize_url("postgres://u:p@db:5432/app")
+    'postgresql://u:p@db:5432/app'
+    """
+    url = url.strip()
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*)://", url)
+    if not match:
+        raise DatabaseUrlError(
+            f"DATABASE_URL must look like postgresql://user:password@host:5432/dbname, "
+            f"got {redact(url)!r}"
+        )
+    scheme = match.group(1).lower()
+    if scheme not in _ACCEPTED_SCHEMES:
+        raise DatabaseUrlError(
+            f"DATABASE_URL must be a PostgreSQL URL (postgres://, postgresql:// or "
+            f"postgresql+psycopg://), got scheme {scheme!r}"
+        )
+    return "postgresql://" + url[match.end() :]
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The same database as `url`, spelled for SQLAlchemy with the psycopg 3 driver."""
+    return "postgresql+psycopg://" + normalize_url(url).removeprefix("postgresql://")
+
+
+def redact(url: str) -> str:
+    """`url` with its password replaced, safe for logs and error messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def describe(url: str) -> str:
+    """Human description of where `url` points, for error messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or dict(
+        p.split("=", 1) for p in parts.query.split("&") if "=" in p
+    ).get("host", "local socket")
+    port = f":{parts.port}" if parts.port else ""
+    db = parts.path.lstrip("/") or "(default database)"
+    return f"database {db!r} on {host}{port}"
+
+
+def resolve_database_url(settings: Settings) -> str:
+    """The libpq URL every process should use, starting the embedded server if needed."""
+    if settings.database_url:
+        return normalize_url(settings.database_url)
+    return embedded_database_url(settings.data_dir)
+
+
+def embedded_database_url(data_dir: Path) -> str:
+    """Start (or join) the embedded PostgreSQL in `data_dir` and return its URL.
+
+    The server outlives the process that started it, so web, worker, trigger and reaper
+    started separately all share it; `sundial db stop` ends it.
+    """
+    import pgserver  # imported lazily: only needed when no DATABASE_URL is given
+
+    pgdata = (data_dir / "pgdata").resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        server = pgserver.get_server(pgdata, cleanup_mode=None)
+    except Exception as exc:  # pgserver raises bare subprocess errors
+        raise DatabaseUnavailable(
+            f"could not start the embedded PostgreSQL in {pgdata}: {exc}. "
+            f"Its log is {pgdata / 'log'}; set DATABASE_URL to use another server."
+        ) from exc
+    admin_url = str(server.get_uri())
+    _ensure_database(admin_url, EMBEDDED_DATABASE)
+    return str(server.get_uri(EMBEDDED_DATABASE))
+
+
+def stop_embedded(data_dir: Path) -> bool:
+    """Stop the embedded server in `data_dir`; False when none was running."""
+    import pgserver
+
+    pgdata = (data_dir / "pgdata").resolve()
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    server.cleanup()
+    return True
+
+
+def _ensure_database(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def connect(url: str, **kwargs: Any) -> psycopg.Connection[dict[str, Any]]:
+    """A psycopg connection with dict rows, or DatabaseUnavailable with a clear message."""
+    try:
+        return psycopg.connect(
+            url, connect_timeout=CONNECT_TIMEOUT_SECONDS, row_factory=dict_row, **kwargs
+        )
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(_unavailable_message(url, exc)) from exc
+
+
+async def connect_async(url: str, **kwargs: Any) -> psycopg.AsyncConnection[dict[str, Any]]:
+    """The asyncio twin of `connect`."""
+    try:
+        return await psycopg.AsyncConnection.connect(
+            url, connect_timeout=CONNECT_TIMEOUT_SECONDS, row_factory=dict_row, **kwargs
+        )
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(_unavailable_message(url, exc)) from exc
+
+
+def _unavailable_message(url: str, exc: Exception) -> str:
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return f"cannot reach the {describe(url)}: {reason}"
+
+
+def check_database(url: str) -> None:
+    """Raise DatabaseUnavailable unless a trivial query succeeds."""
+    with connect(url, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+
+
+@contextmanager
+def transaction(url: str) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+    """A short-lived connection inside one transaction, for CLI commands and tests."""
+    with connect(url) as conn, conn.transaction():
+        yield conn
+
+
+def make_engine(url: str, **kwargs: Any) -> sqlalchemy.Engine:
+    """SQLAlchemy engine (psycopg 3 driver) for SQLModel sessions and Alembic."""
+    return sqlalchemy.create_engine(
+        sqlalchemy_url(url),
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
+        **kwargs,
+    )

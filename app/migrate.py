@@ -1,0 +1,40 @@
+"""Apply and inspect the Alembic migrations in `migrations/`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from app.db import make_engine, sqlalchemy_url
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # ConfigParser treats % as interpolation; passwords may contain it.
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the database to `revision`; a no-op when it is already there."""
+    command.upgrade(alembic_config(url), revision)
+
+
+def current_revision(url: str) -> str | None:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config("postgresql://x/y")).get_current_head()

@@ -1,0 +1,333 @@
+"""The database schema as SQLModel tables.
+
+These classes are the single description of the schema: Alembic migrations are written
+against them (a test proves the migrated database matches), and the dashboard reads
+through them. Run state changes never go through the ORM; they are the conditional
+UPDATEs in `app.runs`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlmodel import Field, SQLModel
+
+from app.states import ExecutionModel, Role, RunStatus, sql_in
+
+NOW = sa.text("now()")
+
+
+def _ts(*, nullable: bool = True, now: bool = False, index: bool = False) -> Any:
+    """A TIMESTAMPTZ column; `now` gives it the database clock as default."""
+    return Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.DateTime(timezone=True),
+            nullable=nullable,
+            server_default=NOW if now else None,
+            index=index,
+        ),
+    )
+
+
+def _jsonb(default: str | None) -> Any:
+    return Field(
+        default=None,
+        sa_column=sa.Column(
+            JSONB,
+            nullable=default is None,
+            server_default=sa.text(f"'{default}'::jsonb") if default else None,
+        ),
+    )
+
+
+class JobDefinition(SQLModel, table=True):
+    """A named, reusable job: which handler runs, with what defaults."""
+
+    __tablename__ = "job_definitions"
+    __table_args__ = (
+        sa.CheckConstraint(
+            f"execution_model IN ({sql_in(ExecutionModel)})", name="job_definitions_model"
+        ),
+        sa.CheckConstraint("timeout_seconds > 0", name="job_definitions_timeout_positive"),
+        sa.CheckConstraint("max_retries >= 0", name="job_definitions_retries_nonneg"),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
+    description: str = Field(default="", sa_column=sa.Column(sa.Text, nullable=False,
+                                                              server_default=""))
+    handler: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    args: dict[str, Any] = _jsonb("{}")
+    execution_model: str = Field(
+        default=ExecutionModel.ASYNC.value,
+        sa_column=sa.Column(sa.Text, nullable=False, server_default=ExecutionModel.ASYNC.value),
+    )
+    priority: int = Field(
+        default=1, sa_column=sa.Column(sa.SmallInteger, nullable=False, server_default="1")
+    )
+    timeout_seconds: int = Field(
+        default=300, sa_column=sa.Column(sa.Integer, nullable=False, server_default="300")
+    )
+    max_retries: int = Field(
+        default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
+    )
+    created_at: datetime | None = _ts(nullable=False, now=True)
+    updated_at: datetime | None = _ts(nullable=False, now=True)
+
+
+class Schedule(SQLModel, table=True):
+    """When a job definition fires: a cron expression or an interval, in a time zone."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (
+        sa.CheckConstraint(
+            "(cron IS NULL) <> (interval_seconds IS NULL)", name="schedules_cron_xor_interval"
+        ),
+        sa.CheckConstraint(
+            "interval_seconds IS NULL OR interval_seconds > 0", name="schedules_interval_positive"
+        ),
+        sa.CheckConstraint("spread_seconds >= 0", name="schedules_spread_nonneg"),
+        sa.Index(
+            "ix_schedules_due", "next_fire_time", postgresql_where=sa.text("active")
+        ),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    job_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("job_definitions.id", ondelete="CASCADE"), nullable=False,
+            index=True,
+        )
+    )
+    name: str = Field(default="", sa_column=sa.Column(sa.Text, nullable=False, server_default=""))
+    cron: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    interval_seconds: int | None = Field(
+        default=None, sa_column=sa.Column(sa.Integer, nullable=True)
+    )
+    timezone: str = Field(
+        default="UTC", sa_column=sa.Column(sa.Text, nullable=False, server_default="UTC")
+    )
+    start_at: datetime | None = _ts()
+    end_at: datetime | None = _ts()
+    next_fire_time: datetime | None = _ts(nullable=False)
+    allow_overlap: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    catchup: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    active: bool = Field(
+        default=True, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.true())
+    )
+    exact_minute: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    spread_seconds: int = Field(
+        default=60, sa_column=sa.Column(sa.Integer, nullable=False, server_default="60")
+    )
+    paused_note: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    paused_until: datetime | None = _ts()
+    created_at: datetime | None = _ts(nullable=False, now=True)
+    updated_at: datetime | None = _ts(nullable=False, now=True)
+
+
+class JobRun(SQLModel, table=True):
+    """One execution request and its current state. The hot table.
+
+    A run carries its own handler, args and limits (copied from its job definition when
+    it has one), so claiming and executing it never needs a join.
+    """
+
+    __tablename__ = "job_runs"
+    __table_args__ = (
+        sa.CheckConstraint(f"status IN ({sql_in(RunStatus)})", name="job_runs_status"),
+        sa.CheckConstraint(
+            f"execution_model IN ({sql_in(ExecutionModel)})", name="job_runs_model"
+        ),
+        sa.CheckConstraint("attempt >= 0", name="job_runs_attempt_nonneg"),
+        sa.CheckConstraint("timeout_seconds > 0", name="job_runs_timeout_positive"),
+        sa.CheckConstraint("max_retries >= 0", name="job_runs_retries_nonneg"),
+        sa.UniqueConstraint("schedule_id", "fire_time", name="job_runs_schedule_fire_time"),
+        sa.UniqueConstraint("idempotency_key", name="job_runs_idempotency_key"),
+        # Dispatch: only pending rows, in claim order; finished rows drop out.
+        sa.Index(
+            "ix_job_runs_dispatch",
+            sa.text("priority DESC"),
+            "run_at",
+            postgresql_where=sa.text("status = 'pending'"),
+        ),
+        # Reaper: leases that may have expired.
+        sa.Index(
+            "ix_job_runs_lease", "lease_until", postgresql_where=sa.text("status = 'running'")
+        ),
+        # Dashboard: newest first, and per job / schedule history.
+        sa.Index("ix_job_runs_created", "created_at"),
+        sa.Index("ix_job_runs_job_created", "job_id", "created_at"),
+        sa.Index("ix_job_runs_status_finished", "status", "finished_at"),
+    )
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    job_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("job_definitions.id", ondelete="SET NULL"), nullable=True
+        ),
+    )
+    schedule_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="SET NULL"), nullable=True
+        ),
+    )
+    fire_time: datetime | None = _ts()
+    idempotency_key: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    handler: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    args: dict[str, Any] = _jsonb("{}")
+    execution_model: str = Field(
+        default=ExecutionModel.ASYNC.value,
+        sa_column=sa.Column(sa.Text, nullable=False, server_default=ExecutionModel.ASYNC.value),
+    )
+    status: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    priority: int = Field(
+        default=1, sa_column=sa.Column(sa.SmallInteger, nullable=False, server_default="1")
+    )
+    base_priority: int = Field(
+        default=1, sa_column=sa.Column(sa.SmallInteger, nullable=False, server_default="1")
+    )
+    run_at: datetime | None = _ts(nullable=False, now=True)
+    attempt: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    max_retries: int = Field(
+        default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
+    )
+    timeout_seconds: int = Field(
+        default=300, sa_column=sa.Column(sa.Integer, nullable=False, server_default="300")
+    )
+    lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    lease_until: datetime | None = _ts()
+    cancel_requested: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    created_at: datetime | None = _ts(nullable=False, now=True)
+    started_at: datetime | None = _ts()
+    finished_at: datetime | None = _ts()
+    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    traceback: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    result: dict[str, Any] | None = _jsonb(None)
+    skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+
+
+class JobRunAttempt(SQLModel, table=True):
+    """History: one row per finished attempt of a run, with its outcome and error."""
+
+    __tablename__ = "job_run_attempts"
+
+    run_id: int = Field(
+        sa_column=sa.Column(
+            sa.BigInteger, sa.ForeignKey("job_runs.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    attempt: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True))
+    worker: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    outcome: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    started_at: datetime | None = _ts()
+    finished_at: datetime | None = _ts(nullable=False, now=True)
+    error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    traceback: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+
+
+class JobRunDep(SQLModel, table=True):
+    """A DAG edge: `run_id` may start only after `depends_on` completed."""
+
+    __tablename__ = "job_run_deps"
+    __table_args__ = (sa.Index("ix_job_run_deps_depends_on", "depends_on"),)
+
+    run_id: int = Field(
+        sa_column=sa.Column(
+            sa.BigInteger, sa.ForeignKey("job_runs.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    depends_on: int = Field(
+        sa_column=sa.Column(
+            sa.BigInteger, sa.ForeignKey("job_runs.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+
+
+class Worker(SQLModel, table=True):
+    """A worker process as it last reported itself: liveness, handlers and load."""
+
+    __tablename__ = "workers"
+
+    id: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    host: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    pid: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    concurrency: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    started_at: datetime | None = _ts(nullable=False, now=True)
+    last_seen: datetime | None = _ts(nullable=False, now=True, index=True)
+    stopped_at: datetime | None = _ts()
+    handlers: list[str] = _jsonb("[]")
+    stats: dict[str, Any] = _jsonb("{}")
+
+
+class LeaderLease(SQLModel, table=True):
+    """Who leads a singleton role (the trigger) until when; `term` fences old leaders."""
+
+    __tablename__ = "leader_leases"
+
+    name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    holder: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    term: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+    acquired_at: datetime | None = _ts(nullable=False, now=True)
+    lease_until: datetime | None = _ts(nullable=False)
+
+
+class User(SQLModel, table=True):
+    """A person who signs in to the dashboard, with a role."""
+
+    __tablename__ = "users"
+    __table_args__ = (sa.CheckConstraint(f"role IN ({sql_in(Role)})", name="users_role"),)
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    username: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
+    password_hash: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    role: str = Field(
+        default=Role.VIEWER.value,
+        sa_column=sa.Column(sa.Text, nullable=False, server_default=Role.VIEWER.value),
+    )
+    api_token_hash: str | None = Field(
+        default=None, sa_column=sa.Column(sa.Text, nullable=True, unique=True)
+    )
+    disabled: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    created_at: datetime | None = _ts(nullable=False, now=True)
+
+
+class AuditEntry(SQLModel, table=True):
+    """Who changed what, when: every change a person makes through Sundial."""
+
+    __tablename__ = "audit_log"
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    at: datetime | None = _ts(nullable=False, now=True, index=True)
+    actor: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    action: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    target_type: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    target_id: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    details: dict[str, Any] = _jsonb("{}")

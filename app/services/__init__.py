@@ -1,0 +1,1 @@
+"""Long-running processes of the Procfile: worker, trigger, reaper."""

@@ -1,0 +1,107 @@
+"""The states of a run, and which transitions move a run between them.
+
+Only `app.runs` writes a run's status; each of its transition functions is one
+conditional UPDATE whose WHERE clause lists the `from` states below.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    """Due at `run_at`. Left by a worker's claim, or by cancel. A retry waiting for its
+    backoff is pending with a later `run_at` (shown as "retrying")."""
+
+    BLOCKED = "blocked"
+    """Waits for DAG upstreams. Left when the last upstream completes (-> pending) or one
+    fails (-> skipped), in the same transaction as that upstream's finish."""
+
+    RUNNING = "running"
+    """Leased by a worker until `lease_until`. Left by the worker's finish, fail, time-out
+    or release, or by the reaper once the lease has expired."""
+
+    COMPLETED = "completed"
+    """Terminal: the handler returned."""
+
+    FAILED = "failed"
+    """Terminal: attempts exhausted or a non-retryable error. The dead letters."""
+
+    TIMED_OUT = "timed_out"
+    """Terminal: the last allowed attempt ran past its timeout."""
+
+    CANCELLED = "cancelled"
+    """Terminal: a person or the API cancelled it."""
+
+    SKIPPED = "skipped"
+    """Terminal: a policy decided not to run it (overlap, upstream failure)."""
+
+
+TERMINAL = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.TIMED_OUT,
+        RunStatus.CANCELLED,
+        RunStatus.SKIPPED,
+    }
+)
+ACTIVE = frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.RUNNING})
+
+# transition name -> (from states, to states). `app.runs` implements each one; a test
+# checks that this table, the enum and the database CHECK constraint agree.
+TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
+    "run_submit": (frozenset(), frozenset({RunStatus.PENDING, RunStatus.BLOCKED})),
+    "run_claim": (frozenset({RunStatus.PENDING}), frozenset({RunStatus.RUNNING})),
+    "run_heartbeat": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.RUNNING})),
+    "run_complete": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.COMPLETED})),
+    "run_fail": (
+        frozenset({RunStatus.RUNNING}),
+        frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.TIMED_OUT}),
+    ),
+    "run_release": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.PENDING})),
+    "run_reap": (
+        frozenset({RunStatus.RUNNING}),
+        frozenset({RunStatus.PENDING, RunStatus.FAILED}),
+    ),
+    "run_cancel": (
+        frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.RUNNING}),
+        frozenset({RunStatus.CANCELLED}),
+    ),
+    "run_unblock": (frozenset({RunStatus.BLOCKED}), frozenset({RunStatus.PENDING})),
+    "run_skip": (
+        frozenset({RunStatus.PENDING, RunStatus.BLOCKED}),
+        frozenset({RunStatus.SKIPPED}),
+    ),
+    "run_retry": (
+        frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}),
+        frozenset({RunStatus.PENDING}),
+    ),
+}
+
+
+class ExecutionModel(StrEnum):
+    ASYNC = "async"
+    """Awaited on the worker's event loop: I/O written with `await`."""
+
+    THREAD = "thread"
+    """A thread pool: blocking I/O libraries. Cannot be killed, only asked to stop."""
+
+    PROCESS = "process"
+    """A process pool: CPU-bound Python, one GIL per process."""
+
+    SUBPROCESS = "subprocess"
+    """A fresh child process per run: killable, isolated; long or untrusted work."""
+
+
+class Role(StrEnum):
+    VIEWER = "viewer"
+    EDITOR = "editor"
+    ADMIN = "admin"
+
+
+def sql_in(values: frozenset[str] | list[str] | type[StrEnum]) -> str:
+    """`'a', 'b'` for a CHECK constraint over `values`, in a stable order."""
+    items = [str(v) for v in values]
+    return ", ".join(f"'{v}'" for v in sorted(items))

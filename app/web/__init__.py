@@ -1,0 +1,1 @@
+"""The web process: HTML dashboard, JSON API, SSE, /metrics and /healthz."""
