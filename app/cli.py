@@ -158,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--port", type=int, default=None, help="port (default $PORT or 8000)")
     worker = add("worker", cmd_worker, "claim and execute runs")
     worker.add_argument(
-        "--concurrency", type=int, default=None,
+        "--concurrency",
+        type=int,
+        default=None,
         help="runs executed at once (default $SUNDIAL_WORKER_CONCURRENCY or 10)",
     )
     add("trigger", cmd_trigger, "turn due schedules into runs (one leader among many)")

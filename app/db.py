@@ -69,7 +69,7 @@ def redact(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "<unparseable url>"
-    if parts.password is None:
+    if not parts.password:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
@@ -78,9 +78,9 @@ def redact(url: str) -> str:
 def describe(url: str) -> str:
     """Human description of where `url` points, for error messages."""
     parts = urlsplit(url)
-    host = parts.hostname or dict(
-        p.split("=", 1) for p in parts.query.split("&") if "=" in p
-    ).get("host", "local socket")
+    host = parts.hostname or dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p).get(
+        "host", "local socket"
+    )
     port = f":{parts.port}" if parts.port else ""
     db = parts.path.lstrip("/") or "(default database)"
     return f"database {db!r} on {host}{port}"

@@ -42,7 +42,9 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         context = [
-            f"{f}={record.__dict__[f]}" for f in CONTEXT_FIELDS if record.__dict__.get(f) is not None
+            f"{f}={record.__dict__[f]}"
+            for f in CONTEXT_FIELDS
+            if record.__dict__.get(f) is not None
         ]
         return f"{line} [{' '.join(context)}]" if context else line
 

@@ -59,8 +59,9 @@ class JobDefinition(SQLModel, table=True):
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
     name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
-    description: str = Field(default="", sa_column=sa.Column(sa.Text, nullable=False,
-                                                              server_default=""))
+    description: str = Field(
+        default="", sa_column=sa.Column(sa.Text, nullable=False, server_default="")
+    )
     handler: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     args: dict[str, Any] = _jsonb("{}")
     execution_model: str = Field(
@@ -92,15 +93,15 @@ class Schedule(SQLModel, table=True):
             "interval_seconds IS NULL OR interval_seconds > 0", name="schedules_interval_positive"
         ),
         sa.CheckConstraint("spread_seconds >= 0", name="schedules_spread_nonneg"),
-        sa.Index(
-            "ix_schedules_due", "next_fire_time", postgresql_where=sa.text("active")
-        ),
+        sa.Index("ix_schedules_due", "next_fire_time", postgresql_where=sa.text("active")),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
     job_id: uuid.UUID = Field(
         sa_column=sa.Column(
-            sa.Uuid, sa.ForeignKey("job_definitions.id", ondelete="CASCADE"), nullable=False,
+            sa.Uuid,
+            sa.ForeignKey("job_definitions.id", ondelete="CASCADE"),
+            nullable=False,
             index=True,
         )
     )
@@ -146,9 +147,7 @@ class JobRun(SQLModel, table=True):
     __tablename__ = "job_runs"
     __table_args__ = (
         sa.CheckConstraint(f"status IN ({sql_in(RunStatus)})", name="job_runs_status"),
-        sa.CheckConstraint(
-            f"execution_model IN ({sql_in(ExecutionModel)})", name="job_runs_model"
-        ),
+        sa.CheckConstraint(f"execution_model IN ({sql_in(ExecutionModel)})", name="job_runs_model"),
         sa.CheckConstraint("attempt >= 0", name="job_runs_attempt_nonneg"),
         sa.CheckConstraint("timeout_seconds > 0", name="job_runs_timeout_positive"),
         sa.CheckConstraint("max_retries >= 0", name="job_runs_retries_nonneg"),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import context
+from sqlmodel import SQLModel
 
 from app import models  # noqa: F401  (registers every table on SQLModel.metadata)
-from sqlmodel import SQLModel
 
 # Serialises concurrent `sundial migrate` calls (release phase plus `sundial dev`, say).
 MIGRATION_LOCK_KEY = 0x53554E4449414C  # "SUNDIAL"
@@ -16,8 +16,9 @@ target_metadata = SQLModel.metadata
 
 def run_migrations_online() -> None:
     config = context.config
-    engine = sa.create_engine(config.get_main_option("sqlalchemy.url") or "",
-                              poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(
+        config.get_main_option("sqlalchemy.url") or "", poolclass=sa.pool.NullPool
+    )
     with engine.connect() as connection:
         connection.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
         connection.commit()

@@ -36,9 +36,7 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def run_periodic(
-    name: str, url: str, interval: float, step: Step, stop: threading.Event
-) -> None:
+def run_periodic(name: str, url: str, interval: float, step: Step, stop: threading.Event) -> None:
     """Call `step(conn)` every `interval` seconds until `stop` is set."""
     backoff = Backoff()
     conn: psycopg.Connection[dict[str, Any]] | None = None
@@ -54,8 +52,12 @@ def run_periodic(
                 step(conn)
             except (DatabaseUnavailable, psycopg.OperationalError) as exc:
                 delay = backoff.next_delay()
-                log.warning("%s: database unavailable (%s); retrying in %.1fs",
-                            name, str(exc).strip().splitlines()[-1:], delay)
+                log.warning(
+                    "%s: database unavailable (%s); retrying in %.1fs",
+                    name,
+                    str(exc).strip().splitlines()[-1:],
+                    delay,
+                )
                 if conn is not None:
                     conn.close()
                 conn = None

@@ -23,6 +23,4 @@ class Trigger:
         return 0
 
     def run_forever(self, url: str, stop: threading.Event) -> None:
-        run_periodic(
-            "trigger", url, self.settings.trigger_interval_seconds, self.run_once, stop
-        )
+        run_periodic("trigger", url, self.settings.trigger_interval_seconds, self.run_once, stop)

@@ -45,9 +45,7 @@ def render(request: Request, page: str, fragment: str | None = None, **context: 
 
 async def home(request: Request) -> Response:
     async with pool(request).connection() as conn:
-        cur = await conn.execute(
-            "SELECT status, count(*) AS n FROM job_runs GROUP BY status"
-        )
+        cur = await conn.execute("SELECT status, count(*) AS n FROM job_runs GROUP BY status")
         counts = {row["status"]: row["n"] for row in await cur.fetchall()}
         cur = await conn.execute(
             "SELECT count(*) AS n FROM workers "

@@ -1,0 +1,85 @@
+from pathlib import Path
+
+import pytest
+
+from app.config import DEFAULT_PORT, ConfigError, Settings
+from app.db import DatabaseUrlError, describe, normalize_url, redact, sqlalchemy_url
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("postgres://u:p@db.example:5432/app", "postgresql://u:p@db.example:5432/app"),
+        ("postgresql://u:p@db.example/app", "postgresql://u:p@db.example/app"),
+        ("postgresql+psycopg://u@h/app?sslmode=require", "postgresql://u@h/app?sslmode=require"),
+        ("  postgres://u@h/app\n", "postgresql://u@h/app"),
+        ("POSTGRES://u@h/app", "postgresql://u@h/app"),
+    ],
+)
+def test_normalize_url_accepts_every_postgres_spelling(given: str, expected: str) -> None:
+    assert normalize_url(given) == expected
+
+
+@pytest.mark.parametrize("bad", ["mysql://u@h/db", "sqlite:///x.db", "not a url", "", "h:5432/db"])
+def test_normalize_url_rejects_other_urls_with_a_clear_message(bad: str) -> None:
+    with pytest.raises(DatabaseUrlError, match="DATABASE_URL"):
+        normalize_url(bad)
+
+
+def test_sqlalchemy_url_uses_psycopg3_driver() -> None:
+    assert sqlalchemy_url("postgres://u@h/app") == "postgresql+psycopg://u@h/app"
+
+
+def test_redact_hides_password_only() -> None:
+    assert redact("postgresql://alice:s3cret@h:5432/app") == "postgresql://alice:***@h:5432/app"
+    assert redact("postgresql://alice@h/app") == "postgresql://alice@h/app"
+
+
+def test_describe_names_database_and_host() -> None:
+    assert describe("postgresql://u@db:6543/app") == "database 'app' on db:6543"
+    assert describe("postgresql://u@/app?host=/tmp/sock") == "database 'app' on /tmp/sock"
+
+
+def test_settings_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings.database_url is None
+    assert settings.port == DEFAULT_PORT
+    assert settings.data_dir == Path(".sundial")
+    assert settings.handler_modules == ()
+    assert settings.enable_shell_handler is False
+
+
+def test_settings_read_environment() -> None:
+    settings = Settings.from_env(
+        {
+            "DATABASE_URL": "postgres://x/y",
+            "PORT": "5005",
+            "SECRET_KEY": "k",
+            "SUNDIAL_DATA_DIR": "/var/sundial",
+            "SUNDIAL_HANDLERS": "myapp.jobs, other.jobs",
+            "SUNDIAL_LEASE_SECONDS": "12.5",
+            "SUNDIAL_ENABLE_SHELL_HANDLER": "yes",
+        }
+    )
+    assert settings.database_url == "postgres://x/y"
+    assert settings.port == 5005
+    assert settings.secret_key == "k"
+    assert settings.data_dir == Path("/var/sundial")
+    assert settings.handler_modules == ("myapp.jobs", "other.jobs")
+    assert settings.lease_seconds == 12.5
+    assert settings.enable_shell_handler is True
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"PORT": "eighty"}, "PORT must be a whole number"),
+        ({"PORT": "0"}, "PORT must be at least 1"),
+        ({"SUNDIAL_LEASE_SECONDS": "-1"}, "SUNDIAL_LEASE_SECONDS must be greater than 0"),
+        ({"SUNDIAL_ENABLE_SHELL_HANDLER": "maybe"}, "must be true or false"),
+        ({"SUNDIAL_LOG_FORMAT": "xml"}, "SUNDIAL_LOG_FORMAT must be one of"),
+    ],
+)
+def test_settings_reject_bad_values(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings.from_env(env)
