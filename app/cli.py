@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--port", type=int, default=None, help="dashboard port (default $PORT)")
     db = add("db", cmd_db, "embedded database helpers")
     db.add_argument("db_command", choices=["url", "stop"], help="print its URL, or stop it")
+
+    from app.cli_schedules import add_schedule_commands
+
+    add_schedule_commands(sub)
     return parser
 
 

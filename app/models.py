@@ -205,6 +205,11 @@ class JobRun(SQLModel, table=True):
     attempt: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
+    # Attempts handed back by a stopping worker: they keep `attempt` (the fencing token)
+    # moving forward but do not count against `max_retries`.
+    handbacks: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
     max_retries: int = Field(
         default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
     )
