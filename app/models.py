@@ -205,9 +205,10 @@ class JobRun(SQLModel, table=True):
     attempt: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
-    # Attempts handed back by a stopping worker: they keep `attempt` (the fencing token)
-    # moving forward but do not count against `max_retries`.
-    handbacks: int = Field(
+    # The attempt number the current retry budget counts from: `attempt - retry_base` is
+    # checked against `max_retries`. A stopping worker's hand-back and a manual retry raise
+    # it, so `attempt` (the fencing token) only ever moves forward.
+    retry_base: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
     max_retries: int = Field(

@@ -210,7 +210,7 @@ def upgrade() -> None:
             "run_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
         ),
         sa.Column("attempt", sa.Integer(), server_default="0", nullable=False),
-        sa.Column("handbacks", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("retry_base", sa.Integer(), server_default="0", nullable=False),
         sa.Column("max_retries", sa.Integer(), server_default="3", nullable=False),
         sa.Column("timeout_seconds", sa.Integer(), server_default="300", nullable=False),
         sa.Column("lease_owner", sa.Text(), nullable=True),

@@ -1,0 +1,461 @@
+"""The run state machine: the only code that changes a run's status.
+
+One function per transition, named like its SQL statement in `app/sql/runs.sql`; each is
+one conditional statement. When a fenced transition changes fewer rows than asked, the
+actor lost a race (its lease expired, the run was cancelled or reaped): the loser is
+logged and counted here, and the caller discards its result.
+
+Functions take a psycopg connection and do not commit, except where noted: callers own
+their transactions (the trigger inserts fires and advances schedules in one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from app.backoff import full_jitter
+from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
+from app.metrics import FENCE_LOST, TRANSITIONS
+from app.sql import query
+from app.states import ExecutionModel
+
+log = logging.getLogger(__name__)
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+DEFAULT_PRIORITY = 1
+DEFAULT_TIMEOUT_SECONDS = 300
+DEFAULT_MAX_RETRIES = 3
+MAX_PRIORITY = 32767
+RETRY_BASE_DELAY_SECONDS = 1.0
+RETRY_MAX_DELAY_SECONDS = 600.0
+NOTIFY_CHANNEL = "sundial_runs"
+
+
+class SubmitError(ValueError):
+    """A run cannot be submitted as asked; the message says why."""
+
+
+class IdempotencyConflict(SubmitError):
+    """The idempotency key already names a run with a different payload."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to submit. `delay` (seconds from the database's now) or `run_at` delays it."""
+
+    handler: str
+    args: dict[str, Any] = field(default_factory=dict)
+    priority: int = DEFAULT_PRIORITY
+    delay: float | None = None
+    run_at: datetime | None = None
+    idempotency_key: str | None = None
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    max_retries: int = DEFAULT_MAX_RETRIES
+    execution_model: str = ExecutionModel.ASYNC.value
+    job_id: uuid.UUID | None = None
+
+    def validate(self) -> None:
+        if not self.handler or not self.handler.strip():
+            raise SubmitError("a run needs a handler name")
+        if not isinstance(self.args, dict):
+            raise SubmitError(f"args must be a JSON object, got {type(self.args).__name__}")
+        if self.execution_model not in ExecutionModel.__members__.values():
+            models = ", ".join(m.value for m in ExecutionModel)
+            raise SubmitError(
+                f"execution model must be one of {models}, got {self.execution_model!r}"
+            )
+        if not -MAX_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise SubmitError(f"priority must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
+        if self.timeout_seconds <= 0:
+            raise SubmitError("timeout must be a positive number of seconds")
+        if self.max_retries < 0:
+            raise SubmitError("max retries cannot be negative")
+        if self.delay is not None and self.delay < 0:
+            raise SubmitError("delay cannot be negative")
+        if self.delay is not None and self.run_at is not None:
+            raise SubmitError("give a delay or a time to run at, not both")
+        if self.run_at is not None and self.run_at.tzinfo is None:
+            raise SubmitError("the time to run at needs a time zone (e.g. 2030-01-01T09:00Z)")
+        try:
+            json.dumps(self.args)
+        except (TypeError, ValueError) as exc:
+            raise SubmitError(f"args must be JSON-serialisable: {exc}") from None
+
+    def same_payload(self, handler: str, args: dict[str, Any]) -> bool:
+        return self.handler == handler and self.args == args
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    id: int
+    created: bool  # False: the idempotency key named an existing run with this payload
+
+
+@dataclass(frozen=True, slots=True)
+class FireRequest:
+    """A schedule's fire to turn into a run (see the trigger)."""
+
+    schedule_id: uuid.UUID
+    job_id: uuid.UUID
+    fire_time: datetime
+    run_at: datetime
+    handler: str
+    args: dict[str, Any]
+    execution_model: str
+    priority: int
+    timeout_seconds: int
+    max_retries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """How one attempt ended, as the worker reports it."""
+
+    run_id: int
+    attempt: int
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    renewed: set[int]
+    cancel_requested: set[int]
+    lost: set[int]  # no longer leased to this worker: stop the job, discard its result
+
+
+def _now(now: datetime | None) -> dict[str, datetime | None]:
+    return {"now": now}
+
+
+# ---- submit ------------------------------------------------------------------------------
+
+
+def submit(conn: Conn, run: NewRun, *, now: datetime | None = None) -> Submitted:
+    """(new) -> pending. The same idempotency key and payload returns the existing run."""
+    return submit_many(conn, [run], now=now)[0]
+
+
+def submit_many(
+    conn: Conn, runs: Sequence[NewRun], *, now: datetime | None = None
+) -> list[Submitted]:
+    """(new) -> pending for many runs in one statement, results in input order.
+
+    Raises IdempotencyConflict, changing nothing, when a key is reused with another payload
+    (within the batch or against an existing run).
+    """
+    for run in runs:
+        run.validate()
+    by_key: dict[str, NewRun] = {}
+    for run in runs:
+        key = run.idempotency_key
+        if key is None:
+            continue
+        if key in by_key and not by_key[key].same_payload(run.handler, run.args):
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} is used twice in this batch with different payloads"
+            )
+        by_key[key] = run
+    unique_runs = [r for r in runs if r.idempotency_key is None] + list(by_key.values())
+    with conn.transaction():
+        rows = conn.execute(
+            query("runs", "run_submit_many"),
+            {
+                "handlers": [r.handler for r in unique_runs],
+                "args": [Jsonb(r.args) for r in unique_runs],
+                "models": [r.execution_model for r in unique_runs],
+                "priorities": [r.priority for r in unique_runs],
+                "run_ats": [r.run_at for r in unique_runs],
+                "delays": [r.delay for r in unique_runs],
+                "max_retries": [r.max_retries for r in unique_runs],
+                "timeouts": [r.timeout_seconds for r in unique_runs],
+                "keys": [r.idempotency_key for r in unique_runs],
+                "job_ids": [r.job_id for r in unique_runs],
+                **_now(now),
+            },
+        ).fetchall()
+        created_by_key = {r["idempotency_key"]: r["id"] for r in rows if r["idempotency_key"]}
+        # Ids come from one sequence in insertion order, so unkeyed runs map in order.
+        unkeyed_ids = iter(r["id"] for r in rows if r["idempotency_key"] is None)
+        existing = _existing_runs_for(conn, by_key, created_by_key)
+    TRANSITIONS.labels("run_submit").inc(len(rows))
+    result: list[Submitted] = []
+    for run in runs:
+        key = run.idempotency_key
+        if key is None:
+            result.append(Submitted(next(unkeyed_ids), created=True))
+        elif key in created_by_key:
+            result.append(Submitted(created_by_key[key], created=True))
+        else:
+            result.append(Submitted(existing[key], created=False))
+    return result
+
+
+def _existing_runs_for(
+    conn: Conn, by_key: dict[str, NewRun], created_by_key: dict[str, int]
+) -> dict[str, int]:
+    """Ids of runs that already held keys in this batch; refuses a different payload."""
+    clashing = [key for key in by_key if key not in created_by_key]
+    if not clashing:
+        return {}
+    rows = conn.execute(query("runs", "run_find_by_keys"), {"keys": clashing}).fetchall()
+    existing: dict[str, int] = {}
+    for row in rows:
+        key = row["idempotency_key"]
+        if not by_key[key].same_payload(row["handler"], row["args"]):
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} already belongs to run {row['id']} "
+                f"({row['handler']} with other args); use a new key for a different job"
+            )
+        existing[key] = row["id"]
+    return existing
+
+
+def submit_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
+    """(new) -> pending, one run per fire; None where that fire already has a run."""
+    if not fires:
+        return []
+    rows = conn.execute(
+        query("runs", "run_submit_fires"),
+        {
+            "schedule_ids": [f.schedule_id for f in fires],
+            "job_ids": [f.job_id for f in fires],
+            "fire_times": [f.fire_time for f in fires],
+            "run_ats": [f.run_at for f in fires],
+            "handlers": [f.handler for f in fires],
+            "args": [Jsonb(f.args) for f in fires],
+            "models": [f.execution_model for f in fires],
+            "priorities": [f.priority for f in fires],
+            "timeouts": [f.timeout_seconds for f in fires],
+            "max_retries": [f.max_retries for f in fires],
+        },
+    ).fetchall()
+    TRANSITIONS.labels("run_submit").inc(len(rows))
+    created = {(r["schedule_id"], r["fire_time"]): r["id"] for r in rows}
+    return [created.get((f.schedule_id, f.fire_time)) for f in fires]
+
+
+# ---- worker: claim, heartbeat, finish, release -------------------------------------------
+
+
+def claim(
+    conn: Conn,
+    worker: str,
+    limit: int,
+    lease_seconds: float,
+    *,
+    now: datetime | None = None,
+) -> list[JobSpec]:
+    """pending -> running for up to `limit` due runs, leased to `worker`."""
+    if limit <= 0:
+        return []
+    rows = conn.execute(
+        query("runs", "run_claim"),
+        {"worker": worker, "limit": limit, "lease_seconds": lease_seconds, **_now(now)},
+    ).fetchall()
+    TRANSITIONS.labels("run_claim").inc(len(rows))
+    return [
+        JobSpec(
+            run_id=r["id"],
+            attempt=r["attempt"],
+            handler=r["handler"],
+            args=r["args"],
+            execution_model=r["execution_model"],
+            timeout_seconds=float(r["timeout_seconds"]),
+            idempotency_key=r["idempotency_key"],
+            fire_time=r["fire_time"],
+        )
+        for r in rows
+    ]
+
+
+def next_due(conn: Conn) -> datetime | None:
+    """When the earliest pending run is due (None when nothing is pending)."""
+    row = conn.execute(query("runs", "run_next_due")).fetchone()
+    return row["next_run_at"] if row else None
+
+
+def heartbeat(
+    conn: Conn, worker: str, held: Sequence[tuple[int, int]], lease_seconds: float
+) -> HeartbeatResult:
+    """running -> running: renew every (run id, attempt) lease `worker` holds."""
+    if not held:
+        return HeartbeatResult(set(), set(), set())
+    params = {
+        "worker": worker,
+        "ids": [h[0] for h in held],
+        "attempts": [h[1] for h in held],
+        "lease_seconds": lease_seconds,
+    }
+    rows = conn.execute(query("runs", "run_heartbeat"), params).fetchall()
+    renewed = {r["id"] for r in rows}
+    cancel = {r["id"] for r in rows if r["cancel_requested"]}
+    missing = [h for h in held if h[0] not in renewed]
+    lost: set[int] = set()
+    if missing:
+        # Skipped because another statement holds the row lock, or really lost?
+        still_held = conn.execute(
+            query("runs", "run_held_check"),
+            {**params, "ids": [m[0] for m in missing], "attempts": [m[1] for m in missing]},
+        ).fetchall()
+        cancel |= {r["id"] for r in still_held if r["cancel_requested"]}
+        lost = {m[0] for m in missing} - {r["id"] for r in still_held}
+        for run_id, attempt in missing:
+            if run_id in lost:
+                _lost("run_heartbeat", run_id, attempt, worker)
+    return HeartbeatResult(renewed, cancel, lost)
+
+
+def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Finish]:
+    """Record how attempts ended: running -> completed, or -> pending (retry) / failed /
+    timed_out / cancelled. Returns the finishes that won; the rest lost their fence.
+
+    Completions and failures go in (at most) two statements, in one transaction.
+    """
+    completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
+    failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
+    won: set[tuple[int, int]] = set()
+    with conn.transaction():
+        if completed:
+            rows = conn.execute(
+                query("runs", "run_complete_many"),
+                {
+                    "worker": worker,
+                    "ids": [f.run_id for f in completed],
+                    "attempts": [f.attempt for f in completed],
+                    "results": [_result_json(f.outcome.result) for f in completed],
+                },
+            ).fetchall()
+            won |= {(r["id"], r["attempt"]) for r in rows}
+            TRANSITIONS.labels("run_complete").inc(len(rows))
+        if failed:
+            rows = conn.execute(
+                query("runs", "run_fail_many"),
+                {
+                    "worker": worker,
+                    "ids": [f.run_id for f in failed],
+                    "attempts": [f.attempt for f in failed],
+                    "outcomes": [f.outcome.status.value for f in failed],
+                    "errors": [f.outcome.error for f in failed],
+                    "tracebacks": [f.outcome.traceback for f in failed],
+                    "retryable": [f.outcome.retryable for f in failed],
+                    "delays": [
+                        full_jitter(f.attempt, RETRY_BASE_DELAY_SECONDS, RETRY_MAX_DELAY_SECONDS)
+                        for f in failed
+                    ],
+                },
+            ).fetchall()
+            won |= {(r["id"], r["attempt"]) for r in rows}
+            TRANSITIONS.labels("run_fail").inc(len(rows))
+    winners = [f for f in finishes if (f.run_id, f.attempt) in won]
+    for f in finishes:
+        if (f.run_id, f.attempt) not in won:
+            _lost("run_finish", f.run_id, f.attempt, worker)
+    return winners
+
+
+def _result_json(result: JSON) -> Jsonb | None:
+    return None if result is None else Jsonb(result)
+
+
+def release_many(conn: Conn, worker: str, held: Sequence[tuple[int, int]]) -> list[int]:
+    """running -> pending: hand unfinished attempts back at shutdown (not a used attempt)."""
+    if not held:
+        return []
+    with conn.transaction():
+        rows = conn.execute(
+            query("runs", "run_release_many"),
+            {"worker": worker, "ids": [h[0] for h in held], "attempts": [h[1] for h in held]},
+        ).fetchall()
+    TRANSITIONS.labels("run_release").inc(len(rows))
+    released = {r["id"] for r in rows}
+    for run_id, attempt in held:
+        if run_id not in released:
+            _lost("run_release", run_id, attempt, worker)
+    return sorted(released)
+
+
+# ---- reaper ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    run_id: int
+    attempt: int
+    status: str
+    worker: str | None
+
+
+def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[Reaped]:
+    """running -> pending | failed | cancelled for runs whose lease has expired."""
+    with conn.transaction():
+        rows = conn.execute(query("runs", "run_reap"), {"limit": limit, **_now(now)}).fetchall()
+    TRANSITIONS.labels("run_reap").inc(len(rows))
+    reaped = [Reaped(r["id"], r["attempt"], r["status"], r["lease_owner"]) for r in rows]
+    for r in reaped:
+        log.warning(
+            "lease expired; run %s",
+            "re-queued" if r.status == "pending" else f"ended {r.status}",
+            extra={"run_id": r.run_id, "attempt": r.attempt, "worker": r.worker},
+        )
+    return reaped
+
+
+def age_priorities(
+    conn: Conn,
+    *,
+    age_seconds: float,
+    max_boost: int,
+    limit: int = 10_000,
+    now: datetime | None = None,
+) -> int:
+    """pending -> pending: raise the effective priority of runs waiting too long."""
+    with conn.transaction():
+        rows = conn.execute(
+            query("runs", "run_age_priorities"),
+            {"age_seconds": age_seconds, "max_boost": max_boost, "limit": limit, **_now(now)},
+        ).fetchall()
+    return len(rows)
+
+
+# ---- people and the API: cancel, retry ---------------------------------------------------
+
+
+def cancel(conn: Conn, run_id: int) -> str | None:
+    """pending | blocked -> cancelled; running -> cancel requested (the worker stops it).
+
+    Returns the run's status afterwards, or None when it had already finished.
+    """
+    row = conn.execute(query("runs", "run_cancel"), {"id": run_id}).fetchone()
+    if row is None:
+        return None
+    TRANSITIONS.labels("run_cancel").inc()
+    return str(row["status"])
+
+
+def retry(conn: Conn, run_id: int) -> bool:
+    """failed | timed_out | cancelled -> pending, with a fresh retry budget."""
+    row = conn.execute(query("runs", "run_retry"), {"id": run_id}).fetchone()
+    if row is not None:
+        TRANSITIONS.labels("run_retry").inc()
+    return row is not None
+
+
+def _lost(transition: str, run_id: int, attempt: int, worker: str) -> None:
+    """An actor lost its fence: say so in the log and count it; the caller discards."""
+    FENCE_LOST.labels(transition).inc()
+    log.warning(
+        "%s changed 0 rows: attempt %d no longer holds the run; result discarded",
+        transition,
+        attempt,
+        extra={"run_id": run_id, "attempt": attempt, "worker": worker},
+    )

@@ -1,0 +1,33 @@
+"""Every runtime SQL statement, loaded by name from the `.sql` files beside this module.
+
+Each statement is headed by `-- name: <name>` and a line saying what it does (for run
+transitions: `from -> to`). Keeping SQL out of Python strings makes every statement that
+touches a run reviewable in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import LiteralString, cast
+
+SQL_DIR = Path(__file__).resolve().parent
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def load(file: str) -> dict[str, LiteralString]:
+    """Statements of `<file>.sql`, by name."""
+    text = (SQL_DIR / f"{file}.sql").read_text()
+    parts = _HEADER.split(text)
+    queries: dict[str, LiteralString] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"{file}.sql defines {name!r} twice")
+        queries[name] = cast(LiteralString, body.strip().rstrip(";"))
+    return queries
+
+
+def query(file: str, name: str) -> LiteralString:
+    return load(file)[name]

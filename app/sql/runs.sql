@@ -1,0 +1,258 @@
+-- Every statement that changes a run's status. `app/runs.py` runs them; nothing else may.
+-- Each is one conditional statement: the WHERE clause names the states (and, for a
+-- leased run, the attempt) it moves a run from, so an actor that lost a race changes
+-- 0 rows. `coalesce(%(now)s, now())` lets tests move time; production uses the database
+-- clock. One pg_notify per statement (never per row, never with job args) wakes workers.
+
+-- name: run_submit_many
+-- (new) -> pending: insert runs in one statement; an idempotency key already used is left alone.
+WITH new AS (
+    INSERT INTO job_runs (
+        handler, args, execution_model, priority, base_priority, run_at,
+        max_retries, timeout_seconds, idempotency_key, job_id, status
+    )
+    SELECT
+        s.handler, s.args, s.execution_model, s.priority, s.priority,
+        coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
+                           + make_interval(secs => coalesce(s.delay, 0))),
+        s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id, 'pending'
+    FROM unnest(
+        %(handlers)s::text[], %(args)s::jsonb[], %(models)s::text[], %(priorities)s::smallint[],
+        %(run_ats)s::timestamptz[], %(delays)s::float8[], %(max_retries)s::int[],
+        %(timeouts)s::int[], %(keys)s::text[], %(job_ids)s::uuid[]
+    ) WITH ORDINALITY AS s(
+        handler, args, execution_model, priority, run_at, delay, max_retries,
+        timeout_seconds, idempotency_key, job_id, n
+    )
+    ORDER BY s.n
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, idempotency_key
+)
+SELECT new.id, new.idempotency_key FROM new
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true
+ORDER BY new.id;
+
+-- name: run_find_by_keys
+-- (read) the runs already holding these idempotency keys, to compare their payloads.
+SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = ANY(%(keys)s::text[]);
+
+-- name: run_submit_fires
+-- (new) -> pending: one run per schedule fire; a fire that already has a run is left alone.
+WITH new AS (
+    INSERT INTO job_runs (
+        schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
+        priority, base_priority, timeout_seconds, max_retries, status
+    )
+    SELECT
+        f.schedule_id, f.job_id, f.fire_time, f.run_at, f.handler, f.args, f.execution_model,
+        f.priority, f.priority, f.timeout_seconds, f.max_retries, 'pending'
+    FROM unnest(
+        %(schedule_ids)s::uuid[], %(job_ids)s::uuid[], %(fire_times)s::timestamptz[],
+        %(run_ats)s::timestamptz[], %(handlers)s::text[], %(args)s::jsonb[], %(models)s::text[],
+        %(priorities)s::smallint[], %(timeouts)s::int[], %(max_retries)s::int[]
+    ) AS f(
+        schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
+        priority, timeout_seconds, max_retries
+    )
+    ON CONFLICT (schedule_id, fire_time) DO NOTHING
+    RETURNING id, schedule_id, fire_time
+)
+SELECT new.id, new.schedule_id, new.fire_time FROM new
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_claim
+-- pending -> running: lease up to %(limit)s due runs to one worker, highest effective
+-- priority first, then oldest; attempt + 1 is the new fencing token.
+WITH picked AS (
+    SELECT id FROM job_runs
+    WHERE status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY priority DESC, run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE job_runs r
+SET status = 'running',
+    lease_owner = %(worker)s,
+    lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+    attempt = r.attempt + 1,
+    started_at = coalesce(%(now)s::timestamptz, now())
+FROM picked
+WHERE r.id = picked.id
+RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_seconds,
+          r.idempotency_key, r.fire_time;
+
+-- name: run_next_due
+-- (read) when the earliest pending run becomes due, so an idle worker sleeps just that long.
+SELECT min(run_at) AS next_run_at FROM job_runs WHERE status = 'pending';
+
+-- name: run_heartbeat
+-- running -> running: extend every lease this worker still holds, in one statement.
+-- Rows locked by a concurrent finish or cancel are skipped, not waited for (no deadlock);
+-- `run_held_check` tells those apart from leases really lost.
+WITH held AS (
+    SELECT r.id
+    FROM job_runs r
+    JOIN unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
+      ON r.id = h.id AND r.attempt = h.attempt
+    WHERE r.status = 'running' AND r.lease_owner = %(worker)s
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE job_runs r
+SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
+FROM held
+WHERE r.id = held.id
+RETURNING r.id, r.cancel_requested;
+
+-- name: run_held_check
+-- (read) which of these attempts are still leased to this worker.
+SELECT r.id, r.cancel_requested
+FROM job_runs r
+JOIN unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
+  ON r.id = h.id AND r.attempt = h.attempt
+WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
+
+-- name: run_complete_many
+-- running -> completed: the attempts' results, and one history row per attempt.
+WITH done AS (
+    UPDATE job_runs r
+    SET status = 'completed', finished_at = now(), lease_owner = NULL, lease_until = NULL,
+        result = f.result
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::jsonb[])
+         AS f(id, attempt, result)
+    WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
+    RETURNING r.id, r.attempt, r.started_at
+), history AS (
+    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
+    SELECT id, attempt, %(worker)s, 'completed', started_at, now() FROM done
+)
+SELECT id, attempt FROM done;
+
+-- name: run_fail_many
+-- running -> pending (a retry after its backoff delay) | failed | timed_out | cancelled.
+-- A cancel request always wins; otherwise a retryable error retries while
+-- attempt - retry_base <= max_retries, else the run ends with the attempt's outcome.
+WITH ended AS (
+    UPDATE job_runs r
+    SET (status, run_at, finished_at) = (
+            SELECT next.status,
+                   CASE WHEN next.status = 'pending'
+                        THEN now() + make_interval(secs => f.delay) ELSE r.run_at END,
+                   CASE WHEN next.status = 'pending' THEN NULL ELSE now() END
+            FROM (SELECT CASE
+                    WHEN r.cancel_requested OR f.outcome = 'cancelled' THEN 'cancelled'
+                    WHEN f.retryable AND r.attempt - r.retry_base <= r.max_retries THEN 'pending'
+                    ELSE f.outcome
+                 END AS status) AS next
+        ),
+        lease_owner = NULL, lease_until = NULL,
+        last_error = f.error, traceback = f.traceback
+    FROM unnest(
+        %(ids)s::bigint[], %(attempts)s::int[], %(outcomes)s::text[], %(errors)s::text[],
+        %(tracebacks)s::text[], %(retryable)s::bool[], %(delays)s::float8[]
+    ) AS f(id, attempt, outcome, error, traceback, retryable, delay)
+    WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
+      AND f.outcome IN ('failed', 'timed_out', 'cancelled')
+    RETURNING r.id, r.attempt, r.status, r.started_at, f.outcome, f.error, f.traceback
+), history AS (
+    INSERT INTO job_run_attempts
+        (run_id, attempt, worker, outcome, started_at, finished_at, error, traceback)
+    SELECT id, attempt, %(worker)s, outcome, started_at, now(), error, traceback FROM ended
+)
+SELECT id, attempt, status FROM ended;
+
+-- name: run_release_many
+-- running -> pending (or cancelled if that was requested): a stopping worker hands back
+-- attempts it did not finish. retry_base + 1 keeps the hand-back off the retry budget.
+WITH released AS (
+    UPDATE job_runs r
+    SET status = CASE WHEN r.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+        finished_at = CASE WHEN r.cancel_requested THEN now() END,
+        retry_base = r.retry_base + 1,
+        lease_owner = NULL, lease_until = NULL
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
+    WHERE r.id = h.id AND r.attempt = h.attempt AND r.status = 'running'
+    RETURNING r.id, r.attempt, r.status, r.started_at
+), history AS (
+    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
+    SELECT id, attempt, %(worker)s, 'released', started_at, now(), 'handed back at worker shutdown'
+    FROM released
+)
+SELECT released.id, released.attempt, released.status FROM released
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_reap
+-- running -> pending | failed | cancelled: runs whose lease expired (worker died, stalled
+-- or partitioned); a re-queued run keeps its run_at, so its place at the head of the queue. The UPDATE re-checks status and lease under the row lock, so a run that
+-- completed or was cancelled meanwhile is never touched, and a cancelled run never re-queued.
+WITH expired AS (
+    SELECT id, lease_owner, started_at FROM job_runs
+    WHERE status = 'running' AND lease_until < coalesce(%(now)s::timestamptz, now())
+    ORDER BY lease_until
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), reaped AS (
+    UPDATE job_runs r
+    SET status = CASE
+            WHEN r.cancel_requested THEN 'cancelled'
+            WHEN r.attempt - r.retry_base > r.max_retries THEN 'failed'
+            ELSE 'pending'
+        END,
+        finished_at = CASE
+            WHEN r.cancel_requested OR r.attempt - r.retry_base > r.max_retries
+            THEN coalesce(%(now)s::timestamptz, now())
+        END,
+        lease_owner = NULL, lease_until = NULL,
+        last_error = 'lease expired: worker ' || coalesce(e.lease_owner, '?')
+                     || ' stopped heartbeating during attempt ' || r.attempt
+    FROM expired e
+    WHERE r.id = e.id AND r.status = 'running'
+      AND r.lease_until < coalesce(%(now)s::timestamptz, now())
+    RETURNING r.id, r.attempt, r.status, e.lease_owner, e.started_at, r.last_error
+), history AS (
+    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
+    SELECT id, attempt, lease_owner, 'lost', started_at, coalesce(%(now)s::timestamptz, now()),
+           last_error
+    FROM reaped
+    ON CONFLICT (run_id, attempt) DO NOTHING
+)
+SELECT reaped.id, reaped.attempt, reaped.status, reaped.lease_owner FROM reaped
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_cancel
+-- pending | blocked -> cancelled at once; running -> running with cancel_requested, which
+-- the worker sees on its next heartbeat and answers by stopping the job.
+UPDATE job_runs
+SET status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
+    finished_at = CASE WHEN status = 'running' THEN NULL ELSE now() END,
+    cancel_requested = true
+WHERE id = %(id)s AND status IN ('pending', 'blocked', 'running')
+RETURNING id, status;
+
+-- name: run_retry
+-- failed | timed_out | cancelled -> pending: a person retries a dead letter with a fresh
+-- retry budget. attempt is kept: the next claim still moves the fencing token forward.
+WITH retried AS (
+    UPDATE job_runs
+    SET status = 'pending', run_at = now(), finished_at = NULL, cancel_requested = false,
+        retry_base = attempt, priority = base_priority, lease_owner = NULL, lease_until = NULL
+    WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
+    RETURNING id, status
+)
+SELECT retried.id, retried.status FROM retried
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_age_priorities
+-- pending -> pending: one priority level per %(age_seconds)s a run has waited past its
+-- run_at, at most %(max_boost)s above its base, so low-priority work cannot starve.
+WITH stale AS (
+    SELECT id FROM job_runs
+    WHERE status = 'pending'
+      AND priority < base_priority + %(max_boost)s
+      AND run_at < coalesce(%(now)s::timestamptz, now())
+                   - make_interval(secs => %(age_seconds)s * (priority - base_priority + 1))
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE job_runs r SET priority = r.priority + 1
+FROM stale WHERE r.id = stale.id AND r.status = 'pending'
+RETURNING r.id, r.priority;

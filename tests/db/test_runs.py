@@ -1,0 +1,356 @@
+"""The run state machine against a real PostgreSQL: every transition and its fence."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from app import runs
+from app.jobs import Outcome, OutcomeStatus
+from app.runs import Finish, IdempotencyConflict, NewRun, SubmitError
+
+Conn = psycopg.Connection[Any]
+
+
+def row(conn: Conn, run_id: int) -> dict[str, Any]:
+    result = conn.execute("SELECT * FROM job_runs WHERE id = %s", (run_id,)).fetchone()
+    assert result is not None
+    return dict(result)
+
+
+def attempts(conn: Conn, run_id: int) -> list[dict[str, Any]]:
+    return [
+        dict(r)
+        for r in conn.execute(
+            "SELECT * FROM job_run_attempts WHERE run_id = %s ORDER BY attempt", (run_id,)
+        ).fetchall()
+    ]
+
+
+def db_now(conn: Conn) -> Any:
+    return conn.execute("SELECT now() AS now").fetchone()["now"]  # type: ignore[index]
+
+
+def failed(message: str = "boom", *, retryable: bool = True) -> Outcome:
+    return Outcome(
+        OutcomeStatus.FAILED, error=message, traceback="Traceback: …", retryable=retryable
+    )
+
+
+# ---- submit -----------------------------------------------------------------------------
+
+
+def test_submit_creates_a_pending_run_with_defaults(conn: Conn) -> None:
+    submitted = runs.submit(conn, NewRun("noop", {"x": 1}))
+    assert submitted.created
+    r = row(conn, submitted.id)
+    assert (r["status"], r["handler"], r["args"], r["attempt"]) == ("pending", "noop", {"x": 1}, 0)
+    assert (r["priority"], r["max_retries"], r["timeout_seconds"]) == (1, 3, 300)
+
+
+def test_delay_and_run_at_use_the_database_clock(conn: Conn) -> None:
+    now = db_now(conn)
+    delayed = runs.submit(conn, NewRun("noop", delay=60))
+    at = runs.submit(conn, NewRun("noop", run_at=now + timedelta(hours=2)))
+    assert row(conn, delayed.id)["run_at"] - now >= timedelta(seconds=59)
+    assert row(conn, at.id)["run_at"] == now + timedelta(hours=2)
+    assert runs.claim(conn, "w", 10, 30) == []  # nothing due yet
+
+
+def test_submit_many_returns_ids_in_input_order(conn: Conn) -> None:
+    batch = [NewRun("noop", {"i": i}) for i in range(500)]
+    submitted = runs.submit_many(conn, batch)
+    assert len(submitted) == 500
+    for i, s in enumerate(submitted):
+        assert row(conn, s.id)["args"] == {"i": i}
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        (NewRun(""), "needs a handler"),
+        (NewRun("noop", args=[1, 2]), "args must be a JSON object"),  # type: ignore[arg-type]
+        (NewRun("noop", execution_model="fiber"), "execution model must be one of"),
+        (NewRun("noop", timeout_seconds=0), "timeout must be a positive"),
+        (NewRun("noop", max_retries=-1), "max retries cannot be negative"),
+        (NewRun("noop", delay=-5), "delay cannot be negative"),
+        (NewRun("noop", priority=99999), "priority must be between"),
+    ],
+)
+def test_bad_submissions_are_refused_and_nothing_is_written(
+    conn: Conn, run: NewRun, message: str
+) -> None:
+    with pytest.raises(SubmitError, match=message):
+        runs.submit_many(conn, [NewRun("noop"), run])
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
+
+
+def test_same_idempotency_key_and_payload_returns_the_existing_run(conn: Conn) -> None:
+    first = runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k1"))
+    second = runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k1"))
+    assert first.created and not second.created
+    assert first.id == second.id
+
+
+def test_same_key_with_different_payload_is_refused(conn: Conn) -> None:
+    runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k1"))
+    with pytest.raises(IdempotencyConflict, match="already belongs to run"):
+        runs.submit(conn, NewRun("noop", {"a": 2}, idempotency_key="k1"))
+    with pytest.raises(IdempotencyConflict, match="used twice in this batch"):
+        runs.submit_many(
+            conn, [NewRun("noop", idempotency_key="k2"), NewRun("sleep", idempotency_key="k2")]
+        )
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 1}
+
+
+def test_concurrent_submits_with_one_key_create_one_run(db_url: str) -> None:
+    barrier = threading.Barrier(8)
+    ids: list[int] = []
+    errors: list[BaseException] = []
+
+    def submit() -> None:
+        try:
+            with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as c:
+                barrier.wait()
+                ids.append(runs.submit(c, NewRun("noop", {"n": 1}, idempotency_key="once")).id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=submit) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(set(ids)) == 1
+    with psycopg.connect(db_url) as c:
+        assert c.execute("SELECT count(*) FROM job_runs").fetchone() == (1,)
+
+
+# ---- claim -------------------------------------------------------------------------------
+
+
+def test_claim_orders_by_priority_then_age_and_increments_attempt(conn: Conn) -> None:
+    low = runs.submit(conn, NewRun("noop", priority=1)).id
+    high = runs.submit(conn, NewRun("noop", priority=5)).id
+    low2 = runs.submit(conn, NewRun("noop", priority=1)).id
+    claimed = runs.claim(conn, "w1", 2, 30)
+    assert [j.run_id for j in claimed] == [high, low]
+    assert all(j.attempt == 1 for j in claimed)
+    r = row(conn, high)
+    assert (r["status"], r["lease_owner"], r["attempt"]) == ("running", "w1", 1)
+    assert r["lease_until"] - r["started_at"] == timedelta(seconds=30)
+    assert [j.run_id for j in runs.claim(conn, "w2", 5, 30)] == [low2]
+
+
+def test_two_workers_never_claim_the_same_run(db_url: str, conn: Conn) -> None:
+    runs.submit_many(conn, [NewRun("noop") for _ in range(2000)])
+    claimed: list[list[int]] = [[], []]
+
+    def work(i: int) -> None:
+        with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as c:
+            while batch := runs.claim(c, f"w{i}", 50, 30):
+                claimed[i].extend(j.run_id for j in batch)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(claimed[0]) + len(claimed[1]) == 2000
+    assert not set(claimed[0]) & set(claimed[1])
+
+
+# ---- heartbeat, finish, fencing ----------------------------------------------------------
+
+
+def test_complete_records_result_and_history(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop")).id
+    (_job,) = runs.claim(conn, "w1", 1, 30)
+    won = runs.finish_many(conn, "w1", [Finish(run_id, 1, Outcome.completed({"ok": True}))])
+    assert len(won) == 1
+    r = row(conn, run_id)
+    assert (r["status"], r["result"], r["lease_owner"]) == ("completed", {"ok": True}, None)
+    assert r["finished_at"] is not None
+    (history,) = attempts(conn, run_id)
+    assert (history["attempt"], history["outcome"], history["worker"]) == (1, "completed", "w1")
+
+
+def test_failure_retries_with_backoff_then_dead_letters_with_traceback(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("fail", max_retries=2)).id
+    for attempt in (1, 2, 3):
+        conn.execute("UPDATE job_runs SET run_at = now() WHERE id = %s", (run_id,))
+        (job,) = runs.claim(conn, "w1", 1, 30)
+        assert job.attempt == attempt
+        runs.finish_many(conn, "w1", [Finish(run_id, attempt, failed(f"boom {attempt}"))])
+        r = row(conn, run_id)
+        if attempt < 3:
+            assert r["status"] == "pending"
+            assert r["finished_at"] is None
+        assert r["last_error"] == f"boom {attempt}"
+    r = row(conn, run_id)
+    assert (r["status"], r["attempt"], r["traceback"]) == ("failed", 3, "Traceback: …")
+    assert [a["outcome"] for a in attempts(conn, run_id)] == ["failed"] * 3
+
+
+def test_non_retryable_failure_fails_at_once(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("nope", max_retries=5)).id
+    runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, 1, failed("no handler", retryable=False))])
+    assert row(conn, run_id)["status"] == "failed"
+
+
+def test_timeout_on_last_attempt_ends_timed_out(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("sleep", max_retries=0)).id
+    runs.claim(conn, "w1", 1, 30)
+    outcome = Outcome(OutcomeStatus.TIMED_OUT, error="timed out after 1s")
+    runs.finish_many(conn, "w1", [Finish(run_id, 1, outcome)])
+    assert row(conn, run_id)["status"] == "timed_out"
+
+
+def test_stale_finish_after_reap_and_reclaim_changes_nothing(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop")).id
+    runs.claim(conn, "zombie", 1, 30)
+    later = db_now(conn) + timedelta(seconds=31)
+    assert [r.status for r in runs.reap(conn, now=later)] == ["pending"]
+    (job,) = runs.claim(conn, "fresh", 1, 30)
+    assert job.attempt == 2
+    runs.finish_many(conn, "fresh", [Finish(run_id, 2, Outcome.completed("new"))])
+    # the paused worker wakes up and reports its old attempt
+    assert runs.finish_many(conn, "zombie", [Finish(run_id, 1, Outcome.completed("old"))]) == []
+    assert runs.finish_many(conn, "zombie", [Finish(run_id, 1, failed())]) == []
+    r = row(conn, run_id)
+    assert (r["status"], r["attempt"], r["result"]) == ("completed", 2, "new")
+    assert [(a["attempt"], a["outcome"]) for a in attempts(conn, run_id)] == [
+        (1, "lost"),
+        (2, "completed"),
+    ]
+
+
+def test_heartbeat_renews_own_leases_and_reports_lost_and_cancelled(conn: Conn) -> None:
+    a, b, c = (runs.submit(conn, NewRun("noop")).id for _ in range(3))
+    runs.claim(conn, "w1", 3, 5)
+    before = row(conn, a)["lease_until"]
+    runs.cancel(conn, b)
+    # c was reaped and re-claimed by someone else
+    conn.execute("UPDATE job_runs SET lease_until = now() - interval '1 s' WHERE id = %s", (c,))
+    runs.reap(conn)
+    runs.claim(conn, "w2", 1, 30)
+    result = runs.heartbeat(conn, "w1", [(a, 1), (b, 1), (c, 1)], 60)
+    assert result.renewed == {a, b}
+    assert result.cancel_requested == {b}
+    assert result.lost == {c}
+    assert row(conn, a)["lease_until"] > before
+
+
+def test_heartbeat_does_not_call_a_row_locked_by_a_finish_lost(db_url: str, conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop")).id
+    runs.claim(conn, "w1", 1, 30)
+    with psycopg.connect(db_url, row_factory=dict_row) as other:
+        other.execute("SELECT 1 FROM job_runs WHERE id = %s FOR UPDATE", (run_id,))
+        result = runs.heartbeat(conn, "w1", [(run_id, 1)], 30)
+        other.rollback()
+    assert result.lost == set()
+
+
+# ---- reaper ------------------------------------------------------------------------------
+
+
+def test_reap_requeues_expired_leases_only(conn: Conn) -> None:
+    expired = runs.submit(conn, NewRun("noop")).id
+    healthy = runs.submit(conn, NewRun("noop")).id
+    runs.claim(conn, "w1", 2, 30)
+    conn.execute(
+        "UPDATE job_runs SET lease_until = now() - interval '1 s' WHERE id = %s", (expired,)
+    )
+    reaped = runs.reap(conn)
+    assert [(r.run_id, r.status, r.worker) for r in reaped] == [(expired, "pending", "w1")]
+    assert row(conn, healthy)["status"] == "running"
+    assert "stopped heartbeating" in row(conn, expired)["last_error"]
+
+
+def test_reap_fails_a_run_whose_attempts_are_exhausted(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("crash", max_retries=1)).id
+    for _ in range(2):
+        runs.claim(conn, "w1", 1, 30)
+        runs.reap(conn, now=db_now(conn) + timedelta(minutes=1))
+    r = row(conn, run_id)
+    assert (r["status"], r["attempt"]) == ("failed", 2)
+    assert r["finished_at"] is not None
+
+
+def test_reap_never_requeues_a_cancelled_run(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("sleep")).id
+    runs.claim(conn, "w1", 1, 30)
+    assert runs.cancel(conn, run_id) == "running"  # requested; worker then died
+    runs.reap(conn, now=db_now(conn) + timedelta(minutes=1))
+    assert row(conn, run_id)["status"] == "cancelled"
+    assert runs.claim(conn, "w2", 10, 30) == []
+
+
+def test_reap_cannot_touch_a_run_completed_meanwhile(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop")).id
+    runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, 1, Outcome.completed())])
+    assert runs.reap(conn, now=db_now(conn) + timedelta(hours=1)) == []
+    assert row(conn, run_id)["status"] == "completed"
+
+
+# ---- cancel, release, retry, aging -------------------------------------------------------
+
+
+def test_cancel_pending_is_immediate_and_finished_runs_are_left_alone(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop")).id
+    assert runs.cancel(conn, run_id) == "cancelled"
+    assert runs.cancel(conn, run_id) is None
+    assert runs.claim(conn, "w", 1, 30) == []
+
+
+def test_cancelled_finish_of_a_running_run(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("sleep")).id
+    runs.claim(conn, "w1", 1, 30)
+    runs.cancel(conn, run_id)
+    outcome = Outcome(OutcomeStatus.CANCELLED, error="cancelled while running")
+    assert len(runs.finish_many(conn, "w1", [Finish(run_id, 1, outcome)])) == 1
+    assert row(conn, run_id)["status"] == "cancelled"
+
+
+def test_release_hands_back_without_using_up_an_attempt(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("sleep", max_retries=0)).id
+    runs.claim(conn, "w1", 1, 30)
+    assert runs.release_many(conn, "w1", [(run_id, 1)]) == [run_id]
+    (job,) = runs.claim(conn, "w2", 1, 30)
+    assert job.attempt == 2  # the fencing token still moves forward
+    runs.finish_many(conn, "w2", [Finish(run_id, 2, failed())])
+    # max_retries=0 allows one counted attempt; the hand-back did not count
+    assert row(conn, run_id)["status"] == "failed"
+    assert [a["outcome"] for a in attempts(conn, run_id)] == ["released", "failed"]
+
+
+def test_retry_a_dead_letter_with_a_fresh_budget(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("fail", max_retries=0)).id
+    runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, 1, failed())])
+    assert runs.retry(conn, run_id)
+    assert not runs.retry(conn, run_id)  # already pending
+    (job,) = runs.claim(conn, "w1", 1, 30)
+    assert job.attempt == 2
+    runs.finish_many(conn, "w1", [Finish(run_id, 2, failed())])
+    assert row(conn, run_id)["status"] == "failed"
+
+
+def test_aging_raises_waiting_runs_one_level_per_period_up_to_the_bound(conn: Conn) -> None:
+    old = runs.submit(conn, NewRun("noop", priority=0)).id
+    fresh = runs.submit(conn, NewRun("noop", priority=0)).id
+    conn.execute("UPDATE job_runs SET run_at = now() - interval '1 hour' WHERE id = %s", (old,))
+    for _ in range(10):
+        runs.age_priorities(conn, age_seconds=600, max_boost=3)
+    assert row(conn, old)["priority"] == 3  # 60 min waited: 6 periods, capped at +3
+    assert row(conn, fresh)["priority"] == 0
+    high = runs.submit(conn, NewRun("noop", priority=2)).id
+    assert [j.run_id for j in runs.claim(conn, "w", 2, 30)] == [old, high]
