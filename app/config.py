@@ -19,6 +19,8 @@ DEFAULT_WORKER_CONCURRENCY = 10
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 25.0  # Heroku sends SIGKILL 30 s after SIGTERM
 DEFAULT_REAPER_INTERVAL_SECONDS = 5.0
 DEFAULT_TRIGGER_INTERVAL_SECONDS = 1.0
+DEFAULT_PRIORITY_AGING_SECONDS = 300.0
+DEFAULT_PRIORITY_AGING_MAX_BOOST = 5
 DEFAULT_LOG_LEVEL = "INFO"
 DEV_SECRET_KEY = "sundial-dev-secret-change-me"
 
@@ -43,6 +45,8 @@ class Settings:
     trigger_interval_seconds: float
     handler_modules: tuple[str, ...]
     enable_shell_handler: bool
+    priority_aging_seconds: float
+    priority_aging_max_boost: int
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -72,6 +76,12 @@ class Settings:
                 m.strip() for m in (env.get("SUNDIAL_HANDLERS") or "").split(",") if m.strip()
             ),
             enable_shell_handler=_bool(env, "SUNDIAL_ENABLE_SHELL_HANDLER", False),
+            priority_aging_seconds=_float(
+                env, "SUNDIAL_PRIORITY_AGING_SECONDS", DEFAULT_PRIORITY_AGING_SECONDS
+            ),
+            priority_aging_max_boost=_int(
+                env, "SUNDIAL_PRIORITY_AGING_MAX_BOOST", DEFAULT_PRIORITY_AGING_MAX_BOOST
+            ),
         )
 
 
