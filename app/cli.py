@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.config import ConfigError, Settings
 from app.db import DatabaseUnavailable, DatabaseUrlError, redact, resolve_database_url
+from app.errors import UsageError
 from app.logs import configure_logging
 
 log = logging.getLogger("sundial")
@@ -23,10 +24,6 @@ EXIT_USAGE = 2  # bad input or configuration
 EXIT_UNAVAILABLE = 3  # the database could not be reached
 
 PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
-
-
-class UsageError(ValueError):
-    """Bad input from the person at the keyboard; the message says what to change."""
 
 
 Command = Callable[[argparse.Namespace, Settings], int]
@@ -170,8 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     db = add("db", cmd_db, "embedded database helpers")
     db.add_argument("db_command", choices=["url", "stop"], help="print its URL, or stop it")
 
+    from app.cli_runs import add_run_commands
     from app.cli_schedules import add_schedule_commands
 
+    add_run_commands(sub)
     add_schedule_commands(sub)
     return parser
 

@@ -23,6 +23,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from app.backoff import full_jitter
+from app.errors import UsageError
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.metrics import FENCE_LOST, TRANSITIONS
 from app.sql import query
@@ -41,7 +42,7 @@ RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
 
 
-class SubmitError(ValueError):
+class SubmitError(UsageError):
     """A run cannot be submitted as asked; the message says why."""
 
 
@@ -276,12 +277,6 @@ def claim(
         )
         for r in rows
     ]
-
-
-def next_due(conn: Conn) -> datetime | None:
-    """When the earliest pending run is due (None when nothing is pending)."""
-    row = conn.execute(query("runs", "run_next_due")).fetchone()
-    return row["next_run_at"] if row else None
 
 
 def heartbeat(

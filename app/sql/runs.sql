@@ -81,10 +81,6 @@ WHERE r.id = picked.id
 RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_seconds,
           r.idempotency_key, r.fire_time;
 
--- name: run_next_due
--- (read) when the earliest pending run becomes due, so an idle worker sleeps just that long.
-SELECT min(run_at) AS next_run_at FROM job_runs WHERE status = 'pending';
-
 -- name: run_heartbeat
 -- running -> running: extend every lease this worker still holds, in one statement.
 -- Rows locked by a concurrent finish or cancel are skipped, not waited for (no deadlock);

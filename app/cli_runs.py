@@ -1,0 +1,136 @@
+"""`sundial submit`, `sundial cancel`, `sundial retry`, `sundial show`: runs from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from typing import Any
+
+from app.config import Settings
+from app.db import connect, resolve_database_url
+from app.errors import UsageError
+from app.states import ExecutionModel
+
+
+def parse_args_json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--args must be a JSON object like '{{\"key\": 1}}', got {text!r}")
+    return value
+
+
+def parse_time(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"--at must be an ISO 8601 time like 2030-01-31T09:00:00+01:00, got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        raise UsageError(f"--at needs a time zone (e.g. {text}Z or {text}+01:00)")
+    return moment
+
+
+def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from app import runs
+
+    new_run = runs.NewRun(
+        handler=args.handler,
+        args=parse_args_json(args.args),
+        priority=args.priority,
+        delay=args.delay,
+        run_at=parse_time(args.at) if args.at else None,
+        idempotency_key=args.idempotency_key,
+        timeout_seconds=args.timeout,
+        max_retries=args.max_retries,
+        execution_model=args.execution_model,
+    )
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        submitted = runs.submit(conn, new_run)
+    print(submitted.id)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
+    from app import runs
+
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        status = runs.cancel(conn, args.run_id)
+        if status is None:
+            return _not_active(conn, args.run_id, "cancel")
+    print(
+        f"run {args.run_id} cancelled"
+        if status == "cancelled"
+        else f"run {args.run_id} is running: cancel requested, its worker will stop it"
+    )
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
+    from app import runs
+
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        if not runs.retry(conn, args.run_id):
+            return _not_active(conn, args.run_id, "retry", finished_only=True)
+    print(f"run {args.run_id} queued again")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        row = conn.execute("SELECT * FROM job_runs WHERE id = %s", (args.run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"there is no run {args.run_id}")
+        history = conn.execute(
+            "SELECT attempt, worker, outcome, started_at, finished_at, error "
+            "FROM job_run_attempts WHERE run_id = %s ORDER BY attempt",
+            (args.run_id,),
+        ).fetchall()
+    print(json.dumps({**row, "attempts": history}, default=str, indent=2))
+    return 0
+
+
+def _not_active(conn: Any, run_id: int, verb: str, finished_only: bool = False) -> int:
+    row = conn.execute("SELECT status FROM job_runs WHERE id = %s", (run_id,)).fetchone()
+    if row is None:
+        raise UsageError(f"there is no run {run_id}")
+    if finished_only:
+        raise UsageError(
+            f"cannot {verb} run {run_id}: it is {row['status']}; only failed, timed out "
+            "or cancelled runs can be retried"
+        )
+    raise UsageError(f"cannot {verb} run {run_id}: it already ended {row['status']}")
+
+
+def add_run_commands(sub: Any) -> None:
+    submit = sub.add_parser(
+        "submit", help="submit a run and print its id", description="Submit a run."
+    )
+    submit.set_defaults(func=cmd_submit, process="submit")
+    submit.add_argument("handler", help="registered handler name, e.g. noop, sleep, http")
+    submit.add_argument("--args", default="{}", help="handler arguments as a JSON object")
+    when = submit.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=float, help="seconds from now before it may start")
+    when.add_argument("--at", help="ISO 8601 time with zone at which it may start")
+    submit.add_argument("--priority", type=int, default=1, help="higher runs first (default 1)")
+    submit.add_argument("--idempotency-key", help="resubmitting with this key is safe")
+    submit.add_argument("--timeout", type=int, default=300, help="seconds (default 300)")
+    submit.add_argument("--max-retries", type=int, default=3, help="retries after the first try")
+    submit.add_argument(
+        "--execution-model",
+        default=ExecutionModel.ASYNC.value,
+        choices=[m.value for m in ExecutionModel],
+        help="where the handler runs (default async)",
+    )
+    for name, func, text in (
+        ("cancel", cmd_cancel, "cancel a run (a running one is stopped by its worker)"),
+        ("retry", cmd_retry, "queue a failed, timed out or cancelled run again"),
+        ("show", cmd_show, "print a run and its attempts as JSON"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        p.set_defaults(func=func, process=name)
+        p.add_argument("run_id", type=int)

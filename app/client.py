@@ -1,0 +1,75 @@
+"""The Python API for applications that submit and manage runs.
+
+    from app.client import Sundial
+
+    with Sundial("postgresql://…/app") as sundial:
+        run_id = sundial.submit("send_invoice", {"invoice": 42}, idempotency_key="inv-42")
+        sundial.submit_many([NewRun("noop") for _ in range(10_000)])  # one round trip
+
+With no URL, the same configuration as the `sundial` command is used (DATABASE_URL, or
+the embedded PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import psycopg
+
+from app import runs
+from app.config import Settings
+from app.db import connect, resolve_database_url
+from app.runs import NewRun
+
+__all__ = ["NewRun", "Sundial"]
+
+
+class Sundial:
+    def __init__(self, database_url: str | None = None) -> None:
+        self.url = (
+            resolve_database_url(Settings.from_env()) if database_url is None else (database_url)
+        )
+        self._conn: psycopg.Connection[dict[str, Any]] | None = None
+
+    @property
+    def conn(self) -> psycopg.Connection[dict[str, Any]]:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self.url, autocommit=True)
+        return self._conn
+
+    def submit(self, handler: str, args: dict[str, Any] | None = None, **options: Any) -> int:
+        """Submit one run and return its id; options are the fields of `NewRun`."""
+        return runs.submit(self.conn, NewRun(handler, args or {}, **options)).id
+
+    def submit_many(self, new_runs: Sequence[NewRun]) -> list[int]:
+        """Submit many runs in one statement; ids in input order."""
+        return [s.id for s in runs.submit_many(self.conn, new_runs)]
+
+    def cancel(self, run_id: int) -> str | None:
+        return runs.cancel(self.conn, run_id)
+
+    def retry(self, run_id: int) -> bool:
+        return runs.retry(self.conn, run_id)
+
+    def get(self, run_id: int) -> dict[str, Any] | None:
+        """The run's row as a dict, or None."""
+        row = self.conn.execute("SELECT * FROM job_runs WHERE id = %s", (run_id,)).fetchone()
+        return dict(row) if row else None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Sundial:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

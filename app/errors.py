@@ -1,0 +1,10 @@
+"""Errors a person can fix, shared by the CLI, the API and the dashboard."""
+
+from __future__ import annotations
+
+
+class UsageError(ValueError):
+    """Bad input from a person: the message is one sentence saying what to change.
+
+    The CLI prints it and exits with code 2; the web answers 400 with it.
+    """

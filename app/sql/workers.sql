@@ -1,0 +1,19 @@
+-- Statements about worker processes (not runs): registration, liveness, idle sleeps.
+
+-- name: worker_register
+-- A worker announces itself and the handlers it can run.
+INSERT INTO workers (id, host, pid, concurrency, handlers, stats)
+VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s, %(handlers)s, %(stats)s);
+
+-- name: worker_refresh
+-- Liveness and load, every heartbeat.
+UPDATE workers SET last_seen = now(), stats = %(stats)s WHERE id = %(id)s;
+
+-- name: worker_unregister
+-- A clean stop.
+UPDATE workers SET stopped_at = now(), last_seen = now(), stats = %(stats)s WHERE id = %(id)s;
+
+-- name: worker_seconds_until_next_due
+-- How long an idle worker may sleep before the earliest pending run is due.
+SELECT extract(epoch FROM min(run_at) - now())::float8 AS wait
+FROM job_runs WHERE status = 'pending';
