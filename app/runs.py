@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from app.backoff import full_jitter
@@ -40,6 +41,10 @@ MAX_PRIORITY = 32767
 RETRY_BASE_DELAY_SECONDS = 1.0
 RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
+SUBMIT_CHUNK = 2000  # runs per INSERT statement of a bulk submit
+
+
+EXECUTION_MODELS = frozenset(m.value for m in ExecutionModel)
 
 
 class SubmitError(UsageError):
@@ -70,7 +75,7 @@ class NewRun:
             raise SubmitError("a run needs a handler name")
         if not isinstance(self.args, dict):
             raise SubmitError(f"args must be a JSON object, got {type(self.args).__name__}")
-        if self.execution_model not in ExecutionModel.__members__.values():
+        if self.execution_model not in EXECUTION_MODELS:
             models = ", ".join(m.value for m in ExecutionModel)
             raise SubmitError(
                 f"execution model must be one of {models}, got {self.execution_model!r}"
@@ -87,10 +92,20 @@ class NewRun:
             raise SubmitError("give a delay or a time to run at, not both")
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise SubmitError("the time to run at needs a time zone (e.g. 2030-01-01T09:00Z)")
-        try:
-            json.dumps(self.args)
-        except (TypeError, ValueError) as exc:
-            raise SubmitError(f"args must be JSON-serialisable: {exc}") from None
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "handler": self.handler,
+            "args": self.args,
+            "execution_model": self.execution_model,
+            "priority": self.priority,
+            "run_at": self.run_at.isoformat() if self.run_at else None,
+            "delay": self.delay,
+            "max_retries": self.max_retries,
+            "timeout_seconds": self.timeout_seconds,
+            "idempotency_key": self.idempotency_key,
+            "job_id": str(self.job_id) if self.job_id else None,
+        }
 
     def same_payload(self, handler: str, args: dict[str, Any]) -> bool:
         return self.handler == handler and self.args == args
@@ -117,6 +132,20 @@ class FireRequest:
     timeout_seconds: int
     max_retries: int
 
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "schedule_id": str(self.schedule_id),
+            "job_id": str(self.job_id),
+            "fire_time": self.fire_time.isoformat(),
+            "run_at": self.run_at.isoformat(),
+            "handler": self.handler,
+            "args": self.args,
+            "execution_model": self.execution_model,
+            "priority": self.priority,
+            "timeout_seconds": self.timeout_seconds,
+            "max_retries": self.max_retries,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Finish:
@@ -136,6 +165,11 @@ class HeartbeatResult:
 
 def _now(now: datetime | None) -> dict[str, datetime | None]:
     return {"now": now}
+
+
+def _json_batch(rows: list[dict[str, Any]]) -> str:
+    """A batch of rows as one JSON array, expanded server-side by jsonb_to_recordset."""
+    return json.dumps(rows, separators=(",", ":"))
 
 
 # ---- submit ------------------------------------------------------------------------------
@@ -167,26 +201,21 @@ def submit_many(
             )
         by_key[key] = run
     unique_runs = [r for r in runs if r.idempotency_key is None] + list(by_key.values())
+    chunks = [unique_runs[i : i + SUBMIT_CHUNK] for i in range(0, len(unique_runs), SUBMIT_CHUNK)]
+    rows: list[tuple[int, str | None]] = []
     with conn.transaction():
-        rows = conn.execute(
-            query("runs", "run_submit_many"),
-            {
-                "handlers": [r.handler for r in unique_runs],
-                "args": [Jsonb(r.args) for r in unique_runs],
-                "models": [r.execution_model for r in unique_runs],
-                "priorities": [r.priority for r in unique_runs],
-                "run_ats": [r.run_at for r in unique_runs],
-                "delays": [r.delay for r in unique_runs],
-                "max_retries": [r.max_retries for r in unique_runs],
-                "timeouts": [r.timeout_seconds for r in unique_runs],
-                "keys": [r.idempotency_key for r in unique_runs],
-                "job_ids": [r.job_id for r in unique_runs],
-                **_now(now),
-            },
-        ).fetchall()
-        created_by_key = {r["idempotency_key"]: r["id"] for r in rows if r["idempotency_key"]}
+        # Pipelined chunks: Python encodes the next chunk while the server inserts this one.
+        with conn.pipeline():
+            cursors = [conn.cursor(row_factory=tuple_row) for _ in chunks]
+            for cursor, chunk in zip(cursors, chunks, strict=True):
+                cursor.execute(
+                    query("runs", "run_submit_many"), {"runs": _runs_json(chunk), **_now(now)}
+                )
+        for cursor in cursors:
+            rows += cursor.fetchall()
+        created_by_key = {key: run_id for run_id, key in rows if key is not None}
         # Ids come from one sequence in insertion order, so unkeyed runs map in order.
-        unkeyed_ids = iter(r["id"] for r in rows if r["idempotency_key"] is None)
+        unkeyed_ids = iter(run_id for run_id, key in rows if key is None)
         existing = _existing_runs_for(conn, by_key, created_by_key)
     TRANSITIONS.labels("run_submit").inc(len(rows))
     result: list[Submitted] = []
@@ -199,6 +228,20 @@ def submit_many(
         else:
             result.append(Submitted(existing[key], created=False))
     return result
+
+
+def _runs_json(new_runs: list[NewRun]) -> str:
+    try:
+        return _json_batch([r.as_row() for r in new_runs])
+    except (TypeError, ValueError):
+        for run in new_runs:
+            try:
+                json.dumps(run.args)
+            except (TypeError, ValueError) as exc:
+                raise SubmitError(
+                    f"args of a {run.handler!r} run must be JSON-serialisable: {exc}"
+                ) from None
+        raise
 
 
 def _existing_runs_for(
@@ -227,18 +270,7 @@ def submit_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
         return []
     rows = conn.execute(
         query("runs", "run_submit_fires"),
-        {
-            "schedule_ids": [f.schedule_id for f in fires],
-            "job_ids": [f.job_id for f in fires],
-            "fire_times": [f.fire_time for f in fires],
-            "run_ats": [f.run_at for f in fires],
-            "handlers": [f.handler for f in fires],
-            "args": [Jsonb(f.args) for f in fires],
-            "models": [f.execution_model for f in fires],
-            "priorities": [f.priority for f in fires],
-            "timeouts": [f.timeout_seconds for f in fires],
-            "max_retries": [f.max_retries for f in fires],
-        },
+        {"fires": _json_batch([f.as_row() for f in fires])},
     ).fetchall()
     TRANSITIONS.labels("run_submit").inc(len(rows))
     created = {(r["schedule_id"], r["fire_time"]): r["id"] for r in rows}

@@ -6,6 +6,8 @@
 
 -- name: run_submit_many
 -- (new) -> pending: insert runs in one statement; an idempotency key already used is left alone.
+-- The batch arrives as one JSON array: parsing it server-side is far cheaper than
+-- adapting ten parallel arrays in Python.
 WITH new AS (
     INSERT INTO job_runs (
         handler, args, execution_model, priority, base_priority, run_at,
@@ -16,16 +18,12 @@ WITH new AS (
         coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
                            + make_interval(secs => coalesce(s.delay, 0))),
         s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id, 'pending'
-    FROM unnest(
-        %(handlers)s::text[], %(args)s::jsonb[], %(models)s::text[], %(priorities)s::smallint[],
-        %(run_ats)s::timestamptz[], %(delays)s::float8[], %(max_retries)s::int[],
-        %(timeouts)s::int[], %(keys)s::text[], %(job_ids)s::uuid[]
-    ) WITH ORDINALITY AS s(
-        handler, args, execution_model, priority, run_at, delay, max_retries,
-        timeout_seconds, idempotency_key, job_id, n
-    )
-    ORDER BY s.n
-    ON CONFLICT (idempotency_key) DO NOTHING
+    FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (
+        handler text, args jsonb, execution_model text, priority smallint, run_at timestamptz,
+        delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid
+    )) WITH ORDINALITY AS s
+    ORDER BY s.ordinality
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, idempotency_key
 )
 SELECT new.id, new.idempotency_key FROM new
@@ -46,15 +44,11 @@ WITH new AS (
     SELECT
         f.schedule_id, f.job_id, f.fire_time, f.run_at, f.handler, f.args, f.execution_model,
         f.priority, f.priority, f.timeout_seconds, f.max_retries, 'pending'
-    FROM unnest(
-        %(schedule_ids)s::uuid[], %(job_ids)s::uuid[], %(fire_times)s::timestamptz[],
-        %(run_ats)s::timestamptz[], %(handlers)s::text[], %(args)s::jsonb[], %(models)s::text[],
-        %(priorities)s::smallint[], %(timeouts)s::int[], %(max_retries)s::int[]
-    ) AS f(
-        schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
-        priority, timeout_seconds, max_retries
+    FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
+        schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz, handler text,
+        args jsonb, execution_model text, priority smallint, timeout_seconds int, max_retries int
     )
-    ON CONFLICT (schedule_id, fire_time) DO NOTHING
+    ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL DO NOTHING
     RETURNING id, schedule_id, fire_time
 )
 SELECT new.id, new.schedule_id, new.fire_time FROM new

@@ -240,13 +240,22 @@ def upgrade() -> None:
         sa.CheckConstraint("attempt >= 0", name="job_runs_attempt_nonneg"),
         sa.CheckConstraint("max_retries >= 0", name="job_runs_retries_nonneg"),
         sa.CheckConstraint("timeout_seconds > 0", name="job_runs_timeout_positive"),
-        sa.ForeignKeyConstraint(["job_id"], ["job_definitions.id"], ondelete="SET NULL"),
-        sa.ForeignKeyConstraint(["schedule_id"], ["schedules.id"], ondelete="SET NULL"),
         sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("idempotency_key", name="job_runs_idempotency_key"),
-        sa.UniqueConstraint("schedule_id", "fire_time", name="job_runs_schedule_fire_time"),
     )
-    op.create_index("ix_job_runs_created", "job_runs", ["created_at"], unique=False)
+    op.create_index(
+        "job_runs_schedule_fire_time",
+        "job_runs",
+        ["schedule_id", "fire_time"],
+        unique=True,
+        postgresql_where=sa.text("schedule_id IS NOT NULL"),
+    )
+    op.create_index(
+        "job_runs_idempotency_key",
+        "job_runs",
+        ["idempotency_key"],
+        unique=True,
+        postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+    )
     op.create_index(
         "ix_job_runs_dispatch",
         "job_runs",
@@ -254,7 +263,13 @@ def upgrade() -> None:
         unique=False,
         postgresql_where=sa.text("status = 'pending'"),
     )
-    op.create_index("ix_job_runs_job_created", "job_runs", ["job_id", "created_at"], unique=False)
+    op.create_index(
+        "ix_job_runs_job",
+        "job_runs",
+        ["job_id", "id"],
+        unique=False,
+        postgresql_where=sa.text("job_id IS NOT NULL"),
+    )
     op.create_index(
         "ix_job_runs_lease",
         "job_runs",
@@ -263,7 +278,11 @@ def upgrade() -> None:
         postgresql_where=sa.text("status = 'running'"),
     )
     op.create_index(
-        "ix_job_runs_status_finished", "job_runs", ["status", "finished_at"], unique=False
+        "ix_job_runs_dead_letters",
+        "job_runs",
+        ["finished_at"],
+        unique=False,
+        postgresql_where=sa.text("status IN ('failed', 'timed_out')"),
     )
     op.create_table(
         "job_run_attempts",
@@ -298,17 +317,6 @@ def downgrade() -> None:
     op.drop_index("ix_job_run_deps_depends_on", table_name="job_run_deps")
     op.drop_table("job_run_deps")
     op.drop_table("job_run_attempts")
-    op.drop_index("ix_job_runs_status_finished", table_name="job_runs")
-    op.drop_index(
-        "ix_job_runs_lease", table_name="job_runs", postgresql_where=sa.text("status = 'running'")
-    )
-    op.drop_index("ix_job_runs_job_created", table_name="job_runs")
-    op.drop_index(
-        "ix_job_runs_dispatch",
-        table_name="job_runs",
-        postgresql_where=sa.text("status = 'pending'"),
-    )
-    op.drop_index("ix_job_runs_created", table_name="job_runs")
     op.drop_table("job_runs")
     op.drop_index(op.f("ix_schedules_job_id"), table_name="schedules")
     op.drop_index("ix_schedules_due", table_name="schedules", postgresql_where=sa.text("active"))

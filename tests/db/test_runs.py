@@ -80,6 +80,7 @@ def test_submit_many_returns_ids_in_input_order(conn: Conn) -> None:
         (NewRun("noop", max_retries=-1), "max retries cannot be negative"),
         (NewRun("noop", delay=-5), "delay cannot be negative"),
         (NewRun("noop", priority=99999), "priority must be between"),
+        (NewRun("noop", {"when": object()}), "must be JSON-serialisable"),
     ],
 )
 def test_bad_submissions_are_refused_and_nothing_is_written(

@@ -1,0 +1,51 @@
+"""A scratch database for a benchmark: created, migrated, dropped afterwards.
+
+Uses BENCH_DATABASE_URL, then DATABASE_URL, then a local PostgreSQL on 127.0.0.1:5432,
+then the embedded PostgreSQL, as the server on which to create it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from app import migrate
+from app.db import normalize_url
+
+LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def server_url() -> str:
+    configured = os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if configured:
+        return normalize_url(configured)
+    try:
+        with psycopg.connect(LOCAL_SERVER, connect_timeout=2):
+            return LOCAL_SERVER
+    except psycopg.OperationalError:
+        import pgserver
+
+        server = pgserver.get_server(REPO / ".sundial" / "bench-pg", cleanup_mode="stop")
+        return str(server.get_uri())
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    admin = server_url()
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
+    try:
+        migrate.upgrade(url)
+        yield url
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
