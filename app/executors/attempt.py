@@ -1,0 +1,40 @@
+"""One attempt in flight: its context, why it was stopped, and how to stop it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.executors.cancel_flag import CancelFlag
+from app.executors.outcomes import stopped
+from app.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
+
+
+class Attempt:
+    """Tracks a running attempt so a timer or `Executors.cancel` can stop it.
+
+    `on_stop` is set by the execution model for its current phase (cancel the task,
+    wake the waiting coroutine, kill the child); `stop` calls it at most once.
+    """
+
+    __slots__ = ("ctx", "job", "on_stop", "stop_status")
+
+    def __init__(self, job: JobSpec) -> None:
+        self.job = job
+        self.ctx = JobContext(
+            job.run_id, job.attempt, job.idempotency_key, job.fire_time, CancelFlag()
+        )
+        self.stop_status: OutcomeStatus | None = None
+        self.on_stop: Callable[[], object] | None = None
+
+    def stop(self, status: OutcomeStatus) -> None:
+        """Stop the attempt as TIMED_OUT or CANCELLED; the first reason wins."""
+        if self.stop_status is not None:
+            return
+        self.stop_status = status
+        self.ctx.cancel_event.set()  # the cooperative token, for thread jobs
+        if self.on_stop is not None:
+            self.on_stop()
+
+    def stopped_outcome(self) -> Outcome:
+        assert self.stop_status is not None
+        return stopped(self.stop_status, self.job.timeout_seconds)

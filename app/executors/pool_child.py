@@ -1,0 +1,39 @@
+"""`python -m app.executors.pool_child`: a process-pool child running jobs one by one.
+
+It imports the handler modules named on its command line, writes a "ready" frame, then
+reads framed JSON requests on stdin and writes one framed JSON reply per request on its
+original stdout (the handler's prints go to stderr). It exits at end of stdin, or is
+killed by the worker (timeout, cancel) together with its process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from app.executors.framing import read_frame_blocking, write_frame
+from app.executors.protocol import encode_reply, serve_request
+from app.handlers import HandlerModuleError, default_registry, load_modules
+from app.handlers.job_process import become_job_child
+
+
+def main(handler_modules: list[str]) -> int:
+    replies = os.dup(1)
+    os.dup2(2, 1)  # from now on, fd 1 (and print) writes to stderr
+    become_job_child()
+    try:
+        load_modules(handler_modules)
+    except HandlerModuleError as exc:
+        write_frame(replies, json.dumps({"ready": False, "error": str(exc)}).encode())
+        return 1
+    write_frame(replies, json.dumps({"ready": True}).encode())
+    while (request := read_frame_blocking(sys.stdin.buffer)) is not None:
+        outcome = serve_request(json.loads(request), default_registry)
+        sys.stdout.flush()
+        write_frame(replies, encode_reply(outcome))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,78 @@
+"""What crosses between the worker and a job child: JSON requests and JSON replies.
+
+A request names the handler and carries its arguments and the context fields; a reply is
+an `Outcome` as JSON. Only JSON-able data crosses, never pickled Python objects.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from app.executors.invoke import invoke
+from app.executors.outcomes import failed
+from app.handlers.registry import HandlerRegistry, UnknownHandler
+from app.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
+
+
+class BadRequest(ValueError):
+    """A job's arguments cannot be sent to a child as JSON."""
+
+
+def encode_request(job: JobSpec, handler_modules: tuple[str, ...] = ()) -> bytes:
+    request = {
+        "handler": job.handler,
+        "args": job.args,
+        "run_id": job.run_id,
+        "attempt": job.attempt,
+        "idempotency_key": job.idempotency_key,
+        "fire_time": job.fire_time.isoformat() if job.fire_time else None,
+        "handler_modules": list(handler_modules),
+    }
+    try:
+        return json.dumps(request, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise BadRequest(f"the job's arguments cannot be sent as JSON: {exc}") from exc
+
+
+def serve_request(request: dict[str, Any], registry: HandlerRegistry) -> Outcome:
+    """Run the requested handler in this process (a child) and say how it ended."""
+    fire_time = request.get("fire_time")
+    ctx = JobContext(
+        run_id=request["run_id"],
+        attempt=request["attempt"],
+        idempotency_key=request.get("idempotency_key"),
+        fire_time=datetime.fromisoformat(fire_time) if fire_time else None,
+    )
+    try:
+        entry = registry.get(request["handler"])
+    except UnknownHandler as exc:
+        return failed(str(exc), retryable=False)
+    return invoke(entry, ctx, request.get("args") or {})
+
+
+def encode_reply(outcome: Outcome) -> bytes:
+    reply = {
+        "status": str(outcome.status),
+        "result": outcome.result,
+        "error": outcome.error,
+        "traceback": outcome.traceback,
+        "retryable": outcome.retryable,
+    }
+    return json.dumps(reply, allow_nan=False).encode()
+
+
+def decode_reply(data: bytes) -> Outcome:
+    """The child's `Outcome`; a reply that does not parse becomes a retryable failure."""
+    try:
+        reply = json.loads(data)
+        return Outcome(
+            OutcomeStatus(reply["status"]),
+            result=reply.get("result"),
+            error=reply.get("error"),
+            traceback=reply.get("traceback"),
+            retryable=bool(reply.get("retryable", True)),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        return failed(f"the job process sent an unreadable reply: {exc}")

@@ -1,0 +1,227 @@
+"""`Executors`: runs each claimed attempt under its execution model, with timeout and
+cancellation, and always answers with an `Outcome`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from app.executors.attempt import Attempt
+from app.executors.outcomes import completed, failed, from_exception, unknown_handler
+from app.executors.process_pool import ProcessPool
+from app.executors.protocol import BadRequest, encode_request
+from app.executors.subprocess_runner import SubprocessRunner
+from app.executors.thread_pool import ThreadRunner
+from app.handlers.registry import HandlerRegistry, RegisteredHandler, UnknownHandler
+from app.jobs import JobSpec, Outcome, OutcomeStatus
+from app.states import ExecutionModel
+
+_ASYNC = ExecutionModel.ASYNC.value
+_THREAD = ExecutionModel.THREAD.value
+_PROCESS = ExecutionModel.PROCESS.value
+_SUBPROCESS = ExecutionModel.SUBPROCESS.value
+
+
+class Executors:
+    """Runs attempts for the worker: `async`, `thread`, `process` and `subprocess`.
+
+    Use:
+
+        executors = Executors(default_registry, thread_workers=8, process_workers=2,
+                              handler_modules=settings.handler_modules)
+        await executors.start()
+        outcome = await executors.run(job)        # never raises; one task per job
+        executors.cancel(job.run_id, job.attempt)  # from any task on the same loop
+        await executors.close(kill=True)
+
+    Stopping a job: call `cancel(run_id, attempt)` (cancel requested, lease lost, shutdown
+    hand-back); the pending `run()` then returns CANCELLED. Passing an `asyncio.Event` as
+    `run(job, cancel)` works too but costs a watcher task per job; the worker should use
+    `cancel()`. A job's `timeout_seconds` (> 0; 0 means none) ends it as TIMED_OUT.
+
+    How each model stops a job:
+    - `async`: the handler is awaited in the caller's task, which is cancelled. A plain
+      `def` handler under `async` runs on the thread pool instead, so it cannot block the
+      event loop.
+    - `thread`: `ctx.cancel_event` is set (cooperative) and `run()` returns at once; the
+      thread's slot counts as leaked (`stats()["leaked_thread_slots"]`) until the handler
+      returns, and its late result is dropped. Leaked slots still occupy pool threads.
+    - `process`: the child running it is killed (with its process group) and replaced.
+    - `subprocess`: the child's process group is killed.
+
+    `process` and `subprocess` children look handlers up in `default_registry` after
+    importing `handler_modules`, so a handler registered only on another registry object
+    in the worker is unknown there.
+    """
+
+    def __init__(
+        self,
+        registry: HandlerRegistry,
+        *,
+        thread_workers: int,
+        process_workers: int,
+        handler_modules: tuple[str, ...] = (),
+    ) -> None:
+        self.registry = registry
+        self.thread_workers = thread_workers
+        self.process_workers = process_workers
+        self.handler_modules = tuple(handler_modules)
+        self._active: dict[tuple[int, int], Attempt] = {}
+        self._threads: ThreadRunner | None = None
+        self._processes: ProcessPool | None = None
+        self._subprocesses = SubprocessRunner()
+        self._started = False
+        self._closing = False
+        self._drained: asyncio.Future[None] | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the thread pool and the process children (which import the handler
+        modules); raises if a child cannot start. Idempotent."""
+        if self._started:
+            return
+        self._started = True
+        self._threads = ThreadRunner(max(1, self.thread_workers))
+        if self.process_workers > 0:
+            pool = ProcessPool(self.process_workers, self.handler_modules)
+            self._processes = pool
+            await pool.start()
+
+    async def close(self, *, kill: bool = False) -> None:
+        """Stop accepting jobs. `kill=False` waits for running attempts to finish;
+        `kill=True` stops them at once (CANCELLED) and kills every child."""
+        self._closing = True
+        if kill:
+            for attempt in list(self._active.values()):
+                attempt.stop(OutcomeStatus.CANCELLED)
+        elif self._active:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+        if self._processes is not None:
+            await self._processes.close(kill=kill)
+        await self._subprocesses.close(kill=kill)
+        if self._threads is not None:
+            self._threads.pool.shutdown()
+
+    # ---- running ------------------------------------------------------------------------
+
+    def cancel(self, run_id: int, attempt: int) -> bool:
+        """Stop that attempt if it runs here; its `run()` returns CANCELLED. Call on the
+        worker's event loop. False when the attempt is not (or no longer) running."""
+        running = self._active.get((run_id, attempt))
+        if running is None:
+            return False
+        running.stop(OutcomeStatus.CANCELLED)
+        return True
+
+    async def run(self, job: JobSpec, cancel: asyncio.Event | None = None) -> Outcome:
+        """Run one attempt to its end and say how it ended; never raises (except
+        `CancelledError` when the calling task itself is cancelled)."""
+        if self._closing:
+            return failed("the worker is shutting down; the job was not started")
+        try:
+            entry = self.registry.get(job.handler)
+        except UnknownHandler as exc:
+            return unknown_handler(exc)
+        if not self._started:
+            await self.start()
+        if cancel is not None and cancel.is_set():
+            return Outcome(OutcomeStatus.CANCELLED, error="cancelled before it started")
+        attempt = Attempt(job)
+        key = (job.run_id, job.attempt)
+        self._active[key] = attempt
+        loop = asyncio.get_running_loop()
+        # A timer handle, not wait_for() or an extra task: this path must stay cheap.
+        timer = (
+            loop.call_later(job.timeout_seconds, attempt.stop, OutcomeStatus.TIMED_OUT)
+            if job.timeout_seconds > 0
+            else None
+        )
+        watcher = loop.create_task(_watch(cancel, attempt)) if cancel is not None else None
+        try:
+            return await self._route(attempt, entry)
+        except Exception as exc:  # a bug in an executor; the attempt fails, the worker lives
+            return failed(f"executor error: {type(exc).__name__}: {exc}")
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
+            del self._active[key]
+            if self._drained is not None and not self._active and not self._drained.done():
+                self._drained.set_result(None)
+
+    async def _route(self, attempt: Attempt, entry: RegisteredHandler) -> Outcome:
+        model = attempt.job.execution_model
+        args = attempt.job.args
+        if model == _ASYNC and entry.is_async:
+            return await self._run_on_loop(attempt, entry, args)
+        if model == _ASYNC or model == _THREAD:
+            assert self._threads is not None
+            return await self._threads.run(attempt, entry, args)
+        if model == _PROCESS or model == _SUBPROCESS:
+            try:
+                request = encode_request(attempt.job, self.handler_modules)
+            except BadRequest as exc:
+                return failed(str(exc), retryable=False)
+            if model == _SUBPROCESS:
+                return await self._subprocesses.run(attempt, request)
+            if self._processes is None:
+                return failed("this worker has no process pool (process_workers=0)")
+            return await self._processes.run(attempt, request)
+        known = ", ".join(m.value for m in ExecutionModel)
+        return failed(f"unknown execution model {model!r} (known: {known})", retryable=False)
+
+    async def _run_on_loop(
+        self, attempt: Attempt, entry: RegisteredHandler, args: dict[str, Any]
+    ) -> Outcome:
+        """Await the handler in this task; a stop cancels the task (as asyncio.timeout()
+        does) and the cancellation is absorbed here with `uncancel()`."""
+        task = asyncio.current_task()
+        assert task is not None
+        attempt.on_stop = task.cancel
+        try:
+            result = await entry.fn(attempt.ctx, **args)
+        except asyncio.CancelledError:
+            # Ours if we stopped it and nobody else also cancelled the task.
+            if attempt.stop_status is None or task.uncancel() > 0:
+                raise
+            return attempt.stopped_outcome()
+        except Exception as exc:
+            outcome = from_exception(exc, entry, args)
+        else:
+            outcome = completed(entry, result)
+        finally:
+            attempt.on_stop = None
+        if attempt.stop_status is not None:  # stopped, but the handler swallowed it
+            task.uncancel()
+            return attempt.stopped_outcome()
+        return outcome
+
+    # ---- observing ----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Pool saturation for the workers table and /metrics: `running`, `threads_total`,
+        `threads_busy` (includes leaked), `leaked_thread_slots`, `processes_total`,
+        `processes_alive`, `processes_busy`, `process_restarts`, `subprocesses_running`."""
+        threads = self._threads
+        doc: dict[str, Any] = {
+            "running": len(self._active),
+            "threads_total": self.thread_workers,
+            "threads_busy": threads.pool.busy if threads else 0,
+            "leaked_thread_slots": threads.leaked_slots() if threads else 0,
+            "processes_total": self.process_workers,
+            "processes_alive": 0,
+            "processes_busy": 0,
+            "process_restarts": 0,
+            "subprocesses_running": self._subprocesses.running(),
+        }
+        if self._processes is not None:
+            doc.update(self._processes.stats())
+        return doc
+
+
+async def _watch(cancel: asyncio.Event, attempt: Attempt) -> None:
+    await cancel.wait()
+    attempt.stop(OutcomeStatus.CANCELLED)

@@ -1,0 +1,88 @@
+"""Subprocess jobs: a fresh `python -m app.executors.child` per attempt.
+
+The child leads its own session, so a timeout or cancel kills its whole process group,
+including anything the handler started. It is started and awaited with asyncio's
+subprocess API, so the event loop never blocks on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+
+from app.executors.attempt import Attempt
+from app.executors.outcomes import failed, process_died
+from app.executors.protocol import decode_reply
+from app.jobs import Outcome
+
+CHILD_MODULE = "app.executors.child"
+
+
+def child_environment() -> dict[str, str]:
+    """The worker's environment, with its import path, so the child finds the same code."""
+    env = dict(os.environ)
+    paths = [p or os.getcwd() for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+def kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class SubprocessRunner:
+    """Runs each attempt in its own child process; `running()` counts live children."""
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.subprocess.Process] = set()
+        self._closing = False
+
+    def running(self) -> int:
+        return len(self._running)
+
+    async def run(self, attempt: Attempt, request: bytes) -> Outcome:
+        if self._closing:
+            return failed("the worker is shutting down; the job was not started")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                CHILD_MODULE,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=child_environment(),
+            )
+        except OSError as exc:
+            return failed(f"could not start a job process: {exc}")
+        self._running.add(proc)
+        attempt.on_stop = lambda: kill_group(proc.pid)
+        try:
+            if attempt.stop_status is not None:  # stopped while the child was starting
+                kill_group(proc.pid)
+            output, _ = await proc.communicate(request)
+        except BaseException:
+            kill_group(proc.pid)
+            raise
+        finally:
+            attempt.on_stop = None
+            self._running.discard(proc)
+        if attempt.stop_status is not None:
+            return attempt.stopped_outcome()
+        if proc.returncode != 0:
+            return process_died(proc.returncode)
+        if not output:
+            return failed("the job process exited without a reply")
+        return decode_reply(output)
+
+    async def close(self, *, kill: bool = False) -> None:
+        self._closing = True
+        if kill:
+            for proc in self._running:
+                kill_group(proc.pid)
+        if self._running:
+            await asyncio.gather(*(p.wait() for p in list(self._running)))

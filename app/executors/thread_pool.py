@@ -1,0 +1,125 @@
+"""Thread jobs: a fixed pool of daemon threads, and the slots that stopped jobs leak.
+
+A thread cannot be killed. A stopped thread job is told through `ctx.cancel_event` and its
+attempt ends at once; its thread stays busy (a leaked slot) until the handler returns, and
+that late result is dropped. The threads are daemons so a handler that never returns
+cannot keep the worker from exiting (ThreadPoolExecutor joins its threads at exit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from app.executors.attempt import Attempt
+from app.executors.invoke import invoke
+from app.executors.outcomes import failed
+from app.handlers.registry import RegisteredHandler
+from app.jobs import Outcome
+
+_WorkItem = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
+
+
+class DaemonThreadPool:
+    """`size` daemon threads taking calls from one queue; `busy` counts running calls."""
+
+    def __init__(self, size: int, name: str = "sundial-job") -> None:
+        self.size = size
+        self._queue: queue.SimpleQueue[_WorkItem | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        """Let each thread exit once it is idle; does not wait (leaked threads may not)."""
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn, args = item
+            del item
+            if not future.set_running_or_notify_cancel():
+                continue
+            with self._lock:
+                self._busy += 1
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+            finally:
+                del future, fn, args
+                with self._lock:
+                    self._busy -= 1
+
+
+class ThreadRunner:
+    """Runs attempts on a `DaemonThreadPool`, counting the slots stopped jobs still hold."""
+
+    def __init__(self, size: int) -> None:
+        self.pool = DaemonThreadPool(size)
+        self._leaked: set[Future[Any]] = set()
+
+    def leaked_slots(self) -> int:
+        # Pruned here, on the loop, so no thread ever touches the set.
+        self._leaked = {f for f in self._leaked if not f.done()}
+        return len(self._leaked)
+
+    async def run(
+        self, attempt: Attempt, entry: RegisteredHandler, args: dict[str, Any]
+    ) -> Outcome:
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        def wake_from_thread(_: Future[Any]) -> None:
+            try:
+                loop.call_soon_threadsafe(wake)
+            except RuntimeError:  # the loop has closed; nobody is waiting any more
+                pass
+
+        job = self.pool.submit(invoke, entry, attempt.ctx, args)
+        job.add_done_callback(wake_from_thread)
+        attempt.on_stop = wake
+        try:
+            await woken
+        except asyncio.CancelledError:
+            attempt.ctx.cancel_event.set()
+            self._forget(job)
+            raise
+        finally:
+            attempt.on_stop = None
+        if attempt.stop_status is not None:
+            self._forget(job)
+            return attempt.stopped_outcome()
+        exc = job.exception()
+        if exc is not None:  # invoke() catches handler errors; this is a bug or an abort
+            return failed(f"thread job aborted: {type(exc).__name__}: {exc}")
+        outcome: Outcome = job.result()
+        return outcome
+
+    def _forget(self, job: Future[Any]) -> None:
+        """Drop a stopped job: cancel it if it has not started, else count its slot."""
+        if not job.cancel() and not job.done():
+            self._leaked.add(job)

@@ -1,0 +1,37 @@
+"""Argument checks for built-in handlers: bad arguments fail the run without retries."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from app.jobs import NonRetryableError
+
+
+def number(name: str, value: Any, *, minimum: float = 0.0, allow_none: bool = False) -> float:
+    """`value` as a finite float >= `minimum`; bool is refused (it is an int in Python)."""
+    if value is None and allow_none:
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise NonRetryableError(f"argument {name!r} must be a number, got {value!r}")
+    if value < minimum:
+        raise NonRetryableError(f"argument {name!r} must be at least {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def string_map(name: str, value: Any) -> dict[str, str]:
+    """`value` as a dict of strings to strings (`None` is an empty dict)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise NonRetryableError(f"argument {name!r} must map strings to strings, got {value!r}")
+    return dict(value)
+
+
+def optional_string(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise NonRetryableError(f"argument {name!r} must be a string, got {value!r}")
+    return value

@@ -1,0 +1,85 @@
+"""Handlers every worker has: `noop`, `sleep`, `fail`, `crash`, `http` and `shell`.
+
+`noop`, `sleep`, `fail` and `crash` exist for demos, benchmarks and tests; `http` calls a
+webhook; `shell` runs a command and is off unless `SUNDIAL_ENABLE_SHELL_HANDLER` is true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import signal
+import time
+from typing import Any
+
+from app.handlers.args import number, optional_string
+from app.handlers.registry import HandlerFunc, HandlerRegistry
+from app.handlers.shell import run_command
+from app.handlers.webhook import call_url
+from app.jobs import JobContext, NonRetryableError
+
+SLEEP_SLICE_SECONDS = 0.05  # how often `sleep` looks at the cancel flag
+DEFAULT_FAIL_MESSAGE = "the fail handler always fails"
+CRASH_SIGNALS = ("KILL", "SEGV")
+
+
+async def noop(ctx: JobContext, **_ignored: Any) -> None:
+    """Do nothing. Throughput benchmarks run it, so it must stay this cheap."""
+    return None
+
+
+async def sleep(ctx: JobContext, seconds: Any = 1.0) -> None:
+    """Sleep `seconds`, in slices, stopping early once the run is cancelled.
+
+    Under the thread model it runs on an event loop of its own in the job's thread, where
+    only the cancel flag can stop it; under the async model the task is cancelled too.
+    """
+    duration = number("seconds", seconds)
+    deadline = time.monotonic() + duration
+    while (remaining := deadline - time.monotonic()) > 0:
+        ctx.check_cancelled()
+        await asyncio.sleep(min(SLEEP_SLICE_SECONDS, remaining))
+
+
+async def fail(ctx: JobContext, message: Any = None, retryable: Any = True) -> None:
+    """Always fail: with a retryable RuntimeError, or NonRetryableError if `retryable`
+    is false."""
+    text = optional_string("message", message) or DEFAULT_FAIL_MESSAGE
+    if not isinstance(retryable, bool):
+        raise NonRetryableError(f"argument 'retryable' must be true or false, got {retryable!r}")
+    raise RuntimeError(text) if retryable else NonRetryableError(text)
+
+
+def crash(ctx: JobContext, signal: Any = "KILL") -> None:
+    """Kill the process running the job, by SIGKILL or (`signal: "SEGV"`) SIGSEGV.
+
+    Simulates a crash. Under the async and thread models that process is the worker.
+    """
+    name = optional_string("signal", signal) or "KILL"
+    name = name.upper().removeprefix("SIG")
+    if name not in CRASH_SIGNALS:
+        raise NonRetryableError(
+            f"argument 'signal' must be one of {', '.join(CRASH_SIGNALS)}, got {signal!r}"
+        )
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a simulated segfault needs no core file
+    os.kill(os.getpid(), _signal_named(name))
+
+
+def _signal_named(name: str) -> int:
+    return int(getattr(signal, f"SIG{name}"))
+
+
+BUILTINS: dict[str, HandlerFunc] = {
+    "noop": noop,
+    "sleep": sleep,
+    "fail": fail,
+    "crash": crash,
+    "http": call_url,
+    "shell": run_command,
+}
+
+
+def register_builtins(registry: HandlerRegistry) -> None:
+    for name, fn in BUILTINS.items():
+        registry.register(name, fn)
