@@ -151,6 +151,7 @@ class JobRun(SQLModel, table=True):
         sa.CheckConstraint("attempt >= 0", name="job_runs_attempt_nonneg"),
         sa.CheckConstraint("timeout_seconds > 0", name="job_runs_timeout_positive"),
         sa.CheckConstraint("max_retries >= 0", name="job_runs_retries_nonneg"),
+        sa.CheckConstraint("upstream_remaining >= 0", name="job_runs_upstream_nonneg"),
         # The seed's UNIQUE(schedule_id, fire_time) and UNIQUE(idempotency_key), as partial
         # unique indexes: NULLs never collide anyway, and one-shot runs without a key then
         # cost no index entries on insert (bulk submit rate).
@@ -180,6 +181,10 @@ class JobRun(SQLModel, table=True):
         ),
         # History of a job definition's runs, newest first (ids grow with time).
         sa.Index("ix_job_runs_job", "job_id", "id", postgresql_where=sa.text("job_id IS NOT NULL")),
+        # All runs of a DAG run.
+        sa.Index(
+            "ix_job_runs_dag_run", "dag_run_id", postgresql_where=sa.text("dag_run_id IS NOT NULL")
+        ),
         # Dead letters, newest first.
         sa.Index(
             "ix_job_runs_dead_letters",
@@ -198,6 +203,14 @@ class JobRun(SQLModel, table=True):
     job_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     schedule_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     fire_time: datetime | None = _ts()
+    # The DAG run this run belongs to (all runs of one DAG submit or workflow fire).
+    dag_run_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
+    # Upstreams not yet completed; the finish that brings it to 0 releases the run.
+    # A counter updated under the row lock, so two upstreams finishing at once can't both
+    # believe the other is still running.
+    upstream_remaining: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
     idempotency_key: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     handler: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     args: dict[str, Any] = _jsonb("{}")

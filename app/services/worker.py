@@ -1,4 +1,23 @@
-"""The worker process: registers itself, and (issue 3) claims and executes runs."""
+"""The worker: claims runs, executes them, keeps their leases alive, records how they end.
+
+One asyncio loop per process runs four cooperating parts:
+
+- the fetcher claims as many due runs as there are free slots, in one statement, woken by
+  `LISTEN sundial_runs` (a listener thread) with a poll fallback;
+- each claimed run executes as a task through `Executors` (async / thread / process /
+  subprocess), which enforce timeouts and stop a job on request;
+- the finisher writes outcomes in batches: every finish that accumulated while the
+  previous batch was being written goes in the next one (two statements at most);
+- the heartbeat runs in its own OS thread with its own connection, so a job that blocks
+  the event loop or holds the GIL cannot starve it: one statement renews every held lease
+  and returns cancel requests and leases this worker lost (those jobs are stopped at once).
+
+SIGTERM stops claiming, lets running jobs finish within the grace period, then stops the
+rest and hands their runs back without using up an attempt. Database calls are plain
+psycopg calls on worker threads (`asyncio.to_thread`), so the loop never waits on I/O, and
+any connection error is retried with backoff: leases are time-based, so work in flight
+survives a short outage or a PostgreSQL restart.
+"""
 
 from __future__ import annotations
 
@@ -7,58 +26,443 @@ import logging
 import os
 import signal
 import socket
+import threading
+import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+import psycopg
+from psycopg.types.json import Jsonb
+
+from app import runs
 from app.backoff import Backoff
 from app.config import Settings
-from app.db import DatabaseUnavailable, check_database, connect_async
+from app.db import DatabaseUnavailable, check_database, connect
+from app.executors import Executors
+from app.handlers import default_registry, load_modules
+from app.jobs import JobSpec, Outcome, OutcomeStatus
+from app.metrics import WORKER_IN_FLIGHT, WORKER_LOOP_LAG
+from app.runs import Finish
+from app.sql import query
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Conn = psycopg.Connection[dict[str, Any]]
+
+LOOP_LAG_SAMPLE_SECONDS = 1.0
+DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable)
+MAX_IDLE_SLEEP_SECONDS = 5.0
 
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-async def _main(settings: Settings, url: str, concurrency: int) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    worker_id = new_worker_id()
-    backoff = Backoff()
-    log.info("worker started", extra={"worker": worker_id})
-    while not stop.is_set():
-        try:
-            async with await connect_async(url, autocommit=True) as conn:
-                await conn.execute(
-                    "INSERT INTO workers (id, host, pid, concurrency) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (id) DO UPDATE SET last_seen = now()",
-                    (worker_id, socket.gethostname(), os.getpid(), concurrency),
-                )
-                backoff.reset()
-                while not stop.is_set():
-                    await conn.execute(
-                        "UPDATE workers SET last_seen = now() WHERE id = %s", (worker_id,)
-                    )
-                    try:
-                        await asyncio.wait_for(stop.wait(), settings.lease_seconds / 3)
-                    except TimeoutError:
-                        pass
-                await conn.execute(
-                    "UPDATE workers SET stopped_at = now() WHERE id = %s", (worker_id,)
-                )
-        except (DatabaseUnavailable, OSError) as exc:
-            delay = backoff.next_delay()
-            log.warning("database unavailable (%s); retrying in %.1fs", exc, delay)
+class Reconnecting:
+    """One psycopg connection used from one thread at a time, reopened after errors.
+
+    `call(fn, *args)` runs `fn(conn, *args)`; on a connection error it reconnects with
+    backoff and tries again until it succeeds or `stopped()` says to give up.
+    """
+
+    def __init__(self, url: str, name: str, stopped: Callable[[], bool]) -> None:
+        self.url = url
+        self.name = name
+        self.stopped = stopped
+        self._conn: Conn | None = None
+        self._backoff = Backoff()
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        while True:
             try:
-                await asyncio.wait_for(stop.wait(), delay)
+                if self._conn is None or self._conn.closed:
+                    self._conn = connect(self.url, autocommit=True)
+                    if self._backoff.failures:
+                        log.info("%s reconnected to the database", self.name)
+                    self._backoff.reset()
+                return fn(self._conn, *args)
+            except DB_ERRORS as exc:
+                self.close()
+                if self.stopped():
+                    raise
+                delay = self._backoff.next_delay()
+                log.warning(
+                    "%s: database unavailable (%s); retrying in %.1fs",
+                    self.name,
+                    " ".join(str(exc).split())[:200],
+                    delay,
+                )
+                time.sleep(delay)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+
+@dataclass
+class InFlight:
+    job: JobSpec
+    task: asyncio.Task[None] | None = None
+    handed_back: bool = False  # shutdown: the run goes back to the queue, outcome dropped
+    lost: bool = False  # heartbeat: another attempt owns the run now
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    loop_lag_seconds: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        url: str,
+        *,
+        concurrency: int,
+        executors: Executors,
+        handler_names: list[str],
+        worker_id: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.url = url
+        self.concurrency = concurrency
+        self.executors = executors
+        self.handler_names = handler_names
+        self.id = worker_id or new_worker_id()
+        self.lease_seconds = settings.lease_seconds
+        self.stats = WorkerStats()
+        self._in_flight: dict[int, InFlight] = {}
+        self._finishes: list[Finish] = []
+        self._stopping = False
+        self._closed = False
+        self._claimer = Reconnecting(url, "worker claim", lambda: self._closed)
+        self._finisher = Reconnecting(url, "worker finish", lambda: self._closed)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event, force_stop: asyncio.Event | None = None) -> None:
+        """Work until `stop` is set, then shut down gracefully (see the module docstring)."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._finish_ready = asyncio.Event()
+        self._threads_stop = threading.Event()
+        await asyncio.to_thread(self._claimer.call, self._register)
+        await self.executors.start()
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        listener = threading.Thread(target=self._listen_loop, name="listener", daemon=True)
+        heartbeat.start()
+        listener.start()
+        log.info(
+            "worker started: concurrency %d, handlers %s",
+            self.concurrency,
+            ", ".join(self.handler_names),
+            extra={"worker": self.id},
+        )
+        finisher = asyncio.create_task(self._finish_loop())
+        lag = asyncio.create_task(self._measure_loop_lag())
+        fetcher = asyncio.create_task(self._fetch_loop())
+        await stop.wait()
+        log.info("worker stopping: no new claims", extra={"worker": self.id})
+        self._stopping = True
+        self._wake.set()
+        await fetcher
+        await self._drain(force_stop or asyncio.Event())
+        self._finish_ready.set()
+        await finisher
+        lag.cancel()
+        self._threads_stop.set()
+        await self.executors.close(kill=True)
+        await asyncio.to_thread(heartbeat.join, 5)
+        await asyncio.to_thread(listener.join, 5)
+        await asyncio.to_thread(self._claimer.call, self._unregister)
+        self._closed = True
+        self._claimer.close()
+        self._finisher.close()
+        log.info("worker stopped", extra={"worker": self.id})
+
+    async def _drain(self, force_stop: asyncio.Event) -> None:
+        """Let running jobs finish within the grace period, then hand the rest back."""
+        deadline = self._loop.time() + self.settings.shutdown_grace_seconds
+        while self._in_flight and not force_stop.is_set():
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                break
+            self._slot_freed.clear()
+            try:
+                await asyncio.wait_for(
+                    _first(self._slot_freed.wait(), force_stop.wait()), remaining
+                )
             except TimeoutError:
-                pass
-    log.info("worker stopped", extra={"worker": worker_id})
+                break
+        if not self._in_flight:
+            return
+        unfinished = list(self._in_flight.values())
+        for item in unfinished:
+            item.handed_back = True
+            self.executors.cancel(item.job.run_id, item.job.attempt)
+        held = [(i.job.run_id, i.job.attempt) for i in unfinished]
+        released = await asyncio.to_thread(self._finisher.call, runs.release_many, self.id, held)
+        log.info(
+            "handed %d unfinished runs back to the queue",
+            len(released),
+            extra={"worker": self.id, "count": len(released)},
+        )
+        tasks = [i.task for i in unfinished if i.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+
+    # ---- fetch and execute ----------------------------------------------------------------
+
+    async def _fetch_loop(self) -> None:
+        while not self._stopping:
+            free = self.concurrency - len(self._in_flight)
+            if free <= 0 or len(self._finishes) >= self.concurrency:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            self._wake.clear()
+            try:
+                jobs = await asyncio.to_thread(
+                    self._claimer.call, runs.claim, self.id, free, self.lease_seconds
+                )
+            except DB_ERRORS:
+                return  # only raised once the worker is closing
+            for job in jobs:
+                self._start(job)
+            self.stats.claimed += len(jobs)
+            if len(jobs) == free or self._stopping:
+                continue  # there may be more due runs: claim again when slots free up
+            await self._idle_wait()
+
+    async def _idle_wait(self) -> None:
+        """Sleep until a notification, the next due run, or the poll interval."""
+        timeout = self.settings.poll_seconds
+        try:
+            next_at = await asyncio.to_thread(self._claimer.call, _seconds_until_next_due)
+        except DB_ERRORS:
+            return
+        if next_at is not None:
+            timeout = min(max(next_at, 0.0), MAX_IDLE_SLEEP_SECONDS)
+        if timeout <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def _start(self, job: JobSpec) -> None:
+        item = InFlight(job)
+        self._in_flight[job.run_id] = item
+        item.task = self._loop.create_task(self._execute(item))
+        WORKER_IN_FLIGHT.set(len(self._in_flight))
+
+    async def _execute(self, item: InFlight) -> None:
+        job = item.job
+        try:
+            outcome = await self.executors.run(job)
+        except Exception as exc:  # executors never raise; if they do, the attempt fails
+            log.exception("executor error", extra={"run_id": job.run_id, "attempt": job.attempt})
+            outcome = Outcome(status=OutcomeStatus.FAILED, error=f"executor error: {exc!r}")
+        self._in_flight.pop(job.run_id, None)
+        WORKER_IN_FLIGHT.set(len(self._in_flight))
+        self._slot_freed.set()
+        if item.handed_back or item.lost:
+            return
+        self._finishes.append(Finish(job.run_id, job.attempt, outcome))
+        self._finish_ready.set()
+
+    # ---- finish -----------------------------------------------------------------------------
+
+    async def _finish_loop(self) -> None:
+        while True:
+            if not self._finishes:
+                if self._stopping and not self._in_flight:
+                    return
+                await self._finish_ready.wait()
+                self._finish_ready.clear()
+                continue
+            batch, self._finishes = self._finishes, []
+            self._slot_freed.set()
+            try:
+                won = await asyncio.to_thread(self._finisher.call, runs.finish_many, self.id, batch)
+            except DB_ERRORS:
+                log.error("could not record %d finishes before shutdown", len(batch))
+                return
+            self._count(batch, won)
+
+    def _count(self, batch: list[Finish], won: list[Finish]) -> None:
+        completed = sum(1 for f in won if f.outcome.status == OutcomeStatus.COMPLETED)
+        self.stats.completed += completed
+        self.stats.failed += len(won) - completed
+        self.stats.lost += len(batch) - len(won)
+
+    # ---- heartbeat (own thread) --------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        beat = Reconnecting(self.url, "worker heartbeat", self._threads_stop.is_set)
+        interval = self.lease_seconds / 3
+        try:
+            while not self._threads_stop.wait(interval):
+                held = [(i.job.run_id, i.job.attempt) for i in self._in_flight.copy().values()]
+                held += [(f.run_id, f.attempt) for f in list(self._finishes)]
+                try:
+                    result = beat.call(runs.heartbeat, self.id, held, self.lease_seconds)
+                    beat.call(self._refresh_registration)
+                except DB_ERRORS:
+                    return
+                if result.lost or result.cancel_requested:
+                    self._loop.call_soon_threadsafe(self._on_heartbeat, result)
+        finally:
+            beat.close()
+
+    def _on_heartbeat(self, result: runs.HeartbeatResult) -> None:
+        for run_id in result.lost:
+            item = self._in_flight.get(run_id)
+            if item is not None and not item.lost:
+                item.lost = True
+                self.stats.lost += 1
+                log.warning(
+                    "lease lost; stopping the job",
+                    extra={"run_id": run_id, "attempt": item.job.attempt, "worker": self.id},
+                )
+                self.executors.cancel(run_id, item.job.attempt)
+        for run_id in result.cancel_requested:
+            item = self._in_flight.get(run_id)
+            if item is not None:
+                log.info(
+                    "cancel requested; stopping the job",
+                    extra={"run_id": run_id, "attempt": item.job.attempt},
+                )
+                self.executors.cancel(run_id, item.job.attempt)
+
+    # ---- notifications (own thread) ------------------------------------------------------------
+
+    def _listen_loop(self) -> None:
+        backoff = Backoff()
+        while not self._threads_stop.is_set():
+            try:
+                with connect(self.url, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+                    backoff.reset()
+                    while not self._threads_stop.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self._loop.call_soon_threadsafe(self._wake.set)
+            except DB_ERRORS:
+                self._threads_stop.wait(backoff.next_delay())
+
+    async def _measure_loop_lag(self) -> None:
+        while True:
+            await asyncio.sleep(LOOP_LAG_SAMPLE_SECONDS)
+            scheduled = self._loop.time()
+            ran = self._loop.create_future()
+            self._loop.call_soon(ran.set_result, None)
+            await ran
+            self.stats.loop_lag_seconds = self._loop.time() - scheduled
+            WORKER_LOOP_LAG.set(self.stats.loop_lag_seconds)
+
+    # ---- registration in the workers table -----------------------------------------------------
+
+    def _register(self, conn: Conn) -> None:
+        conn.execute(
+            query("workers", "worker_register"),
+            {
+                "id": self.id,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "concurrency": self.concurrency,
+                "handlers": Jsonb(self.handler_names),
+                "stats": Jsonb(self._stats_doc()),
+            },
+        )
+
+    def _refresh_registration(self, conn: Conn) -> None:
+        conn.execute(
+            query("workers", "worker_refresh"), {"id": self.id, "stats": Jsonb(self._stats_doc())}
+        )
+
+    def _unregister(self, conn: Conn) -> None:
+        conn.execute(
+            query("workers", "worker_unregister"),
+            {"id": self.id, "stats": Jsonb(self._stats_doc())},
+        )
+
+    def _stats_doc(self) -> dict[str, Any]:
+        return {
+            "in_flight": len(self._in_flight),
+            "claimed": self.stats.claimed,
+            "completed": self.stats.completed,
+            "failed": self.stats.failed,
+            "lost": self.stats.lost,
+            "loop_lag_ms": round(self.stats.loop_lag_seconds * 1000, 2),
+            **self.executors.stats(),
+        }
+
+
+def _seconds_until_next_due(conn: Conn) -> float | None:
+    row = conn.execute(query("workers", "worker_seconds_until_next_due")).fetchone()
+    return None if row is None or row["wait"] is None else float(row["wait"])
+
+
+async def _first(*aws: Any) -> None:
+    """Wait until the first of `aws` completes; cancel the others."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+def build_worker(settings: Settings, url: str, concurrency: int | None = None) -> Worker:
+    concurrency = concurrency or settings.worker_concurrency
+    load_modules(settings.handler_modules)
+    executors = Executors(
+        default_registry,
+        thread_workers=concurrency,
+        process_workers=min(concurrency, os.cpu_count() or 1),
+        handler_modules=settings.handler_modules,
+    )
+    return Worker(
+        settings,
+        url,
+        concurrency=concurrency,
+        executors=executors,
+        handler_names=default_registry.names(),
+    )
 
 
 def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> int:
+    """Entry point of `sundial worker`: run until SIGTERM/SIGINT (a second one: no grace)."""
     check_database(url)
-    asyncio.run(_main(settings, url, concurrency or settings.worker_concurrency))
+    worker = build_worker(settings, url, concurrency)
+
+    async def main() -> None:
+        stop, force = asyncio.Event(), asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(sig: signal.Signals) -> None:
+            if stop.is_set():
+                log.info("received %s again: stopping without grace", sig.name)
+                force.set()
+            else:
+                log.info("received %s", sig.name)
+                stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        await worker.run(stop, force)
+
+    asyncio.run(main())
     return 0

@@ -194,6 +194,8 @@ def upgrade() -> None:
         sa.Column("job_id", sa.Uuid(), nullable=True),
         sa.Column("schedule_id", sa.Uuid(), nullable=True),
         sa.Column("fire_time", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("dag_run_id", sa.Uuid(), nullable=True),
+        sa.Column("upstream_remaining", sa.Integer(), server_default="0", nullable=False),
         sa.Column("idempotency_key", sa.Text(), nullable=True),
         sa.Column("handler", sa.Text(), nullable=False),
         sa.Column(
@@ -240,6 +242,7 @@ def upgrade() -> None:
         sa.CheckConstraint("attempt >= 0", name="job_runs_attempt_nonneg"),
         sa.CheckConstraint("max_retries >= 0", name="job_runs_retries_nonneg"),
         sa.CheckConstraint("timeout_seconds > 0", name="job_runs_timeout_positive"),
+        sa.CheckConstraint("upstream_remaining >= 0", name="job_runs_upstream_nonneg"),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index(
@@ -276,6 +279,13 @@ def upgrade() -> None:
         ["lease_until"],
         unique=False,
         postgresql_where=sa.text("status = 'running'"),
+    )
+    op.create_index(
+        "ix_job_runs_dag_run",
+        "job_runs",
+        ["dag_run_id"],
+        unique=False,
+        postgresql_where=sa.text("dag_run_id IS NOT NULL"),
     )
     op.create_index(
         "ix_job_runs_dead_letters",

@@ -1,0 +1,244 @@
+"""The worker as deployed: real `sundial worker` and `sundial reaper` processes, real
+PostgreSQL, real crashes (SIGKILL), pauses (SIGSTOP) and cancellations."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from app import runs
+from app.runs import NewRun
+from tests.processes import query, run_row, services, status_counts, wait_until
+
+MODELS = ["async", "thread", "process", "subprocess"]
+SUBPROCESS_CHILD = "app.executors.child"
+
+
+def submit(db_url: str, *new_runs: NewRun) -> list[int]:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        return [s.id for s in runs.submit_many(conn, list(new_runs))]
+
+
+def status_of(db_url: str, run_id: int) -> str:
+    return str(run_row(db_url, run_id)["status"])
+
+
+def wait_status(
+    db_url: str, run_id: int, *wanted: str, timeout: float = 30, service: Any = None
+) -> dict[str, Any]:
+    wait_until(
+        lambda: status_of(db_url, run_id) in wanted, f"run {run_id} {wanted}", timeout, service
+    )
+    return run_row(db_url, run_id)
+
+
+def attempt_outcomes(db_url: str, run_id: int) -> list[str]:
+    rows = query(
+        db_url, "SELECT outcome FROM job_run_attempts WHERE run_id = %s ORDER BY attempt", run_id
+    )
+    return [r["outcome"] for r in rows]
+
+
+def test_worker_executes_runs_and_records_results(db_url: str, tmp_path: Path) -> None:
+    ids = submit(db_url, *(NewRun("echo", {"i": i}) for i in range(50)))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", "8")
+        wait_until(lambda: status_counts(db_url).get("completed") == 50, "50 completed", 30, worker)
+    row = run_row(db_url, ids[7])
+    assert row["result"] == {"args": {"i": 7}, "run_id": ids[7], "attempt": 1}
+    assert row["attempt"] == 1
+    (registered,) = query(db_url, "SELECT handlers, stats FROM workers")
+    assert {"noop", "sleep", "fail", "crash", "http", "shell", "echo"} <= set(
+        registered["handlers"]
+    )
+
+
+def test_unknown_handler_fails_at_once_without_retries(db_url: str, tmp_path: Path) -> None:
+    (run_id,) = submit(db_url, NewRun("no_such_handler", max_retries=5))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        row = wait_status(db_url, run_id, "failed", service=worker)
+    assert row["attempt"] == 1
+    assert "no_such_handler" in row["last_error"]
+
+
+def test_poison_job_dead_letters_after_max_retries_with_traceback(
+    db_url: str, tmp_path: Path
+) -> None:
+    (run_id,) = submit(db_url, NewRun("fail", {"message": "always broken"}, max_retries=2))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        # skip the backoff waits: make every retry due at once
+        conn.execute(
+            "CREATE FUNCTION no_wait() RETURNS trigger AS $$ BEGIN NEW.run_at := now(); "
+            "RETURN NEW; END $$ LANGUAGE plpgsql"
+        )
+        conn.execute(
+            "CREATE TRIGGER no_wait BEFORE UPDATE ON job_runs FOR EACH ROW "
+            "WHEN (NEW.status = 'pending') EXECUTE FUNCTION no_wait()"
+        )
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        row = wait_status(db_url, run_id, "failed", service=worker)
+    assert row["attempt"] == 3
+    assert "always broken" in row["last_error"]
+    assert "Traceback" in row["traceback"]
+    assert attempt_outcomes(db_url, run_id) == ["failed", "failed", "failed"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_timeout_stops_the_job_for_each_model(db_url: str, tmp_path: Path, model: str) -> None:
+    (run_id,) = submit(
+        db_url,
+        NewRun("sleep", {"seconds": 60}, timeout_seconds=1, max_retries=0, execution_model=model),
+    )
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        began = time.monotonic()
+        row = wait_status(db_url, run_id, "timed_out", timeout=20, service=worker)
+        assert time.monotonic() - began < 15
+        (submitted_after,) = submit(db_url, NewRun("echo", {"after": model}))
+        wait_status(db_url, submitted_after, "completed", service=worker)
+    assert attempt_outcomes(db_url, run_id) == ["timed_out"]
+    assert row["attempt"] == 1
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_cancel_stops_a_running_job_for_each_model(db_url: str, tmp_path: Path, model: str) -> None:
+    (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 60}, execution_model=model))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        wait_status(db_url, run_id, "running", service=worker)
+        if model == "subprocess":
+            wait_until(lambda: SUBPROCESS_CHILD in _children(worker.pid), "the job's child", 10)
+        with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+            assert runs.cancel(conn, run_id) == "running"
+        began = time.monotonic()
+        wait_status(db_url, run_id, "cancelled", timeout=15, service=worker)
+        assert time.monotonic() - began < 10
+        if model == "subprocess":
+            wait_until(lambda: SUBPROCESS_CHILD not in _children(worker.pid), "no child left", 10)
+    assert attempt_outcomes(db_url, run_id) == ["cancelled"]
+
+
+def test_segfaulting_process_job_fails_its_attempt_and_the_pool_recovers(
+    db_url: str, tmp_path: Path
+) -> None:
+    (crash_id,) = submit(
+        db_url, NewRun("crash", {"signal": "SEGV"}, execution_model="process", max_retries=0)
+    )
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        row = wait_status(db_url, crash_id, "failed", service=worker)
+        assert "SIGSEGV" in row["last_error"]
+        after = submit(
+            db_url,
+            *(NewRun("busy", {"seconds": 0.01}, execution_model="process") for _ in range(4)),
+        )
+        for run_id in after:
+            wait_status(db_url, run_id, "completed", service=worker)
+
+
+def test_kill_9_mid_job_is_recovered_by_reaper_and_another_worker(
+    db_url: str, tmp_path: Path
+) -> None:
+    (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 2}))
+    with services(db_url, tmp_path) as start:
+        first = start("worker")
+        wait_status(db_url, run_id, "running", service=first)
+        first.kill()
+        start("reaper")
+        second = start("worker")
+        row = wait_status(db_url, run_id, "completed", timeout=30, service=second)
+    assert row["attempt"] == 2
+    assert attempt_outcomes(db_url, run_id) == ["lost", "completed"]
+
+
+def test_job_that_kills_its_worker_every_time_ends_in_dead_letters(
+    db_url: str, tmp_path: Path
+) -> None:
+    (run_id,) = submit(db_url, NewRun("crash", max_retries=2))
+    with services(db_url, tmp_path) as start:
+        start("reaper")
+        for _ in range(30):
+            if status_of(db_url, run_id) == "failed":
+                break
+            worker = start("worker")
+            wait_until(
+                lambda w=worker: w.proc.poll() is not None or status_of(db_url, run_id) == "failed",
+                "worker death",
+                20,
+            )
+            worker.kill()
+        row = wait_status(db_url, run_id, "failed", timeout=20)
+    assert row["attempt"] == 3
+    assert attempt_outcomes(db_url, run_id) == ["lost", "lost", "lost"]
+
+
+def test_sigstopped_worker_cannot_overwrite_the_newer_attempt(db_url: str, tmp_path: Path) -> None:
+    (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 1}))
+    with services(db_url, tmp_path) as start:
+        paused = start("worker")
+        wait_status(db_url, run_id, "running", service=paused)
+        paused.signal(signal.SIGSTOP)
+        start("reaper")
+        other = start("worker")
+        row = wait_status(db_url, run_id, "completed", timeout=30, service=other)
+        assert row["attempt"] == 2
+        paused.signal(signal.SIGCONT)
+        paused.wait_for_log("changed 0 rows")
+        time.sleep(1)
+    row = run_row(db_url, run_id)
+    assert (row["status"], row["attempt"]) == ("completed", 2)
+    assert attempt_outcomes(db_url, run_id) == ["lost", "completed"]
+
+
+@pytest.mark.parametrize(("handler", "model"), [("busy", "thread"), ("block_loop", "async")])
+def test_heartbeats_flow_while_a_job_hogs_the_gil_or_the_loop(
+    db_url: str, tmp_path: Path, handler: str, model: str
+) -> None:
+    # 4 s of CPU with a 1.5 s lease: without heartbeats the reaper would take it over
+    (run_id,) = submit(db_url, NewRun(handler, {"seconds": 4}, execution_model=model))
+    with services(db_url, tmp_path) as start:
+        start("reaper")
+        worker = start("worker")
+        row = wait_status(db_url, run_id, "completed", timeout=30, service=worker)
+    assert row["attempt"] == 1
+    assert attempt_outcomes(db_url, run_id) == ["completed"]
+
+
+def test_sigterm_finishes_short_jobs_and_hands_long_ones_back(db_url: str, tmp_path: Path) -> None:
+    short, long = submit(
+        db_url,
+        NewRun("sleep", {"seconds": 0.5}, priority=5),
+        NewRun("sleep", {"seconds": 60}, max_retries=0),
+    )
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", SUNDIAL_SHUTDOWN_GRACE_SECONDS="1.5")
+        wait_until(
+            lambda: status_of(db_url, long) == "running" and status_of(db_url, short) != "pending",
+            "both claimed",
+            20,
+            worker,
+        )
+        worker.signal(signal.SIGTERM)
+        assert worker.proc.wait(20) == 0
+        assert "handed 1 unfinished runs back" in worker.log()
+    assert status_of(db_url, short) == "completed"
+    row = run_row(db_url, long)
+    assert (row["status"], row["attempt"], row["retry_base"]) == ("pending", 1, 1)
+    assert attempt_outcomes(db_url, long) == ["released"]
+
+
+def _children(pid: int) -> str:
+    import psutil
+
+    try:
+        return " ".join(" ".join(c.cmdline()) for c in psutil.Process(pid).children(recursive=True))
+    except psutil.NoSuchProcess:
+        return ""

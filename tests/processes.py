@@ -1,0 +1,115 @@
+"""Real `sundial` service processes for tests: start, signal, kill, read their logs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from tests.conftest import REPO, sundial_cmd, sundial_env
+
+FAST_SERVICE_ENV = {
+    "SUNDIAL_LEASE_SECONDS": "1.5",
+    "SUNDIAL_POLL_SECONDS": "0.2",
+    "SUNDIAL_REAPER_INTERVAL_SECONDS": "0.3",
+    "SUNDIAL_SHUTDOWN_GRACE_SECONDS": "2",
+    "SUNDIAL_HANDLERS": "tests.worker_handlers",
+}
+
+
+class Service:
+    """One `sundial <command>` child process with its output in a log file."""
+
+    def __init__(self, db_url: str, log_dir: Path, command: str, *args: str, **env: str) -> None:
+        self.name = f"{command}-{len(list(log_dir.glob(command + '-*.log')))}"
+        self.log_path = log_dir / f"{self.name}.log"
+        with self.log_path.open("w") as log:
+            self.proc = subprocess.Popen(
+                sundial_cmd(command, *args),
+                env=sundial_env(db_url, **{**FAST_SERVICE_ENV, **env}),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def wait_for_log(self, text: str, timeout: float = 20) -> None:
+        wait_until(lambda: text in self.log(), f"{text!r} in {self.name} log", timeout, self)
+
+    def signal(self, sig: signal.Signals) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(timeout)
+
+
+@contextmanager
+def services(db_url: str, log_dir: Path) -> Iterator[Callable[..., Service]]:
+    """A factory of services that are all killed when the block ends."""
+    started: list[Service] = []
+
+    def start(command: str, *args: str, **env: str) -> Service:
+        service = Service(db_url, log_dir, command, *args, **env)
+        started.append(service)
+        return service
+
+    try:
+        yield start
+    finally:
+        for service in started:
+            if service.proc.poll() is None:
+                service.signal(signal.SIGCONT)
+                service.kill()
+
+
+def wait_until(
+    check: Callable[[], Any], what: str, timeout: float = 30, service: Service | None = None
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if service is not None and service.proc.poll() is not None:
+            raise AssertionError(
+                f"{service.name} exited while waiting for {what}:\n{service.log()}"
+            )
+        time.sleep(0.05)
+    detail = f"\n{service.log()}" if service else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+
+
+def query(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        return [dict(r) for r in conn.execute(sql, params).fetchall()]  # type: ignore[arg-type]
+
+
+def status_counts(db_url: str) -> dict[str, int]:
+    rows = query(db_url, "SELECT status, count(*) AS n FROM job_runs GROUP BY status")
+    return {r["status"]: r["n"] for r in rows}
+
+
+def run_row(db_url: str, run_id: int) -> dict[str, Any]:
+    (row,) = query(db_url, "SELECT * FROM job_runs WHERE id = %s", run_id)
+    return row
