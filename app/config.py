@@ -21,6 +21,9 @@ DEFAULT_REAPER_INTERVAL_SECONDS = 5.0
 DEFAULT_TRIGGER_INTERVAL_SECONDS = 1.0
 DEFAULT_PRIORITY_AGING_SECONDS = 300.0
 DEFAULT_PRIORITY_AGING_MAX_BOOST = 5
+DEFAULT_TRIGGER_LEASE_SECONDS = 15.0  # a dead trigger leader is replaced within this
+DEFAULT_TRIGGER_BATCH_SIZE = 500  # due schedules locked and fired per transaction
+DEFAULT_TRIGGER_CATCHUP_MAX = 1000  # most missed fires one schedule backfills after downtime
 DEFAULT_LOG_LEVEL = "INFO"
 DEV_SECRET_KEY = "sundial-dev-secret-change-me"
 
@@ -47,6 +50,9 @@ class Settings:
     enable_shell_handler: bool
     priority_aging_seconds: float
     priority_aging_max_boost: int
+    trigger_lease_seconds: float
+    trigger_batch_size: int
+    trigger_catchup_max: int
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -81,6 +87,15 @@ class Settings:
             ),
             priority_aging_max_boost=_int(
                 env, "SUNDIAL_PRIORITY_AGING_MAX_BOOST", DEFAULT_PRIORITY_AGING_MAX_BOOST
+            ),
+            trigger_lease_seconds=_float(
+                env, "SUNDIAL_TRIGGER_LEASE_SECONDS", DEFAULT_TRIGGER_LEASE_SECONDS
+            ),
+            trigger_batch_size=_int(
+                env, "SUNDIAL_TRIGGER_BATCH_SIZE", DEFAULT_TRIGGER_BATCH_SIZE, minimum=1
+            ),
+            trigger_catchup_max=_int(
+                env, "SUNDIAL_TRIGGER_CATCHUP_MAX", DEFAULT_TRIGGER_CATCHUP_MAX, minimum=1
             ),
         )
 
