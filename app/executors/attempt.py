@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from app.executors.cancel_flag import CancelFlag
@@ -10,13 +11,13 @@ from app.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
 
 
 class Attempt:
-    """Tracks a running attempt so a timer or `Executors.cancel` can stop it.
+    """Tracks a running attempt so its deadline or `Executors.cancel` can stop it.
 
     `on_stop` is set by the execution model for its current phase (cancel the task,
     wake the waiting coroutine, kill the child); `stop` calls it at most once.
     """
 
-    __slots__ = ("ctx", "job", "on_stop", "stop_status")
+    __slots__ = ("ctx", "deadline", "job", "on_stop", "stop_status")
 
     def __init__(self, job: JobSpec) -> None:
         self.job = job
@@ -25,6 +26,7 @@ class Attempt:
         )
         self.stop_status: OutcomeStatus | None = None
         self.on_stop: Callable[[], object] | None = None
+        self.deadline = math.inf  # loop time; set by `Deadlines.arm`
 
     def stop(self, status: OutcomeStatus) -> None:
         """Stop the attempt as TIMED_OUT or CANCELLED; the first reason wins."""

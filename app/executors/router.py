@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from app.executors.attempt import Attempt
+from app.executors.deadlines import Deadlines
 from app.executors.outcomes import completed, failed, from_exception, unknown_handler
 from app.executors.process_pool import ProcessPool
 from app.executors.protocol import BadRequest, encode_request
@@ -67,6 +68,7 @@ class Executors:
         self.process_workers = process_workers
         self.handler_modules = tuple(handler_modules)
         self._active: dict[tuple[int, int], Attempt] = {}
+        self._deadlines = Deadlines(self._active)
         self._threads: ThreadRunner | None = None
         self._processes: ProcessPool | None = None
         self._subprocesses = SubprocessRunner()
@@ -103,6 +105,7 @@ class Executors:
         await self._subprocesses.close(kill=kill)
         if self._threads is not None:
             self._threads.pool.shutdown()
+        self._deadlines.close()
 
     # ---- running ------------------------------------------------------------------------
 
@@ -124,40 +127,78 @@ class Executors:
             entry = self.registry.get(job.handler)
         except UnknownHandler as exc:
             return unknown_handler(exc)
+        if cancel is None and self._started and job.execution_model == _ASYNC and entry.is_async:
+            return await self._run_on_loop(job, entry)  # the hot path: kept free of extras
         if not self._started:
             await self.start()
         if cancel is not None and cancel.is_set():
             return Outcome(OutcomeStatus.CANCELLED, error="cancelled before it started")
-        attempt = Attempt(job)
-        key = (job.run_id, job.attempt)
-        self._active[key] = attempt
-        loop = asyncio.get_running_loop()
-        # A timer handle, not wait_for() or an extra task: this path must stay cheap.
-        timer = (
-            loop.call_later(job.timeout_seconds, attempt.stop, OutcomeStatus.TIMED_OUT)
-            if job.timeout_seconds > 0
+        attempt = self._begin(job)
+        watcher = (
+            asyncio.get_running_loop().create_task(_watch(cancel, attempt))
+            if cancel is not None
             else None
         )
-        watcher = loop.create_task(_watch(cancel, attempt)) if cancel is not None else None
         try:
+            if job.execution_model == _ASYNC and entry.is_async:
+                return await self._run_on_loop(job, entry, attempt)
             return await self._route(attempt, entry)
         except Exception as exc:  # a bug in an executor; the attempt fails, the worker lives
             return failed(f"executor error: {type(exc).__name__}: {exc}")
         finally:
-            if timer is not None:
-                timer.cancel()
             if watcher is not None:
                 watcher.cancel()
-            del self._active[key]
-            if self._drained is not None and not self._active and not self._drained.done():
-                self._drained.set_result(None)
+            self._end(attempt)
+
+    def _begin(self, job: JobSpec) -> Attempt:
+        """Track the attempt so `cancel()` finds it, and give it its deadline."""
+        attempt = Attempt(job)
+        self._active[(job.run_id, job.attempt)] = attempt
+        self._deadlines.arm(attempt, job.timeout_seconds)
+        return attempt
+
+    def _end(self, attempt: Attempt) -> None:
+        self._active.pop((attempt.job.run_id, attempt.job.attempt), None)
+        if self._drained is not None and not self._active and not self._drained.done():
+            self._drained.set_result(None)
+
+    async def _run_on_loop(
+        self,
+        job: JobSpec,
+        entry: RegisteredHandler,
+        tracked: Attempt | None = None,
+    ) -> Outcome:
+        """Await an async handler in the caller's task. A stop cancels that task (as
+        asyncio.timeout() does) and the cancellation is absorbed here with `uncancel()`.
+        Without `tracked`, this call begins and ends the attempt itself."""
+        attempt = tracked if tracked is not None else self._begin(job)
+        task = asyncio.current_task()
+        assert task is not None
+        attempt.on_stop = task.cancel
+        try:
+            result = await entry.fn(attempt.ctx, **job.args)
+        except asyncio.CancelledError:
+            # Ours if we stopped it and nobody else also cancelled the task.
+            if attempt.stop_status is None or task.uncancel() > 0:
+                raise
+            return attempt.stopped_outcome()
+        except Exception as exc:
+            outcome = from_exception(exc, entry, job.args)
+        else:
+            outcome = completed(entry, result)
+        finally:
+            attempt.on_stop = None
+            if tracked is None:
+                self._end(attempt)
+        if attempt.stop_status is not None:  # stopped, but the handler swallowed it
+            task.uncancel()
+            return attempt.stopped_outcome()
+        return outcome
 
     async def _route(self, attempt: Attempt, entry: RegisteredHandler) -> Outcome:
         model = attempt.job.execution_model
         args = attempt.job.args
-        if model == _ASYNC and entry.is_async:
-            return await self._run_on_loop(attempt, entry, args)
-        if model == _ASYNC or model == _THREAD:
+        if model == _ASYNC or model == _THREAD:  # a plain `def` under async: a thread
             assert self._threads is not None
             return await self._threads.run(attempt, entry, args)
         if model == _PROCESS or model == _SUBPROCESS:
@@ -172,32 +213,6 @@ class Executors:
             return await self._processes.run(attempt, request)
         known = ", ".join(m.value for m in ExecutionModel)
         return failed(f"unknown execution model {model!r} (known: {known})", retryable=False)
-
-    async def _run_on_loop(
-        self, attempt: Attempt, entry: RegisteredHandler, args: dict[str, Any]
-    ) -> Outcome:
-        """Await the handler in this task; a stop cancels the task (as asyncio.timeout()
-        does) and the cancellation is absorbed here with `uncancel()`."""
-        task = asyncio.current_task()
-        assert task is not None
-        attempt.on_stop = task.cancel
-        try:
-            result = await entry.fn(attempt.ctx, **args)
-        except asyncio.CancelledError:
-            # Ours if we stopped it and nobody else also cancelled the task.
-            if attempt.stop_status is None or task.uncancel() > 0:
-                raise
-            return attempt.stopped_outcome()
-        except Exception as exc:
-            outcome = from_exception(exc, entry, args)
-        else:
-            outcome = completed(entry, result)
-        finally:
-            attempt.on_stop = None
-        if attempt.stop_status is not None:  # stopped, but the handler swallowed it
-            task.uncancel()
-            return attempt.stopped_outcome()
-        return outcome
 
     # ---- observing ----------------------------------------------------------------------
 
