@@ -1,0 +1,445 @@
+"""Executors with real threads and processes: each model's results, errors, timeouts and
+cancellation, and what the process models do when a child crashes or must be killed."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+import pytest
+
+from app.executors import Executors
+from app.executors.process_pool import ChildStartError
+from app.handlers import default_registry
+from app.jobs import JobSpec, Outcome, OutcomeStatus
+from tests import fixtures_handlers
+
+MODELS = ["async", "thread", "process", "subprocess"]
+T = TypeVar("T")
+_run_ids = itertools.count(1)
+
+
+def job(handler: str, model: str, timeout: float = 10.0, **args: Any) -> JobSpec:
+    return JobSpec(
+        run_id=next(_run_ids),
+        attempt=1,
+        handler=handler,
+        args=args,
+        execution_model=model,
+        timeout_seconds=timeout,
+        idempotency_key="key-1",
+        fire_time=datetime(2026, 1, 2, 3, 4, tzinfo=UTC),
+    )
+
+
+def with_executors(
+    test: Callable[[Executors], Awaitable[T]], *, processes: int = 2, threads: int = 2
+) -> T:
+    """Run `test` against started executors on a fresh loop; always kill them after."""
+
+    async def main() -> T:
+        executors = Executors(
+            default_registry,
+            thread_workers=threads,
+            process_workers=processes,
+            handler_modules=(fixtures_handlers.MODULE,),
+        )
+        await executors.start()
+        try:
+            return await test(executors)
+        finally:
+            await executors.close(kill=True)
+
+    return asyncio.run(main())
+
+
+def processes_for(model: str) -> int:
+    return 1 if model == "process" else 0
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only a zombie waiting to be reaped by whoever inherited it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 3.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+async def cancel_soon(executors: Executors, spec: JobSpec, after: float = 0.2) -> Outcome:
+    """Run `spec` and cancel it `after` seconds in, the way the worker does."""
+    task = asyncio.create_task(executors.run(spec))
+    await asyncio.sleep(after)
+    assert executors.cancel(spec.run_id, spec.attempt)
+    return await task
+
+
+# ---- every model ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_success_returns_the_result_and_the_context_reaches_the_handler(model: str) -> None:
+    spec = job("fixture_echo", model, colour="blue", n=[1, 2])
+    outcome = with_executors(lambda ex: ex.run(spec), processes=processes_for(model))
+    assert outcome.status is OutcomeStatus.COMPLETED, outcome
+    assert isinstance(outcome.result, dict)
+    assert outcome.result["args"] == {"colour": "blue", "n": [1, 2]}
+    assert outcome.result["run_id"] == spec.run_id
+    assert outcome.result["attempt"] == 1
+    assert outcome.result["idempotency_key"] == "key-1"
+    assert outcome.result["fire_time"] == "2026-01-02T03:04:00+00:00"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_failure_is_retryable_with_a_traceback(model: str) -> None:
+    spec = job("fixture_fail", model, message="disk on fire")
+    outcome = with_executors(lambda ex: ex.run(spec), processes=processes_for(model))
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.retryable
+    assert outcome.error == "ValueError: disk on fire"
+    assert outcome.traceback is not None
+    assert "in inner" in outcome.traceback and "ValueError: disk on fire" in outcome.traceback
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_non_retryable_error_is_not_retried(model: str) -> None:
+    spec = job("fixture_nonretryable", model)
+    outcome = with_executors(lambda ex: ex.run(spec), processes=processes_for(model))
+    assert outcome.status is OutcomeStatus.FAILED
+    assert not outcome.retryable
+    assert outcome.error == "NonRetryableError: this run can never succeed"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_unknown_handler_fails_without_retries_and_lists_known_names(model: str) -> None:
+    outcome = with_executors(lambda ex: ex.run(job("no_such_handler", model)), processes=0)
+    assert outcome.status is OutcomeStatus.FAILED
+    assert not outcome.retryable
+    assert outcome.error is not None
+    assert outcome.error.startswith(
+        "no handler named 'no_such_handler' is registered on this worker (known: "
+    )
+    assert "noop" in outcome.error and "fixture_echo" in outcome.error
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_result_that_is_not_json_fails_without_retries(model: str) -> None:
+    outcome = with_executors(
+        lambda ex: ex.run(job("fixture_not_json", model)), processes=processes_for(model)
+    )
+    assert outcome.status is OutcomeStatus.FAILED
+    assert not outcome.retryable
+    assert outcome.error is not None and "cannot be stored as JSON" in outcome.error
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_timeout_stops_the_job(model: str) -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, float]:
+        started = time.monotonic()
+        outcome = await ex.run(job("sleep", model, timeout=0.3, seconds=5))
+        return outcome, time.monotonic() - started
+
+    outcome, elapsed = with_executors(scenario, processes=processes_for(model))
+    assert outcome.status is OutcomeStatus.TIMED_OUT
+    assert outcome.error == "the job ran longer than its timeout of 0.3s"
+    assert 0.3 <= elapsed < 1.5
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_cancel_while_running_stops_the_job(model: str) -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, float]:
+        started = time.monotonic()
+        outcome = await cancel_soon(ex, job("sleep", model, seconds=5), after=0.4)
+        return outcome, time.monotonic() - started
+
+    outcome, elapsed = with_executors(scenario, processes=processes_for(model))
+    assert outcome.status is OutcomeStatus.CANCELLED
+    assert elapsed < 1.5
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_an_asyncio_event_can_cancel_too(model: str) -> None:
+    async def scenario(ex: Executors) -> Outcome:
+        cancel = asyncio.Event()
+        task = asyncio.create_task(ex.run(job("sleep", model, seconds=5), cancel))
+        await asyncio.sleep(0.3)
+        cancel.set()
+        return await task
+
+    outcome = with_executors(scenario, processes=processes_for(model))
+    assert outcome.status is OutcomeStatus.CANCELLED
+
+
+def test_cancel_of_an_attempt_that_is_not_running_is_a_no_op() -> None:
+    async def scenario(ex: Executors) -> bool:
+        return ex.cancel(12345, 1)
+
+    assert with_executors(scenario, processes=0) is False
+
+
+# ---- async ------------------------------------------------------------------------------
+
+
+def test_async_handler_runs_on_the_loop_and_a_plain_function_on_a_thread() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
+        return await ex.run(job("fixture_echo", "async")), await ex.run(
+            job("fixture_sync_echo", "async")
+        )
+
+    on_loop, on_thread = with_executors(scenario, processes=0)
+    assert isinstance(on_loop.result, dict) and isinstance(on_thread.result, dict)
+    assert on_loop.result["thread"] == "MainThread"
+    assert on_thread.result["thread"].startswith("sundial-job")
+
+
+def test_async_handler_that_swallows_the_cancellation_still_times_out() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, int]:
+        outcome = await ex.run(job("fixture_swallow_cancel", "async", timeout=0.2))
+        task = asyncio.current_task()
+        assert task is not None
+        return outcome, task.cancelling()
+
+    outcome, cancelling = with_executors(scenario, processes=0)
+    assert outcome.status is OutcomeStatus.TIMED_OUT
+    assert cancelling == 0  # the executor's own cancel request was withdrawn
+
+
+def test_cancelling_the_callers_task_still_cancels_it() -> None:
+    async def scenario(ex: Executors) -> bool:
+        task = asyncio.create_task(ex.run(job("sleep", "async", seconds=5)))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return ex.stats()["running"] == 0
+        return False
+
+    assert with_executors(scenario, processes=0)
+
+
+def test_wrong_arguments_fail_without_retries() -> None:
+    outcome = with_executors(lambda ex: ex.run(job("noop", "thread", unexpected=1)), processes=0)
+    assert outcome.status is OutcomeStatus.COMPLETED  # noop accepts anything
+    outcome = with_executors(lambda ex: ex.run(job("fixture_fail", "async", colour=1)), processes=0)
+    assert outcome.status is OutcomeStatus.FAILED
+    assert not outcome.retryable
+    assert outcome.error is not None and "does not accept arguments ['colour']" in outcome.error
+
+
+def test_unknown_execution_model_fails_without_retries() -> None:
+    outcome = with_executors(lambda ex: ex.run(job("noop", "quantum")), processes=0)
+    assert outcome.status is OutcomeStatus.FAILED
+    assert not outcome.retryable
+    assert outcome.error is not None and "unknown execution model 'quantum'" in outcome.error
+
+
+def test_many_async_noops_run_concurrently_and_leave_nothing_behind() -> None:
+    async def scenario(ex: Executors) -> tuple[list[Outcome], dict[str, Any]]:
+        outcomes = await asyncio.gather(*(ex.run(job("noop", "async")) for _ in range(2000)))
+        return outcomes, ex.stats()
+
+    outcomes, stats = with_executors(scenario, processes=0)
+    assert {o.status for o in outcomes} == {OutcomeStatus.COMPLETED}
+    assert stats["running"] == 0
+
+
+# ---- thread -----------------------------------------------------------------------------
+
+
+def test_thread_job_that_ignores_cancellation_leaks_its_slot_until_it_returns() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any], dict[str, Any]]:
+        outcome = await ex.run(job("fixture_ignore_cancel", "thread", timeout=0.1, seconds=0.6))
+        during = ex.stats()
+        await asyncio.sleep(0.9)
+        return outcome, during, ex.stats()
+
+    outcome, during, after = with_executors(scenario, processes=0)
+    assert outcome.status is OutcomeStatus.TIMED_OUT
+    assert during["leaked_thread_slots"] == 1 and during["threads_busy"] == 1
+    assert after["leaked_thread_slots"] == 0 and after["threads_busy"] == 0
+
+
+def test_thread_job_sees_the_cancel_flag() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any]]:
+        # `sleep` checks ctx.cancelled between slices, so its thread frees up quickly
+        outcome = await cancel_soon(ex, job("sleep", "thread", seconds=5), after=0.2)
+        await asyncio.sleep(0.2)
+        return outcome, ex.stats()
+
+    outcome, stats = with_executors(scenario, processes=0)
+    assert outcome.status is OutcomeStatus.CANCELLED
+    assert stats["leaked_thread_slots"] == 0 and stats["threads_busy"] == 0
+
+
+# ---- process ----------------------------------------------------------------------------
+
+
+def test_process_jobs_run_in_long_lived_children_with_user_handler_modules() -> None:
+    async def scenario(ex: Executors) -> list[Outcome]:
+        return [await ex.run(job("fixture_sync_echo", "process")) for _ in range(3)]
+
+    outcomes = with_executors(scenario, processes=1)
+    pids = {o.result["pid"] for o in outcomes if isinstance(o.result, dict)}
+    assert len(pids) == 1 and psutil.Process().pid not in pids
+
+
+def test_segfault_fails_that_attempt_and_the_pool_keeps_serving() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome, dict[str, Any]]:
+        crashed = await ex.run(job("crash", "process", signal="SEGV"))
+        after = await ex.run(job("fixture_echo", "process"))
+        return crashed, after, ex.stats()
+
+    crashed, after, stats = with_executors(scenario, processes=1)
+    assert crashed.status is OutcomeStatus.FAILED and crashed.retryable
+    assert crashed.error == "worker process died (signal SIGSEGV) while running the job"
+    assert after.status is OutcomeStatus.COMPLETED
+    assert stats["process_restarts"] == 1 and stats["processes_alive"] == 1
+
+
+def test_a_child_that_exits_by_itself_fails_the_attempt() -> None:
+    outcome = with_executors(lambda ex: ex.run(job("fixture_exit", "process", code=7)), processes=1)
+    assert outcome.status is OutcomeStatus.FAILED and outcome.retryable
+    assert outcome.error == "worker process died (exit code 7) while running the job"
+
+
+def test_timeout_kills_only_that_child_and_the_other_job_completes(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pids"
+
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome, dict[str, Any]]:
+        stuck = ex.run(job("fixture_write_pids", "process", timeout=0.5, path=str(pids_file)))
+        steady = ex.run(job("sleep", "process", timeout=5, seconds=0.8))
+        first, second = await asyncio.gather(stuck, steady)
+        return first, second, ex.stats()
+
+    stuck, steady, stats = with_executors(scenario, processes=2)
+    assert stuck.status is OutcomeStatus.TIMED_OUT
+    assert steady.status is OutcomeStatus.COMPLETED
+    child, grandchild = map(int, pids_file.read_text().split())
+    assert wait_until(lambda: gone(child) and gone(grandchild))
+    assert stats["process_restarts"] == 1
+
+
+def test_jobs_wait_for_a_free_child_and_a_cancel_while_waiting_is_prompt() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
+        busy = asyncio.create_task(ex.run(job("sleep", "process", seconds=0.6)))
+        await asyncio.sleep(0.1)
+        waiting = job("fixture_echo", "process")
+        cancelled = await cancel_soon(ex, waiting, after=0.1)
+        return await busy, cancelled
+
+    busy, cancelled = with_executors(scenario, processes=1)
+    assert busy.status is OutcomeStatus.COMPLETED
+    assert cancelled.status is OutcomeStatus.CANCELLED
+
+
+def test_process_children_print_without_corrupting_replies_and_return_big_results() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
+        return await ex.run(job("fixture_print", "process")), await ex.run(
+            job("fixture_big", "process", size=3_000_000)
+        )
+
+    printed, big = with_executors(scenario, processes=1)
+    assert printed.result == "printed"
+    assert isinstance(big.result, str) and len(big.result) == 3_000_000
+
+
+def test_a_handler_module_that_fails_to_import_stops_the_pool_from_starting() -> None:
+    async def scenario() -> None:
+        ex = Executors(
+            default_registry,
+            thread_workers=1,
+            process_workers=1,
+            handler_modules=("tests.no_such_handlers",),
+        )
+        await ex.start()
+
+    with pytest.raises(ChildStartError, match="'tests.no_such_handlers'"):
+        asyncio.run(scenario())
+
+
+def test_close_waits_for_running_jobs_then_refuses_new_ones() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
+        gentle = asyncio.create_task(ex.run(job("sleep", "process", seconds=0.3)))
+        await asyncio.sleep(0.1)
+        await ex.close()
+        late = await ex.run(job("noop", "async"))
+        return await gentle, late
+
+    gentle, late = with_executors(scenario, processes=1)
+    assert gentle.status is OutcomeStatus.COMPLETED
+    assert late.status is OutcomeStatus.FAILED and late.retryable
+
+
+def test_close_with_kill_stops_every_model_promptly() -> None:
+    async def scenario(ex: Executors) -> tuple[list[Outcome], float]:
+        tasks = [asyncio.create_task(ex.run(job("sleep", model, seconds=10))) for model in MODELS]
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        await ex.close(kill=True)
+        outcomes = await asyncio.gather(*tasks)
+        return outcomes, time.monotonic() - started
+
+    outcomes, elapsed = with_executors(scenario, processes=1)
+    assert {o.status for o in outcomes} == {OutcomeStatus.CANCELLED}
+    assert elapsed < 2
+
+
+# ---- subprocess -------------------------------------------------------------------------
+
+
+def test_subprocess_runs_each_attempt_in_a_fresh_process() -> None:
+    async def scenario(ex: Executors) -> list[Outcome]:
+        return list(
+            await asyncio.gather(
+                *(ex.run(job("fixture_sync_echo", "subprocess")) for _ in range(2))
+            )
+        )
+
+    outcomes = with_executors(scenario, processes=0)
+    pids = {o.result["pid"] for o in outcomes if isinstance(o.result, dict)}
+    assert len(pids) == 2
+
+
+def test_killed_subprocess_leaves_no_process_behind(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pids"
+
+    async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any]]:
+        spec = job("fixture_write_pids", "subprocess", path=str(pids_file))
+        task = asyncio.create_task(ex.run(spec))
+        assert await asyncio.to_thread(wait_until, pids_file.exists)
+        ex.cancel(spec.run_id, spec.attempt)
+        return await task, ex.stats()
+
+    outcome, stats = with_executors(scenario, processes=0)
+    assert outcome.status is OutcomeStatus.CANCELLED
+    assert stats["subprocesses_running"] == 0
+    child, grandchild = map(int, pids_file.read_text().split())
+    assert wait_until(lambda: gone(child) and gone(grandchild))
+
+
+def test_subprocess_that_dies_by_a_signal_names_it() -> None:
+    outcome = with_executors(
+        lambda ex: ex.run(job("crash", "subprocess", signal="KILL")), processes=0
+    )
+    assert outcome.status is OutcomeStatus.FAILED and outcome.retryable
+    assert outcome.error == "worker process died (signal SIGKILL) while running the job"
+
+
+def test_subprocess_output_does_not_corrupt_the_reply() -> None:
+    outcome = with_executors(lambda ex: ex.run(job("fixture_print", "subprocess")), processes=0)
+    assert outcome.result == "printed"
