@@ -1,12 +1,13 @@
 """Prometheus metrics of this process.
 
-Counters live in the process that does the work (worker, reaper, trigger); the web
-process's `/metrics` adds what the database knows (depths, lag, terminal counts).
+Counters count what this process did. Workers report their load (in flight, loop lag,
+pool saturation, lost fences) in the `workers` table instead, which every web process can
+read; the web's `/metrics` adds what the database knows (depths, lag, terminal counts).
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter
 
 TRANSITIONS = Counter(
     "sundial_run_transitions_total",
@@ -23,8 +24,3 @@ LEASE_EXPIRIES = Counter(
     "Runs whose lease expired and that the reaper re-queued or ended.",
     ["outcome"],
 )
-WORKER_LOOP_LAG = Gauge(
-    "sundial_worker_loop_lag_seconds",
-    "How late a call_soon callback ran on this worker's event loop, last sample.",
-)
-WORKER_IN_FLIGHT = Gauge("sundial_worker_in_flight", "Runs this worker is executing.")

@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
+from app.cron import DstRepeated, DstSkipped
+from app.fires import FireOutcome, OverlapPolicy
 from app.states import ExecutionModel, Role, RunStatus, sql_in
 
 NOW = sa.text("now()")
@@ -93,7 +95,38 @@ class Schedule(SQLModel, table=True):
             "interval_seconds IS NULL OR interval_seconds > 0", name="schedules_interval_positive"
         ),
         sa.CheckConstraint("spread_seconds >= 0", name="schedules_spread_nonneg"),
-        sa.Index("ix_schedules_due", "next_fire_time", postgresql_where=sa.text("active")),
+        sa.CheckConstraint(f"overlap IN ({sql_in(OverlapPolicy)})", name="schedules_overlap"),
+        sa.CheckConstraint(f"dst_skipped IN ({sql_in(DstSkipped)})", name="schedules_dst_skipped"),
+        sa.CheckConstraint(
+            f"dst_repeated IN ({sql_in(DstRepeated)})", name="schedules_dst_repeated"
+        ),
+        sa.CheckConstraint(
+            "catchup_limit IS NULL OR (catchup AND catchup_limit > 0)",
+            name="schedules_catchup_limit_positive",
+        ),
+        sa.CheckConstraint(
+            "catchup_window_seconds IS NULL OR catchup_window_seconds > 0",
+            name="schedules_catchup_window_positive",
+        ),
+        sa.CheckConstraint(
+            "auto_pause_after IS NULL OR auto_pause_after > 0",
+            name="schedules_auto_pause_positive",
+        ),
+        # The trigger's due query; paused schedules are included (their fires are recorded
+        # as paused), ended ones have no next fire.
+        sa.Index("ix_schedules_due", "next_fire_time"),
+        sa.Index("ix_schedules_name", "name", unique=True, postgresql_where=sa.text("name <> ''")),
+        # Each trigger tick: pauses that expire, and schedules that may pause themselves.
+        sa.Index(
+            "ix_schedules_pause_expiry",
+            "paused_until",
+            postgresql_where=sa.text("paused_until IS NOT NULL"),
+        ),
+        sa.Index(
+            "ix_schedules_auto_pause",
+            "id",
+            postgresql_where=sa.text("auto_pause_after IS NOT NULL"),
+        ),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
@@ -115,12 +148,28 @@ class Schedule(SQLModel, table=True):
     )
     start_at: datetime | None = _ts()
     end_at: datetime | None = _ts()
-    next_fire_time: datetime | None = _ts(nullable=False)
-    allow_overlap: bool = Field(
-        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    # The next fire not yet decided; NULL once the schedule has ended. Only moves forward.
+    next_fire_time: datetime | None = _ts()
+    overlap: str = Field(
+        default=OverlapPolicy.SKIP.value,
+        sa_column=sa.Column(sa.Text, nullable=False, server_default=OverlapPolicy.SKIP.value),
     )
+    # Catch-up after downtime: false runs the latest missed fire only (coalesce); true
+    # backfills them, at most `catchup_limit`, within `catchup_window_seconds` when set.
     catchup: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    catchup_limit: int | None = Field(default=None, sa_column=sa.Column(sa.Integer, nullable=True))
+    catchup_window_seconds: int | None = Field(
+        default=None, sa_column=sa.Column(sa.Integer, nullable=True)
+    )
+    dst_skipped: str = Field(
+        default=DstSkipped.SHIFT.value,
+        sa_column=sa.Column(sa.Text, nullable=False, server_default=DstSkipped.SHIFT.value),
+    )
+    dst_repeated: str = Field(
+        default=DstRepeated.FIRST.value,
+        sa_column=sa.Column(sa.Text, nullable=False, server_default=DstRepeated.FIRST.value),
     )
     active: bool = Field(
         default=True, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.true())
@@ -133,6 +182,16 @@ class Schedule(SQLModel, table=True):
     )
     paused_note: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     paused_until: datetime | None = _ts()
+    paused_at: datetime | None = _ts()
+    resumed_at: datetime | None = _ts()
+    # Pause by itself after this many consecutive failed runs (NULL: never).
+    auto_pause_after: int | None = Field(
+        default=None, sa_column=sa.Column(sa.Integer, nullable=True)
+    )
+    # The job definition was created with this schedule and is deleted with it.
+    owns_job: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
     created_at: datetime | None = _ts(nullable=False, now=True)
     updated_at: datetime | None = _ts(nullable=False, now=True)
 
@@ -256,15 +315,15 @@ class JobRun(SQLModel, table=True):
 
 
 class JobRunAttempt(SQLModel, table=True):
-    """History: one row per finished attempt of a run, with its outcome and error."""
+    """History: one row per finished attempt of a run, with its outcome and error.
+
+    No foreign key to job_runs: it is written in the same statement as the run's finish,
+    where the key check would cost a third of the statement. Pruning deletes both.
+    """
 
     __tablename__ = "job_run_attempts"
 
-    run_id: int = Field(
-        sa_column=sa.Column(
-            sa.BigInteger, sa.ForeignKey("job_runs.id", ondelete="CASCADE"), primary_key=True
-        )
-    )
+    run_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True))
     attempt: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True))
     worker: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     outcome: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
@@ -360,3 +419,44 @@ class AuditEntry(SQLModel, table=True):
     target_type: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     target_id: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     details: dict[str, Any] = _jsonb("{}")
+
+
+class ScheduleFire(SQLModel, table=True):
+    """The fire ledger: one row per intended fire of a schedule and what became of it, so
+    "did my 02:30 job fire last night, and if not, why" always has an answer."""
+
+    __tablename__ = "schedule_fires"
+    __table_args__ = (
+        sa.CheckConstraint(f"outcome IN ({sql_in(FireOutcome)})", name="schedule_fires_outcome"),
+        sa.CheckConstraint("coalesced_count >= 0", name="schedule_fires_coalesced_nonneg"),
+        # The trigger looks for queued fires whose blocking run has ended, every tick.
+        sa.Index(
+            "ix_schedule_fires_queued",
+            "schedule_id",
+            postgresql_where=sa.text("outcome = 'queued'"),
+        ),
+    )
+
+    schedule_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    fire_time: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), primary_key=True))
+    # The wall-clock time in the schedule's zone this fire stands for (02:30 even when DST
+    # moved the fire to 03:00).
+    local_time: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=False), nullable=False))
+    outcome: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    # The run this fire created (or, for a coalesced fire, the run that covered it). No
+    # foreign key, like every reference to the hot table: history may outlive the run.
+    run_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, nullable=True))
+    # On the fire that ran after downtime: how many earlier missed fires it stands for.
+    coalesced_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    manual: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    detail: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    recorded_at: datetime | None = _ts(nullable=False, now=True)
+    updated_at: datetime | None = _ts(nullable=False, now=True)

@@ -296,6 +296,7 @@ def claim(
         {"worker": worker, "limit": limit, "lease_seconds": lease_seconds, **_now(now)},
     ).fetchall()
     TRANSITIONS.labels("run_claim").inc(len(rows))
+    rows.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
     return [
         JobSpec(
             run_id=r["id"],

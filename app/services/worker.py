@@ -43,7 +43,6 @@ from app.db import DatabaseUnavailable, check_database, connect
 from app.executors import Executors
 from app.handlers import default_registry, load_modules
 from app.jobs import JobSpec, Outcome, OutcomeStatus
-from app.metrics import WORKER_IN_FLIGHT, WORKER_LOOP_LAG
 from app.runs import Finish
 from app.sql import query
 
@@ -266,7 +265,6 @@ class Worker:
         item = InFlight(job)
         self._in_flight[job.run_id] = item
         item.task = self._loop.create_task(self._execute(item))
-        WORKER_IN_FLIGHT.set(len(self._in_flight))
 
     async def _execute(self, item: InFlight) -> None:
         job = item.job
@@ -276,7 +274,6 @@ class Worker:
             log.exception("executor error", extra={"run_id": job.run_id, "attempt": job.attempt})
             outcome = Outcome(status=OutcomeStatus.FAILED, error=f"executor error: {exc!r}")
         self._in_flight.pop(job.run_id, None)
-        WORKER_IN_FLIGHT.set(len(self._in_flight))
         self._slot_freed.set()
         if item.handed_back or item.lost:
             return
@@ -370,7 +367,6 @@ class Worker:
             self._loop.call_soon(ran.set_result, None)
             await ran
             self.stats.loop_lag_seconds = self._loop.time() - scheduled
-            WORKER_LOOP_LAG.set(self.stats.loop_lag_seconds)
 
     # ---- registration in the workers table -----------------------------------------------------
 

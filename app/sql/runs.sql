@@ -70,10 +70,10 @@ SET status = 'running',
     lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
     attempt = r.attempt + 1,
     started_at = coalesce(%(now)s::timestamptz, now())
-FROM picked
-WHERE r.id = picked.id
+-- = ANY(ARRAY(...)) keeps the join a primary-key lookup whatever the table statistics say.
+WHERE r.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_seconds,
-          r.idempotency_key, r.fire_time;
+          r.idempotency_key, r.fire_time, r.priority, r.run_at;
 
 -- name: run_heartbeat
 -- running -> running: extend every lease this worker still holds, in one statement.

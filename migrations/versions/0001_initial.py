@@ -294,6 +294,13 @@ def upgrade() -> None:
         unique=False,
         postgresql_where=sa.text("status IN ('failed', 'timed_out')"),
     )
+    # A queue table churns: every run is inserted, updated twice and finished within
+    # seconds. Analyse and vacuum it after 2% of changes instead of PostgreSQL's 10-20%,
+    # so claim plans see the real pending depth and dead tuples do not pile up.
+    op.execute(
+        "ALTER TABLE job_runs SET (autovacuum_vacuum_scale_factor = 0.02, "
+        "autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0)"
+    )
     op.create_table(
         "job_run_attempts",
         sa.Column("run_id", sa.BigInteger(), nullable=False),
@@ -309,7 +316,6 @@ def upgrade() -> None:
         ),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("traceback", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(["run_id"], ["job_runs.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("run_id", "attempt"),
     )
     op.create_table(
