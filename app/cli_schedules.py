@@ -1,11 +1,276 @@
-"""`sundial schedule …`: add, list, pause, resume, run now and delete schedules."""
+"""`sundial schedule …`: add, list, pause, resume, run now, delete schedules; read the ledger.
+
+Each command is one transaction: bad input exits with code 2 and one sentence, and leaves
+nothing half-written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
+
+from app.config import Settings
+from app.cron import DstRepeated, DstSkipped, zone_named
+from app.db import resolve_database_url, transaction
+from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.states import ExecutionModel
+
+TIME_HELP = (
+    "2030-01-31T09:00 (in the schedule's time zone), an ISO time with an offset, "
+    "or a duration from now like 90m, 2h, 3d"
+)
+
+
+def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+    from app.cli_runs import parse_args_json
+
+    with transaction(resolve_database_url(settings)) as conn:
+        now = schedules.db_now(conn)
+        catchup, limit = schedules.parse_catchup(args.catchup)
+        spec = schedules.ScheduleSpec(
+            name=args.name,
+            cron=args.cron,
+            every_seconds=args.every,
+            timezone=args.timezone,
+            start_at=schedules.parse_when(args.start, args.timezone, now) if args.start else None,
+            end_at=schedules.parse_when(args.end, args.timezone, now) if args.end else None,
+            overlap=OverlapPolicy(args.overlap),
+            catchup=catchup,
+            catchup_limit=limit,
+            catchup_window_seconds=args.catchup_window,
+            exact_minute=args.exact_minute,
+            spread_seconds=args.spread,
+            dst_skipped=DstSkipped(args.dst_skipped),
+            dst_repeated=DstRepeated(args.dst_repeated),
+            auto_pause_after=args.auto_pause_after,
+            job=args.job,
+            handler=args.handler,
+            args=parse_args_json(args.args),
+            execution_model=args.execution_model,
+            priority=args.priority,
+            timeout_seconds=args.timeout,
+            max_retries=args.max_retries,
+        )
+        created = schedules.create_schedule(conn, spec)
+    for warning in created.warnings:
+        print(f"sundial schedule add: warning: {warning}", file=sys.stderr)
+    print(
+        f"schedule {args.name!r} created; first fire "
+        f"{format_local(created.next_fire_time, args.timezone)}"
+    )
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+
+    with transaction(resolve_database_url(settings)) as conn:
+        rows = schedules.list_schedules(conn)
+    if not rows:
+        print("no schedules")
+        return 0
+    header = ("NAME", "WHEN", "ZONE", "NEXT FIRE", "STATE", "OVERLAP", "CATCH-UP", "JOB")
+    print_table(header, [_schedule_line(r) for r in rows])
+    return 0
+
+
+def _schedule_line(row: dict[str, Any]) -> tuple[str, ...]:
+    when = row["cron"] or f"every {row['interval_seconds']}s"
+    next_fire = (
+        format_local(row["next_fire_time"], row["timezone"]) if row["next_fire_time"] else "ended"
+    )
+    state = "active"
+    if not row["active"]:
+        state = "paused"
+        if row["paused_until"]:
+            state += f" until {format_local(row['paused_until'], row['timezone'])}"
+        if row["paused_note"]:
+            state += f": {row['paused_note']}"
+    catchup = "latest"
+    if row["catchup"]:
+        catchup = str(row["catchup_limit"] or "all")
+    if row["catchup_window_seconds"]:
+        catchup += f" within {row['catchup_window_seconds']}s"
+    job = row["job_name"] if row["job_name"] == row["name"] else f"{row['job_name']} (job)"
+    return (
+        row["name"],
+        when,
+        row["timezone"],
+        next_fire,
+        state,
+        row["overlap"],
+        catchup,
+        f"{job}: {row['handler']}",
+    )
+
+
+def cmd_pause(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+
+    with transaction(resolve_database_url(settings)) as conn:
+        until = None
+        if args.until:
+            until = schedules.parse_when(
+                args.until, schedules.zone_of(conn, args.name), schedules.db_now(conn)
+            )
+        schedules.pause(conn, args.name, note=args.note, until=until)
+        zone = schedules.zone_of(conn, args.name)
+    print(
+        f"schedule {args.name!r} paused" + (f" until {format_local(until, zone)}" if until else "")
+    )
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+
+    with transaction(resolve_database_url(settings)) as conn:
+        resumed = schedules.resume(conn, args.name)
+    print(f"schedule {args.name!r} " + ("resumed" if resumed else "was not paused"))
+    return 0
+
+
+def cmd_run_now(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+
+    with transaction(resolve_database_url(settings)) as conn:
+        run_id = schedules.run_now(conn, args.name)
+    print(run_id)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+
+    with transaction(resolve_database_url(settings)) as conn:
+        schedules.delete(conn, args.name)
+    print(f"schedule {args.name!r} deleted")
+    return 0
+
+
+def cmd_fires(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+
+    with transaction(resolve_database_url(settings)) as conn:
+        zone = schedules.zone_of(conn, args.name)
+        rows = schedules.list_fires(conn, args.name, args.limit)
+    if not rows:
+        print(f"schedule {args.name!r} has not fired yet")
+        return 0
+    header = ("FIRE TIME", "FOR LOCAL TIME", "OUTCOME", "RUN", "DETAIL")
+    lines = [
+        (
+            format_local(r["fire_time"], zone, seconds=True),
+            f"{r['local_time']:%Y-%m-%d %H:%M}",
+            r["outcome"] + (f" ({r['coalesced_count']} coalesced)" if r["coalesced_count"] else ""),
+            str(r["run_id"] or "-"),
+            ("manual; " if r["manual"] else "") + (r["detail"] or ""),
+        )
+        for r in rows
+    ]
+    print_table(header, lines)
+    return 0
+
+
+def format_local(instant: datetime, zone: str, *, seconds: bool = False) -> str:
+    """`2026-03-08 03:00 EDT`: an instant as the schedule's people read it."""
+    local = instant.astimezone(zone_named(zone))
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
+
+
+def print_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *lines, strict=True)]
+    for line in (header, *lines):
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
 
 
 def add_schedule_commands(sub: Any) -> None:
     """Register `sundial schedule` and its subcommands on the top-level parser."""
-    _ = argparse  # filled in by the schedules work
+    schedule = sub.add_parser(
+        "schedule",
+        help="add, list, pause, resume, run now and delete schedules; show their fires",
+        description="Recurring schedules: cron or interval, in a time zone.",
+    )
+    commands = schedule.add_subparsers(dest="schedule_command", metavar="ACTION", required=True)
+
+    def add(name: str, func: Any, text: str, *, named: bool = True) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = commands.add_parser(name, help=text, description=text)
+        p.set_defaults(func=func, process="schedule")
+        if named:
+            p.add_argument("name", help="schedule name")
+        return p
+
+    _add_add_options(add("add", cmd_add, "create a schedule (and its job, given --handler)"))
+    add("list", cmd_list, "list schedules with their next fire in their own time zone", named=False)
+    pause = add("pause", cmd_pause, "pause a schedule: its fires are recorded as paused")
+    pause.add_argument("--note", help="why, shown in `schedule list` and the dashboard")
+    pause.add_argument("--until", help=f"resume by itself at this time: {TIME_HELP}")
+    add("resume", cmd_resume, "resume a paused schedule")
+    add("run-now", cmd_run_now, "create a run of the schedule's job now and print its id")
+    add("delete", cmd_delete, "delete a schedule and its fire ledger (runs keep history)")
+    fires = add("fires", cmd_fires, "show the fire ledger: what became of each fire, and why")
+    fires.add_argument("--limit", type=int, default=50, help="newest fires shown (default 50)")
+
+
+def _add_add_options(p: argparse.ArgumentParser) -> None:
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help="5-field cron expression or alias like @hourly")
+    when.add_argument("--every", type=int, metavar="SECONDS", help="fire every SECONDS")
+    job = p.add_mutually_exclusive_group(required=True)
+    job.add_argument("--handler", help="create a job definition running this handler")
+    job.add_argument("--job", help="schedule an existing job definition by name")
+    p.add_argument("--args", default="{}", help="handler arguments as a JSON object")
+    p.add_argument("--timezone", default="UTC", help="IANA time zone (default UTC)")
+    p.add_argument("--start", help=f"no fire before: {TIME_HELP}")
+    p.add_argument("--end", help=f"no fire after: {TIME_HELP}")
+    p.add_argument(
+        "--catchup",
+        default="latest",
+        metavar="latest|all|N",
+        help="after downtime run the latest missed fire (default), all, or the newest N",
+    )
+    p.add_argument(
+        "--catchup-window", type=int, metavar="SECONDS", help="fires older than this are missed"
+    )
+    p.add_argument(
+        "--overlap",
+        default=OverlapPolicy.SKIP.value,
+        choices=[o.value for o in OverlapPolicy],
+        help="while an earlier run is active: skip the fire (default), allow it, queue one, "
+        "or cancel the earlier run",
+    )
+    p.add_argument("--exact-minute", action="store_true", help="no spread: run_at = fire time")
+    p.add_argument(
+        "--spread",
+        type=int,
+        default=DEFAULT_SPREAD_SECONDS,
+        metavar="SECONDS",
+        help=f"spread run_at by a stable per-schedule offset below this (default "
+        f"{DEFAULT_SPREAD_SECONDS})",
+    )
+    p.add_argument(
+        "--dst-skipped",
+        default=DstSkipped.SHIFT.value,
+        choices=[o.value for o in DstSkipped],
+        help="a local time spring-forward skips: fire when the clocks jump (default) or skip",
+    )
+    p.add_argument(
+        "--dst-repeated",
+        default=DstRepeated.FIRST.value,
+        choices=[o.value for o in DstRepeated],
+        help="a local time fall-back repeats: fire the first time (default) or both",
+    )
+    p.add_argument("--auto-pause-after", type=int, metavar="N", help="pause after N failed runs")
+    p.add_argument("--priority", type=int, default=1, help="higher runs first (default 1)")
+    p.add_argument("--timeout", type=int, default=300, help="seconds (default 300)")
+    p.add_argument("--max-retries", type=int, default=3, help="retries after the first try")
+    p.add_argument(
+        "--execution-model",
+        default=ExecutionModel.ASYNC.value,
+        choices=[m.value for m in ExecutionModel],
+        help="where the handler runs (default async)",
+    )

@@ -1,26 +1,319 @@
-"""The trigger: the leader among trigger processes turns due schedules into runs."""
+"""The trigger: the leader among trigger processes turns due schedules into runs.
+
+Purpose: every intended fire of every schedule gets exactly one decision, written to the
+fire ledger, and at most one run (`job_runs` UNIQUE(schedule_id, fire_time)).
+
+Use: `sundial trigger` runs `Trigger.run_forever`; tests call `run_once(conn, now=...)`.
+Each tick the process renews (or tries to take) the leader lease; only the leader acts:
+
+1. releases queued fires whose blocking run has ended (overlap policy `queue`);
+2. in batches, locks due schedules (`FOR UPDATE SKIP LOCKED`), plans their fires with the
+   pure policies of `app.fires`, creates the runs through `app.runs.submit_fires`, writes
+   the ledger and moves `next_fire_time` forward, all in ONE transaction per batch;
+3. pauses schedules whose last N runs failed (when they ask for it), and resumes pauses
+   that expired.
+
+Correctness never depends on there being one leader: a due schedule is planned under its
+row lock, `next_fire_time` only moves forward (compare-and-set), and runs and ledger rows
+are unique per (schedule, fire_time). Due decisions use the database clock; `now` injects
+another one. A clock that jumps back finds nothing due.
+
+Options (Settings): `trigger_interval_seconds`, `trigger_lease_seconds`,
+`trigger_batch_size`, `trigger_catchup_max`.
+
+Telemetry: a log line per leadership change, per catch-up and per auto-pause.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
+from app import runs
 from app.config import Settings
+from app.db import DatabaseUnavailable, connect
+from app.fires import (
+    DueSchedule,
+    FireOutcome,
+    LedgerEntry,
+    OverlapPolicy,
+    Plan,
+    PlanLimits,
+    plan_fires,
+)
+from app.lease import LeaderLease, new_holder_id
+from app.schedules import FireRecord, db_now, record_fires, recurrence_of
 from app.services.periodic import run_periodic
+from app.sql import query
 
 log = logging.getLogger(__name__)
 
+Conn = psycopg.Connection[dict[str, Any]]
+
+LEASE_NAME = "trigger"
+RELEASE_BATCH_SIZE = 500  # queued fires released per tick
+Planned = Sequence[tuple[Mapping[str, Any], Plan]]  # each locked schedule row with its plan
+_DOWNTIME_OUTCOMES = frozenset({FireOutcome.COALESCED, FireOutcome.MISSED})
+
+
+@dataclass(slots=True)
+class TickReport:
+    """What one `run_once` did."""
+
+    leader: bool = False
+    schedules: int = 0  # due schedules planned
+    fires: int = 0  # ledger rows written (all outcomes)
+    runs: int = 0  # runs created
+    released: int = 0  # queued fires enqueued
+    auto_paused: int = 0
+    resumed: int = 0
+
 
 class Trigger:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, holder: str | None = None) -> None:
         self.settings = settings
+        self.lease = LeaderLease(
+            LEASE_NAME, holder or new_holder_id(), settings.trigger_lease_seconds
+        )
+        self.limits = PlanLimits(catchup_max=settings.trigger_catchup_max)
+        self.batch_size = settings.trigger_batch_size
 
-    def run_once(self, conn: psycopg.Connection[dict[str, Any]]) -> int:
-        conn.execute("SELECT 1")
-        return 0
+    def run_once(self, conn: Conn, now: datetime | None = None) -> TickReport:
+        """One tick on an autocommit connection; `now` replaces the database clock."""
+        report = TickReport()
+        if not self.lease.hold(conn, now):
+            return report
+        report.leader = True
+        report.released = self.release_queued(conn, now)
+        while True:
+            if not self.lease.hold(conn, now):
+                return report
+            planned, fires, created = self.fire_batch(conn, now)
+            report.schedules += planned
+            report.fires += fires
+            report.runs += created
+            if planned < self.batch_size:
+                break
+        report.auto_paused = self.auto_pause(conn, now)
+        report.resumed = self.resume_expired(conn, now)
+        return report
 
     def run_forever(self, url: str, stop: threading.Event) -> None:
         run_periodic("trigger", url, self.settings.trigger_interval_seconds, self.run_once, stop)
+        self._resign(url)
+
+    # ---- due schedules ------------------------------------------------------------------
+
+    def fire_batch(self, conn: Conn, now: datetime | None = None) -> tuple[int, int, int]:
+        """Plan and fire one batch of due schedules: (schedules, ledger rows, runs)."""
+        with conn.transaction():
+            if not self.lease.still_held(conn, now):
+                return 0, 0, 0
+            rows = conn.execute(
+                query("schedules", "schedule_lock_due"), {"now": now, "limit": self.batch_size}
+            ).fetchall()
+            if not rows:
+                return 0, 0, 0
+            at = db_now(conn, now)
+            active = self._active_runs(conn, rows)
+            queued = self._with_queued_fire(conn, rows)
+            plans = [
+                (
+                    row,
+                    plan_fires(_due(row, row["id"] in queued), at, active[row["id"]], self.limits),
+                )
+                for row in rows
+            ]
+            for _, plan in plans:
+                for run_id in plan.cancel_run_ids:
+                    runs.cancel(conn, run_id)
+            run_ids = self._submit(conn, plans)
+            records = _ledger(plans, run_ids)
+            record_fires(conn, records, now)
+            self._advance(conn, plans, now)
+        created = sum(1 for r in run_ids.values() if r is not None)
+        _log_catchups(plans)
+        return len(rows), len(records), created
+
+    def _active_runs(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> dict[Any, list[int]]:
+        ids = [r["id"] for r in rows if r["overlap"] != OverlapPolicy.ALLOW]
+        active: dict[Any, list[int]] = defaultdict(list)
+        if ids:
+            for r in conn.execute(query("schedules", "schedule_active_runs"), {"ids": ids}):
+                active[r["schedule_id"]].append(r["id"])
+        return active
+
+    def _with_queued_fire(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> set[Any]:
+        ids = [r["id"] for r in rows if r["overlap"] == OverlapPolicy.QUEUE]
+        if not ids:
+            return set()
+        found = conn.execute(query("schedules", "schedule_with_queued_fire"), {"ids": ids})
+        return {r["schedule_id"] for r in found}
+
+    def _submit(self, conn: Conn, plans: Planned) -> dict[tuple[Any, datetime], int | None]:
+        wanted = [(row, entry) for row, plan in plans for entry in plan.runs_wanted]
+        requests = [
+            _fire_request(row["id"], row, entry.fire.at, entry.run_at) for row, entry in wanted
+        ]
+        ids = runs.submit_fires(conn, requests)
+        return {(r.schedule_id, r.fire_time): i for r, i in zip(requests, ids, strict=True)}
+
+    def _advance(self, conn: Conn, plans: Planned, now: datetime | None) -> None:
+        conn.execute(
+            query("schedules", "schedule_advance_many"),
+            {
+                "ids": [row["id"] for row, _ in plans],
+                "previous": [row["next_fire_time"] for row, _ in plans],
+                "next": [plan.next_fire_time for _, plan in plans],
+                "resume": [plan.resume for _, plan in plans],
+                "now": now,
+            },
+        )
+
+    # ---- queued fires, auto-pause, expired pauses ---------------------------------------
+
+    def release_queued(self, conn: Conn, now: datetime | None = None) -> int:
+        """Enqueue fires that waited behind a run that has now ended."""
+        with conn.transaction():
+            rows = conn.execute(
+                query("schedules", "fire_lock_releasable"), {"limit": RELEASE_BATCH_SIZE}
+            ).fetchall()
+            if not rows:
+                return 0
+            at = db_now(conn, now)
+            requests = [
+                _fire_request(row["schedule_id"], row, row["fire_time"], at) for row in rows
+            ]
+            ids = runs.submit_fires(conn, requests)
+            conn.execute(
+                query("schedules", "fire_release_many"),
+                {
+                    "schedule_ids": [r.schedule_id for r in requests],
+                    "fire_times": [r.fire_time for r in requests],
+                    "run_ids": ids,
+                    "now": now,
+                },
+            )
+        return sum(1 for i in ids if i is not None)
+
+    def auto_pause(self, conn: Conn, now: datetime | None = None) -> int:
+        """Pause schedules whose last N finished runs all failed, saying why."""
+        paused = 0
+        streaks = conn.execute(query("schedules", "schedule_failing_streaks")).fetchall()
+        for streak in streaks:
+            note = (
+                f"auto-paused after {streak['auto_pause_after']} consecutive failed runs "
+                f"(last: run {streak['run_id']}: {streak['error'] or 'no error message'})"
+            )
+            params = {"id": streak["id"], "note": note, "now": now}
+            if conn.execute(query("schedules", "schedule_auto_pause"), params).fetchone():
+                paused += 1
+                log.warning(
+                    "schedule %s %s", streak["name"], note, extra={"schedule_id": streak["id"]}
+                )
+        return paused
+
+    def resume_expired(self, conn: Conn, now: datetime | None = None) -> int:
+        rows = conn.execute(query("schedules", "schedule_resume_expired"), {"now": now}).fetchall()
+        for row in rows:
+            log.info(
+                "schedule %s resumed: its pause expired",
+                row["name"],
+                extra={"schedule_id": row["id"]},
+            )
+        return len(rows)
+
+    def _resign(self, url: str) -> None:
+        """Hand the lease over at once on a clean stop (best effort: it expires anyway)."""
+        try:
+            with connect(url, autocommit=True) as conn:
+                self.lease.resign(conn)
+        except (DatabaseUnavailable, psycopg.Error) as exc:
+            log.warning("could not resign the trigger lease (%s); it will expire", exc)
+
+
+def _due(row: Mapping[str, Any], has_queued_fire: bool) -> DueSchedule:
+    window = row["catchup_window_seconds"]
+    return DueSchedule(
+        id=row["id"],
+        rule=recurrence_of(row),
+        next_fire_time=row["next_fire_time"],
+        active=row["active"],
+        paused_until=row["paused_until"],
+        paused_note=row["paused_note"],
+        catchup=row["catchup"],
+        catchup_limit=row["catchup_limit"],
+        catchup_window=timedelta(seconds=window) if window else None,
+        overlap=OverlapPolicy(row["overlap"]),
+        spread=timedelta(0 if row["exact_minute"] else row["spread_seconds"]),
+        has_queued_fire=has_queued_fire,
+    )
+
+
+def _fire_request(
+    schedule_id: uuid.UUID, job: Mapping[str, Any], fire_time: datetime, run_at: datetime | None
+) -> runs.FireRequest:
+    """A run request for one fire, from the job definition columns in `job`."""
+    row = job
+    return runs.FireRequest(
+        schedule_id=schedule_id,
+        job_id=row["job_id"],
+        fire_time=fire_time,
+        run_at=run_at or fire_time,
+        handler=row["handler"],
+        args=row["args"],
+        execution_model=row["execution_model"],
+        priority=row["priority"],
+        timeout_seconds=row["timeout_seconds"],
+        max_retries=row["max_retries"],
+    )
+
+
+def _ledger(
+    plans: Planned,
+    run_ids: Mapping[tuple[Any, datetime], int | None],
+) -> list[FireRecord]:
+    records = []
+    for row, plan in plans:
+        for entry in plan.entries:
+            records.append(_record(row["id"], entry, run_ids))
+    return records
+
+
+def _record(
+    schedule_id: uuid.UUID, entry: LedgerEntry, run_ids: Mapping[tuple[Any, datetime], int | None]
+) -> FireRecord:
+    run_id = None
+    if entry.outcome is FireOutcome.ENQUEUED:
+        run_id = run_ids.get((schedule_id, entry.fire.at))
+    elif entry.covered_by is not None:
+        run_id = run_ids.get((schedule_id, entry.covered_by))
+    return FireRecord(
+        schedule_id,
+        entry.fire.at,
+        entry.fire.local,
+        entry.outcome,
+        run_id,
+        entry.coalesced_count,
+        detail=entry.detail,
+    )
+
+
+def _log_catchups(plans: Planned) -> None:
+    for row, plan in plans:
+        if any(e.outcome in _DOWNTIME_OUTCOMES for e in plan.entries):
+            counts: dict[str, int] = defaultdict(int)
+            for entry in plan.entries:
+                counts[entry.outcome.value] += 1
+            summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+            log.info(
+                "schedule %s caught up: %s", row["name"], summary, extra={"schedule_id": row["id"]}
+            )

@@ -17,6 +17,7 @@ from app.states import ExecutionModel, RunStatus
 EXPECTED_TABLES = {
     "job_definitions",
     "schedules",
+    "schedule_fires",
     "job_runs",
     "job_run_deps",
     "job_run_attempts",

@@ -1,0 +1,460 @@
+"""Schedule operations for people (the CLI now, the dashboard later).
+
+Create (with validation), pause, resume, run now, delete, list, and read the fire ledger.
+Each operation is one transaction that locks the schedule row, so it never interleaves with
+a trigger firing the same schedule. Bad input raises `ScheduleError` with one sentence;
+nothing is written then.
+
+    with transaction(url) as conn:
+        created = create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *",
+                                                     timezone="Europe/Berlin", handler="noop"))
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from app import runs
+from app.cron import (
+    DstRepeated,
+    DstSkipped,
+    Recurrence,
+    RecurrenceError,
+    next_fire,
+    parse_cron,
+    zone_named,
+)
+from app.errors import UsageError
+from app.fires import DEFAULT_SPREAD_SECONDS, FireOutcome, OverlapPolicy
+from app.sql import query
+from app.states import ExecutionModel
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+WORKER_LIVE_SECONDS = 300  # a worker seen this recently counts as live for handler checks
+MAX_NAME_LENGTH = 200
+DEFAULT_FIRES_SHOWN = 50
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class ScheduleError(UsageError):
+    """A schedule operation cannot be done as asked; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    """What a person asks for: when it fires, its policies, and which job it runs — an
+    existing job definition (`job`) or a new one made from `handler` and its settings."""
+
+    name: str
+    cron: str | None = None
+    every_seconds: int | None = None
+    timezone: str = "UTC"
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    overlap: OverlapPolicy = OverlapPolicy.SKIP
+    catchup: bool = False
+    catchup_limit: int | None = None
+    catchup_window_seconds: int | None = None
+    exact_minute: bool = False
+    spread_seconds: int = DEFAULT_SPREAD_SECONDS
+    dst_skipped: DstSkipped = DstSkipped.SHIFT
+    dst_repeated: DstRepeated = DstRepeated.FIRST
+    auto_pause_after: int | None = None
+    job: str | None = None
+    handler: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    execution_model: str = ExecutionModel.ASYNC.value
+    priority: int = runs.DEFAULT_PRIORITY
+    timeout_seconds: int = runs.DEFAULT_TIMEOUT_SECONDS
+    max_retries: int = runs.DEFAULT_MAX_RETRIES
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    id: uuid.UUID
+    next_fire_time: datetime
+    warnings: list[str]
+
+
+def parse_catchup(text: str) -> tuple[bool, int | None]:
+    """`latest` -> (False, None); `all` -> (True, None); `N` -> (True, N)."""
+    value = text.strip().lower()
+    if value == "latest":
+        return False, None
+    if value == "all":
+        return True, None
+    if value.isdigit() and int(value) > 0:
+        return True, int(value)
+    raise ScheduleError(f"catch-up must be latest, all or a positive number of fires, not {text!r}")
+
+
+def parse_when(text: str, zone_name: str, now: datetime) -> datetime:
+    """An instant from `2030-01-31T09:00` (local to the schedule's zone), an ISO time with an
+    offset, or a duration from now like `90m`, `2h`, `3d`."""
+    text = text.strip()
+    duration = _DURATION.match(text.lower())
+    if duration:
+        return now + timedelta(seconds=float(duration[1]) * _DURATION_UNITS[duration[2]])
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ScheduleError(
+            f"{text!r} is not a time: use 2030-01-31T09:00 (in the schedule's time zone), "
+            f"an ISO time with an offset, or a duration like 90m, 2h, 3d"
+        ) from None
+    if moment.tzinfo is not None:
+        return moment.astimezone(UTC)
+    zone = zone_named(zone_name)
+    local = moment.replace(tzinfo=zone)
+    if local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != moment:
+        raise ScheduleError(f"{text} does not exist in {zone_name} (the clocks jump over it)")
+    return local.astimezone(UTC)
+
+
+def recurrence_of(row: Mapping[str, Any]) -> Recurrence:
+    """The recurrence of a `schedules` row. An interval schedule without a start fires one
+    interval after it was created, then every interval."""
+    if row["cron"] is not None:
+        return Recurrence.from_cron(
+            row["cron"],
+            row["timezone"],
+            start=row["start_at"],
+            end=row["end_at"],
+            dst_skipped=DstSkipped(row["dst_skipped"]),
+            dst_repeated=DstRepeated(row["dst_repeated"]),
+        )
+    interval = timedelta(seconds=row["interval_seconds"])
+    anchor = row["start_at"] or row["created_at"].replace(microsecond=0) + interval
+    return Recurrence.every(
+        row["interval_seconds"], anchor, end=row["end_at"], timezone=row["timezone"]
+    )
+
+
+def db_now(conn: Conn, now: datetime | None = None) -> datetime:
+    """The database clock, or the injected `now` when given."""
+    row = conn.execute(query("schedules", "db_now"), {"now": now}).fetchone()
+    assert row is not None
+    moment: datetime = row["now"]
+    return moment
+
+
+# ---- create ------------------------------------------------------------------------------
+
+
+def create_schedule(conn: Conn, spec: ScheduleSpec, now: datetime | None = None) -> Created:
+    """Validate `spec` and create the schedule (and its job definition, given a handler)."""
+    with conn.transaction():
+        created_at = db_now(conn, now)
+        warnings = _validate_fields(spec)
+        row = _schedule_row(spec, created_at)
+        rule = recurrence_of(row)
+        first = next_fire(rule, created_at)
+        if first is None:
+            raise ScheduleError(_never_fires(spec, rule, created_at))
+        if conn.execute(query("schedules", "schedule_by_name"), {"name": spec.name}).fetchone():
+            raise ScheduleError(f"a schedule named {spec.name!r} already exists")
+        job_id, owns_job, job_warnings = _job_for(conn, spec)
+        row.update(job_id=job_id, owns_job=owns_job, next_fire_time=first.at)
+        if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
+            raise ScheduleError(f"a schedule named {spec.name!r} already exists")
+    return Created(row["id"], first.at, warnings + job_warnings)
+
+
+def _validate_fields(spec: ScheduleSpec) -> list[str]:
+    name = spec.name.strip()
+    if not name or len(name) > MAX_NAME_LENGTH or name != spec.name:
+        raise ScheduleError(
+            f"a schedule name must be 1 to {MAX_NAME_LENGTH} characters without leading or "
+            f"trailing spaces, got {spec.name!r}"
+        )
+    if (spec.cron is None) == (spec.every_seconds is None):
+        raise ScheduleError("give either a cron expression or an interval (--every), not both")
+    if spec.every_seconds is not None and spec.every_seconds <= 0:
+        raise ScheduleError(
+            f"the interval must be a positive number of seconds, not {spec.every_seconds}"
+        )
+    try:
+        zone_named(spec.timezone)
+        cron = parse_cron(spec.cron) if spec.cron is not None else None
+    except RecurrenceError as exc:
+        raise ScheduleError(str(exc)) from None
+    if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
+        raise ScheduleError("the end of a schedule must come after its start")
+    for label, value, minimum in (
+        ("the spread window", spec.spread_seconds, 0),
+        ("the catch-up limit", spec.catchup_limit, 1),
+        ("the catch-up window", spec.catchup_window_seconds, 1),
+        ("auto-pause after", spec.auto_pause_after, 1),
+        ("the timeout", spec.timeout_seconds, 1),
+        ("max retries", spec.max_retries, 0),
+    ):
+        if value is not None and value < minimum:
+            raise ScheduleError(f"{label} must be at least {minimum}, not {value}")
+    if spec.catchup_limit is not None and not spec.catchup:
+        raise ScheduleError("a catch-up limit needs catch-up on (use --catchup N)")
+    warnings = []
+    dst_options_set = (spec.dst_skipped, spec.dst_repeated) != (DstSkipped.SHIFT, DstRepeated.FIRST)
+    if dst_options_set and (cron is None or not cron.fixed_hour):
+        warnings.append(
+            "the DST options only apply to cron schedules at fixed hours; this schedule "
+            "follows elapsed time"
+        )
+    return warnings
+
+
+def _schedule_row(spec: ScheduleSpec, created_at: datetime) -> dict[str, Any]:
+    return {
+        "id": uuid.uuid4(),
+        "name": spec.name,
+        "cron": parse_cron(spec.cron).text if spec.cron is not None else None,
+        "interval_seconds": spec.every_seconds,
+        "timezone": spec.timezone,
+        "start_at": spec.start_at,
+        "end_at": spec.end_at,
+        "overlap": spec.overlap.value,
+        "catchup": spec.catchup,
+        "catchup_limit": spec.catchup_limit,
+        "catchup_window_seconds": spec.catchup_window_seconds,
+        "dst_skipped": spec.dst_skipped.value,
+        "dst_repeated": spec.dst_repeated.value,
+        "exact_minute": spec.exact_minute,
+        "spread_seconds": spec.spread_seconds,
+        "auto_pause_after": spec.auto_pause_after,
+        "created_at": created_at,
+    }
+
+
+def _never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> str:
+    if spec.end_at is not None and spec.end_at <= now:
+        return f"the schedule would never fire: its end {spec.end_at:%Y-%m-%d %H:%M} UTC has passed"
+    if spec.end_at is not None:
+        if next_fire(replace(rule, end=None), now) is not None:
+            return "the schedule would never fire: its end comes before its first fire"
+    return f"cron expression {spec.cron!r} never fires: no date matches it within 9 years"
+
+
+def _job_for(conn: Conn, spec: ScheduleSpec) -> tuple[uuid.UUID, bool, list[str]]:
+    """(job definition id, created with the schedule, warnings)."""
+    if (spec.job is None) == (spec.handler is None):
+        raise ScheduleError(
+            "give either --handler (to create the job with the schedule) or --job (an "
+            "existing job definition)"
+        )
+    if spec.job is not None:
+        row = conn.execute(query("schedules", "job_definition_by_name"), {"name": spec.job})
+        found = row.fetchone()
+        if found is None:
+            raise ScheduleError(f"there is no job definition named {spec.job!r}")
+        return found["id"], False, []
+    assert spec.handler is not None
+    warnings = check_handler(conn, spec.handler)
+    new = _validated_job_settings(spec)
+    new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
+    if conn.execute(query("schedules", "job_definition_insert"), new).fetchone() is None:
+        raise ScheduleError(
+            f"a job definition named {spec.name!r} already exists; schedule it with "
+            f"--job {spec.name!r} instead of --handler"
+        )
+    return new["id"], True, warnings
+
+
+def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
+    if not isinstance(spec.args, dict):
+        raise ScheduleError(f"args must be a JSON object, got {type(spec.args).__name__}")
+    try:
+        json.dumps(spec.args)
+    except (TypeError, ValueError) as exc:
+        raise ScheduleError(f"args must be JSON-serialisable: {exc}") from None
+    if spec.execution_model not in {m.value for m in ExecutionModel}:
+        models = ", ".join(m.value for m in ExecutionModel)
+        raise ScheduleError(
+            f"execution model must be one of {models}, not {spec.execution_model!r}"
+        )
+    if not -runs.MAX_PRIORITY <= spec.priority <= runs.MAX_PRIORITY:
+        raise ScheduleError(
+            f"priority must be between -{runs.MAX_PRIORITY} and {runs.MAX_PRIORITY}"
+        )
+    return {
+        "execution_model": spec.execution_model,
+        "priority": spec.priority,
+        "timeout_seconds": spec.timeout_seconds,
+        "max_retries": spec.max_retries,
+    }
+
+
+def check_handler(conn: Conn, handler: str) -> list[str]:
+    """Refuse a handler no worker knows; warnings when that cannot be checked yet.
+
+    Known: the built-ins plus what live workers registered (or, when none is live, what
+    any worker registered). With no worker ever registered, only built-ins are certain:
+    another name is accepted with a warning.
+    """
+    from app.handlers.builtin import BUILTINS
+
+    if handler in BUILTINS:
+        return []
+    rows = conn.execute(
+        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS}
+    ).fetchall()
+    if not rows:
+        return [f"no worker has registered yet, so handler {handler!r} could not be checked"]
+    registered = [r for r in rows if r["live"]] or rows
+    known = set(BUILTINS).union(*(r["handlers"] for r in registered))
+    if handler not in known:
+        raise ScheduleError(f"unknown handler {handler!r}: workers know {', '.join(sorted(known))}")
+    return []
+
+
+# ---- pause, resume, run now, delete -------------------------------------------------------
+
+
+def pause(
+    conn: Conn,
+    name: str,
+    note: str | None = None,
+    until: datetime | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Pause a schedule (its fires are recorded as `paused`), optionally until a time."""
+    with conn.transaction():
+        row = _lock(conn, name)
+        at = db_now(conn, now)
+        if until is not None and until <= at:
+            raise ScheduleError("the pause must end in the future")
+        params = {"id": row["id"], "note": note, "until": until, "now": now}
+        conn.execute(query("schedules", "schedule_pause"), params)
+
+
+def resume(conn: Conn, name: str, now: datetime | None = None) -> bool:
+    """Resume a paused schedule; False when it was not paused."""
+    with conn.transaction():
+        row = _lock(conn, name)
+        cursor = conn.execute(query("schedules", "schedule_resume"), {"id": row["id"], "now": now})
+        return cursor.rowcount == 1
+
+
+def run_now(conn: Conn, name: str, now: datetime | None = None) -> int:
+    """Create a run of the schedule's job at once, recorded as a manual fire at now."""
+    with conn.transaction():
+        row = _lock(conn, name)
+        at = db_now(conn, now)
+        request = runs.FireRequest(
+            schedule_id=row["id"],
+            job_id=row["job_id"],
+            fire_time=at,
+            run_at=at,
+            handler=row["handler"],
+            args=row["args"],
+            execution_model=row["execution_model"],
+            priority=row["priority"],
+            timeout_seconds=row["timeout_seconds"],
+            max_retries=row["max_retries"],
+        )
+        [run_id] = runs.submit_fires(conn, [request])
+        if run_id is None:
+            raise ScheduleError(f"schedule {name!r} already fired at this very instant; try again")
+        local = at.astimezone(zone_named(row["timezone"])).replace(tzinfo=None)
+        record_fires(
+            conn,
+            [
+                FireRecord(
+                    row["id"],
+                    at,
+                    local,
+                    FireOutcome.ENQUEUED,
+                    run_id,
+                    manual=True,
+                    detail="run now",
+                )
+            ],
+            now,
+        )
+        return run_id
+
+
+def delete(conn: Conn, name: str) -> None:
+    """Delete a schedule and its fire ledger (and the job definition it created, if no
+    other schedule uses it). Its runs keep their history."""
+    with conn.transaction():
+        row = _lock(conn, name)
+        conn.execute(query("schedules", "schedule_delete"), {"id": row["id"]})
+        if row["owns_job"]:
+            conn.execute(query("schedules", "job_definition_delete_unused"), {"id": row["job_id"]})
+
+
+def _find(conn: Conn, name: str) -> dict[str, Any]:
+    row = conn.execute(query("schedules", "schedule_by_name"), {"name": name}).fetchone()
+    if row is None:
+        raise ScheduleError(f"there is no schedule named {name!r}")
+    return row
+
+
+def _lock(conn: Conn, name: str) -> dict[str, Any]:
+    row = conn.execute(query("schedules", "schedule_lock_by_name"), {"name": name}).fetchone()
+    if row is None:
+        raise ScheduleError(f"there is no schedule named {name!r}")
+    return row
+
+
+# ---- the ledger ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FireRecord:
+    """One ledger row to write."""
+
+    schedule_id: uuid.UUID
+    fire_time: datetime
+    local_time: datetime
+    outcome: FireOutcome
+    run_id: int | None = None
+    coalesced_count: int = 0
+    manual: bool = False
+    detail: str | None = None
+
+
+def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
+    """Write ledger rows in one statement; fires already recorded are left alone."""
+    if not records:
+        return
+    conn.execute(
+        query("schedules", "fire_record_many"),
+        {
+            "schedule_ids": [r.schedule_id for r in records],
+            "fire_times": [r.fire_time for r in records],
+            "local_times": [r.local_time for r in records],
+            "outcomes": [r.outcome.value for r in records],
+            "run_ids": [r.run_id for r in records],
+            "coalesced": [r.coalesced_count for r in records],
+            "manual": [r.manual for r in records],
+            "details": [r.detail for r in records],
+            "now": now,
+        },
+    )
+
+
+def list_schedules(conn: Conn) -> list[dict[str, Any]]:
+    return conn.execute(query("schedules", "schedule_list")).fetchall()
+
+
+def zone_of(conn: Conn, name: str) -> str:
+    """The time zone of schedule `name`."""
+    return str(_find(conn, name)["timezone"])
+
+
+def list_fires(conn: Conn, name: str, limit: int = DEFAULT_FIRES_SHOWN) -> list[dict[str, Any]]:
+    row = _find(conn, name)
+    return conn.execute(
+        query("schedules", "fire_list"), {"id": row["id"], "limit": limit}
+    ).fetchall()

@@ -1,0 +1,219 @@
+-- Schedules and their fire ledger (`schedule_fires`). Runs are never written here: the
+-- trigger and "run now" create them through `app.runs.submit_fires`.
+
+-- ---- the trigger ------------------------------------------------------------------------
+
+-- name: schedule_lock_due
+-- Lock up to %(limit)s schedules whose next fire is due, with their job definitions;
+-- schedules another trigger has locked are skipped, not waited for.
+SELECT s.id, s.name, s.job_id, s.cron, s.interval_seconds, s.timezone, s.start_at, s.end_at,
+       s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note, s.overlap,
+       s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped, s.dst_repeated,
+       s.exact_minute, s.spread_seconds,
+       j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
+FROM schedules s
+JOIN job_definitions j ON j.id = s.job_id
+WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
+ORDER BY s.next_fire_time
+LIMIT %(limit)s
+FOR UPDATE OF s SKIP LOCKED;
+
+-- name: schedule_active_runs
+-- Runs of these schedules that are still pending, blocked or running (the overlap check).
+SELECT schedule_id, id FROM job_runs
+WHERE schedule_id = ANY(%(ids)s::uuid[]) AND status IN ('pending', 'blocked', 'running')
+ORDER BY schedule_id, id;
+
+-- name: schedule_with_queued_fire
+-- Which of these schedules already have a fire queued behind a running one.
+SELECT DISTINCT schedule_id FROM schedule_fires
+WHERE schedule_id = ANY(%(ids)s::uuid[]) AND outcome = 'queued';
+
+-- name: schedule_advance_many
+-- Move each schedule's next fire forward, never back (compare-and-set on the old value),
+-- and end the pauses that expired.
+UPDATE schedules s
+SET next_fire_time = a.next_fire_time,
+    active = s.active OR a.resume,
+    paused_note = CASE WHEN a.resume THEN NULL ELSE s.paused_note END,
+    paused_until = CASE WHEN a.resume THEN NULL ELSE s.paused_until END,
+    paused_at = CASE WHEN a.resume THEN NULL ELSE s.paused_at END,
+    resumed_at = CASE WHEN a.resume THEN coalesce(%(now)s::timestamptz, now()) ELSE s.resumed_at END
+FROM unnest(
+    %(ids)s::uuid[], %(previous)s::timestamptz[], %(next)s::timestamptz[], %(resume)s::bool[]
+) AS a(id, previous, next_fire_time, resume)
+WHERE s.id = a.id AND s.next_fire_time = a.previous
+  AND (a.next_fire_time IS NULL OR a.next_fire_time > a.previous);
+
+-- name: fire_record_many
+-- Write ledger rows; a fire already recorded (by another trigger) is left as it is.
+INSERT INTO schedule_fires (
+    schedule_id, fire_time, local_time, outcome, run_id, coalesced_count, manual, detail,
+    recorded_at, updated_at
+)
+SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome, f.run_id, f.coalesced_count,
+       f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
+       coalesce(%(now)s::timestamptz, now())
+FROM unnest(
+    %(schedule_ids)s::uuid[], %(fire_times)s::timestamptz[], %(local_times)s::timestamp[],
+    %(outcomes)s::text[], %(run_ids)s::bigint[], %(coalesced)s::int[], %(manual)s::bool[],
+    %(details)s::text[]
+) AS f(schedule_id, fire_time, local_time, outcome, run_id, coalesced_count, manual, detail)
+ON CONFLICT (schedule_id, fire_time) DO NOTHING;
+
+-- name: fire_lock_releasable
+-- Lock queued fires of active schedules that no longer wait behind a pending or running run.
+SELECT f.schedule_id, f.fire_time, s.job_id,
+       j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
+FROM schedule_fires f
+JOIN schedules s ON s.id = f.schedule_id
+JOIN job_definitions j ON j.id = s.job_id
+WHERE f.outcome = 'queued' AND s.active
+  AND NOT EXISTS (
+      SELECT 1 FROM job_runs r
+      WHERE r.schedule_id = f.schedule_id AND r.status IN ('pending', 'blocked', 'running')
+  )
+ORDER BY f.fire_time
+LIMIT %(limit)s
+FOR UPDATE OF f SKIP LOCKED;
+
+-- name: fire_release_many
+-- queued -> enqueued, linking the run just created for each fire.
+UPDATE schedule_fires f
+SET outcome = 'enqueued', run_id = r.run_id, updated_at = coalesce(%(now)s::timestamptz, now()),
+    detail = concat_ws('; ', f.detail, 'enqueued when the run ahead of it ended')
+FROM unnest(%(schedule_ids)s::uuid[], %(fire_times)s::timestamptz[], %(run_ids)s::bigint[])
+    AS r(schedule_id, fire_time, run_id)
+WHERE f.schedule_id = r.schedule_id AND f.fire_time = r.fire_time AND f.outcome = 'queued';
+
+-- name: schedule_failing_streaks
+-- Active schedules with auto-pause whose last N finished runs since they were last resumed
+-- all failed (cancelled and skipped runs neither break nor extend a streak).
+SELECT s.id, s.name, s.auto_pause_after, last.run_id, last.error
+FROM schedules s
+CROSS JOIN LATERAL (
+    SELECT count(*) AS finished,
+           count(*) FILTER (WHERE r.status IN ('failed', 'timed_out')) AS failed,
+           (array_agg(r.id ORDER BY r.fire_time DESC))[1] AS run_id,
+           (array_agg(r.last_error ORDER BY r.fire_time DESC))[1] AS error
+    FROM (
+        SELECT id, status, fire_time, last_error FROM job_runs
+        WHERE schedule_id = s.id AND status IN ('completed', 'failed', 'timed_out')
+          AND fire_time > coalesce(s.resumed_at, '-infinity')
+        ORDER BY fire_time DESC
+        LIMIT s.auto_pause_after
+    ) r
+) last
+WHERE s.auto_pause_after IS NOT NULL AND s.active
+  AND last.finished = s.auto_pause_after AND last.failed = s.auto_pause_after;
+
+-- name: schedule_auto_pause
+-- active -> paused by the trigger, with the reason as the pause note.
+UPDATE schedules
+SET active = false, paused_at = coalesce(%(now)s::timestamptz, now()), paused_until = NULL,
+    paused_note = %(note)s
+WHERE id = %(id)s AND active
+RETURNING id;
+
+-- name: schedule_resume_expired
+-- paused -> active where the pause's expiry has passed and its fires up to now are
+-- recorded (a due schedule resumes in its fire batch instead).
+UPDATE schedules
+SET active = true, paused_note = NULL, paused_until = NULL, paused_at = NULL,
+    resumed_at = coalesce(%(now)s::timestamptz, now())
+WHERE paused_until <= coalesce(%(now)s::timestamptz, now()) AND NOT active
+  AND (next_fire_time IS NULL OR next_fire_time > coalesce(%(now)s::timestamptz, now()))
+RETURNING id, name;
+
+-- ---- operations by people (CLI, web) ---------------------------------------------------
+
+-- name: db_now
+-- The database clock (or the injected one), for decisions made in Python.
+SELECT coalesce(%(now)s::timestamptz, now()) AS now;
+
+-- name: job_definition_insert
+-- A job definition created along with a schedule.
+INSERT INTO job_definitions (
+    name, handler, args, execution_model, priority, timeout_seconds, max_retries, id
+)
+VALUES (
+    %(name)s, %(handler)s, %(args)s, %(execution_model)s, %(priority)s, %(timeout_seconds)s,
+    %(max_retries)s, %(id)s
+)
+ON CONFLICT (name) DO NOTHING
+RETURNING id;
+
+-- name: job_definition_by_name
+SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
+
+-- name: schedule_insert
+INSERT INTO schedules (
+    id, job_id, name, cron, interval_seconds, timezone, start_at, end_at, next_fire_time,
+    overlap, catchup, catchup_limit, catchup_window_seconds, dst_skipped, dst_repeated,
+    exact_minute, spread_seconds, auto_pause_after, owns_job, created_at, updated_at
+)
+VALUES (
+    %(id)s, %(job_id)s, %(name)s, %(cron)s, %(interval_seconds)s, %(timezone)s, %(start_at)s,
+    %(end_at)s, %(next_fire_time)s, %(overlap)s, %(catchup)s, %(catchup_limit)s,
+    %(catchup_window_seconds)s, %(dst_skipped)s, %(dst_repeated)s, %(exact_minute)s,
+    %(spread_seconds)s, %(auto_pause_after)s, %(owns_job)s, %(created_at)s, %(created_at)s
+)
+ON CONFLICT (name) WHERE name <> '' DO NOTHING
+RETURNING id;
+
+-- name: schedule_lock_by_name
+-- One schedule and its job definition, locked against the trigger and other people.
+SELECT s.*, j.name AS job_name, j.handler, j.args, j.execution_model, j.priority,
+       j.timeout_seconds, j.max_retries
+FROM schedules s
+JOIN job_definitions j ON j.id = s.job_id
+WHERE s.name = %(name)s
+FOR UPDATE OF s;
+
+-- name: schedule_pause
+-- active -> paused (or a new note / expiry for a paused schedule).
+UPDATE schedules
+SET active = false, paused_note = %(note)s, paused_until = %(until)s,
+    paused_at = coalesce(paused_at, coalesce(%(now)s::timestamptz, now())),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s;
+
+-- name: schedule_resume
+-- paused -> active; the failure streak for auto-pause starts again from here.
+UPDATE schedules
+SET active = true, paused_note = NULL, paused_until = NULL, paused_at = NULL,
+    resumed_at = coalesce(%(now)s::timestamptz, now()),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s AND NOT active;
+
+-- name: schedule_delete
+-- A schedule and (by cascade) its fire ledger; its runs keep their history.
+DELETE FROM schedules WHERE id = %(id)s;
+
+-- name: job_definition_delete_unused
+-- The job definition a schedule created, once no schedule uses it.
+DELETE FROM job_definitions j
+WHERE j.id = %(id)s AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.job_id = j.id);
+
+-- name: schedule_list
+SELECT s.*, j.name AS job_name, j.handler
+FROM schedules s
+JOIN job_definitions j ON j.id = s.job_id
+ORDER BY s.name, s.id;
+
+-- name: schedule_by_name
+SELECT id, timezone FROM schedules WHERE name = %(name)s;
+
+-- name: fire_list
+-- A schedule's ledger, newest first.
+SELECT fire_time, local_time, outcome, run_id, coalesced_count, manual, detail, recorded_at
+FROM schedule_fires
+WHERE schedule_id = %(id)s
+ORDER BY fire_time DESC
+LIMIT %(limit)s;
+
+-- name: worker_handlers
+-- Handler names workers registered; `live` marks workers seen recently and not stopped.
+SELECT handlers,
+       stopped_at IS NULL AND last_seen > now() - make_interval(secs => %(live_seconds)s) AS live
+FROM workers;
