@@ -1,0 +1,102 @@
+"""Nothing is lost when workers are killed over and over, or PostgreSQL restarts mid-run."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from app import migrate, runs
+from app.runs import NewRun
+from tests.processes import query, services, status_counts, wait_until
+
+RUNS = 1000
+
+
+def submit_sleeps(db_url: str, seconds: float, max_retries: int = 3) -> None:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        runs.submit_many(
+            conn,
+            [NewRun("sleep", {"seconds": seconds}, max_retries=max_retries) for _ in range(RUNS)],
+        )
+
+
+def test_nothing_is_lost_while_workers_are_killed_repeatedly(db_url: str, tmp_path: Path) -> None:
+    submit_sleeps(db_url, 0.2, max_retries=20)
+    rand = random.Random(7)
+    kills = 0
+    with services(db_url, tmp_path) as start:
+        start("reaper")
+        workers = [start("worker", "--concurrency", "20") for _ in range(2)]
+        deadline = time.monotonic() + 240
+        while status_counts(db_url).get("completed", 0) < RUNS:
+            assert time.monotonic() < deadline, status_counts(db_url)
+            time.sleep(rand.uniform(0.8, 1.6))
+            if status_counts(db_url).get("completed", 0) >= RUNS:
+                break
+            victim = workers.pop(rand.randrange(len(workers)))
+            victim.kill()
+            kills += 1
+            workers.append(start("worker", "--concurrency", "20"))
+    counts = status_counts(db_url)
+    assert counts == {"completed": RUNS}, counts
+    lost = query(db_url, "SELECT count(*) AS n FROM job_run_attempts WHERE outcome = 'lost'")
+    assert kills >= 3
+    assert lost[0]["n"] > 0, "the kills never hit a run in flight"
+    # every re-run attempt that completed is the run's final attempt
+    (row,) = query(
+        db_url,
+        "SELECT count(*) AS n FROM job_runs r JOIN job_run_attempts a "
+        "ON a.run_id = r.id AND a.outcome = 'completed' WHERE a.attempt <> r.attempt",
+    )
+    assert row["n"] == 0
+
+
+@pytest.fixture
+def own_server() -> Any:
+    """A private embedded PostgreSQL this test may restart without disturbing others.
+
+    Its folder is world-readable because, run as root, the server runs as its own user.
+    """
+    import pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="sundial-pg-"))
+    folder.chmod(0o755)
+    server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
+    yield server
+    server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_postgres_restart_during_a_run_of_1000_jobs(own_server: Any, tmp_path: Path) -> None:
+    from pgserver._commands import pg_ctl
+
+    with psycopg.connect(own_server.get_uri(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE chaos")
+    db_url = own_server.get_uri("chaos")
+    migrate.upgrade(db_url)
+    submit_sleeps(db_url, 0.05)
+    with services(db_url, tmp_path) as start:
+        start("reaper")
+        worker = start("worker", "--concurrency", "10")
+        wait_until(
+            lambda: status_counts(db_url).get("completed", 0) >= 100, "100 completed", 60, worker
+        )
+        pg_ctl(
+            ["-w", "restart", "-m", "fast"],
+            pgdata=own_server.pgdata,
+            user=own_server.system_user,
+            timeout=60,
+        )
+        wait_until(
+            lambda: status_counts(db_url).get("completed", 0) == RUNS, "all completed", 180, worker
+        )
+        assert "reconnected to the database" in worker.log()
+    assert status_counts(db_url) == {"completed": RUNS}

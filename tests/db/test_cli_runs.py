@@ -1,0 +1,73 @@
+"""`sundial submit / cancel / retry / show` as a person uses them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_sundial
+from tests.processes import run_row
+
+
+def test_submit_prints_the_run_id_and_stores_every_option(db_url: str) -> None:
+    result = run_sundial(
+        db_url,
+        "submit", "sleep", "--args", '{"seconds": 1}', "--delay", "60", "--priority", "7",
+        "--idempotency-key", "nightly-1", "--timeout", "30", "--max-retries", "5",
+        "--execution-model", "thread",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    row = run_row(db_url, int(result.stdout.strip()))
+    assert row["handler"] == "sleep" and row["args"] == {"seconds": 1}
+    assert (row["priority"], row["timeout_seconds"], row["max_retries"]) == (7, 30, 5)
+    assert (row["execution_model"], row["idempotency_key"]) == ("thread", "nightly-1")
+    assert (row["run_at"] - row["created_at"]).total_seconds() >= 59
+
+
+def test_same_key_same_payload_prints_the_same_id(db_url: str) -> None:
+    first = run_sundial(db_url, "submit", "noop", "--idempotency-key", "k")
+    second = run_sundial(db_url, "submit", "noop", "--idempotency-key", "k")
+    assert first.stdout == second.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["noop", "--args", "{not json"], "--args is not valid JSON"),
+        (["noop", "--args", "[1, 2]"], "--args must be a JSON object"),
+        (["noop", "--at", "tomorrow"], "--at must be an ISO 8601 time"),
+        (["noop", "--at", "2030-01-01T09:00"], "--at needs a time zone"),
+        (["noop", "--timeout", "0"], "timeout must be a positive"),
+        (["noop", "--delay", "-1"], "delay cannot be negative"),
+    ],
+)
+def test_bad_submit_input_is_one_sentence_and_exit_code_2(
+    db_url: str, args: list[str], message: str
+) -> None:
+    result = run_sundial(db_url, "submit", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert run_sundial(db_url, "show", "1").returncode == 2  # nothing was written
+
+
+def test_reused_key_with_other_payload_is_refused(db_url: str) -> None:
+    run_sundial(db_url, "submit", "noop", "--idempotency-key", "k", "--args", '{"a": 1}')
+    result = run_sundial(db_url, "submit", "noop", "--idempotency-key", "k", "--args", '{"a": 2}')
+    assert result.returncode == 2
+    assert "already belongs to run" in result.stderr
+
+
+def test_cancel_retry_and_show(db_url: str) -> None:
+    run_id = run_sundial(db_url, "submit", "noop", "--delay", "3600").stdout.strip()
+    cancelled = run_sundial(db_url, "cancel", run_id)
+    assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout
+    again = run_sundial(db_url, "cancel", run_id)
+    assert again.returncode == 2 and "already ended cancelled" in again.stderr
+    retried = run_sundial(db_url, "retry", run_id)
+    assert retried.returncode == 0 and "queued again" in retried.stdout
+    shown = run_sundial(db_url, "show", run_id)
+    assert json.loads(shown.stdout)["status"] == "pending"
+    missing = run_sundial(db_url, "show", "999999")
+    assert missing.returncode == 2 and "there is no run 999999" in missing.stderr

@@ -1,0 +1,49 @@
+"""The run state machine is written down once: enum, transitions table, SQL, one module."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from app.sql import load
+from app.states import TRANSITIONS, RunStatus
+
+APP = Path(__file__).resolve().parent.parent.parent / "app"
+
+
+def test_transition_table_only_names_known_states() -> None:
+    states = set(RunStatus)
+    for name, (sources, targets) in TRANSITIONS.items():
+        assert sources <= states and targets <= states, name
+        assert targets, f"{name} leads nowhere"
+
+
+def test_every_status_written_in_sql_is_a_known_state() -> None:
+    text = (APP / "sql" / "runs.sql").read_text()
+    written = set(re.findall(r"'([a-z_]+)'", text)) - {"sundial_runs", ""}
+    outcomes = {"completed", "failed", "timed_out", "cancelled", "lost", "released"}
+    other_literals = {"upstream_failed"}
+    assert written - outcomes - other_literals <= {s.value for s in RunStatus}
+
+
+def test_every_run_statement_belongs_to_a_named_transition() -> None:
+    reads = {"run_find_by_keys", "run_held_check"}
+    for name in load("runs"):
+        if name in reads:
+            continue
+        base = re.sub(r"_(many|fires|downstream|dag)$", "", name)
+        assert base in TRANSITIONS or name == "run_age_priorities", name
+
+
+def test_no_module_but_the_state_module_writes_a_run_status() -> None:
+    offenders = []
+    for path in APP.rglob("*.py"):
+        text = path.read_text()
+        if re.search(r"UPDATE\s+job_runs", text, re.IGNORECASE) or re.search(
+            r"INSERT\s+INTO\s+job_runs\b", text, re.IGNORECASE
+        ):
+            offenders.append(str(path.relative_to(APP)))
+    for path in (APP / "sql").glob("*.sql"):
+        if path.name != "runs.sql" and re.search(r"UPDATE\s+job_runs", path.read_text(), re.I):
+            offenders.append(str(path.relative_to(APP)))
+    assert offenders == []
