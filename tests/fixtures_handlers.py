@@ -96,3 +96,10 @@ def print_a_lot(ctx: JobContext) -> str:
 @handler("fixture_big")
 def big(ctx: JobContext, size: int) -> str:
     return "x" * size
+
+
+@handler("fixture_pid_then_sleep")
+def pid_then_sleep(ctx: JobContext, path: str, seconds: float) -> str:
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return "survived"

@@ -9,19 +9,16 @@ killed by the worker (timeout, cancel) together with its process group.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
+from app.executors.child_setup import prepare_job_child
 from app.executors.framing import read_frame_blocking, write_frame
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
-from app.handlers.job_process import become_job_child
 
 
 def main(handler_modules: list[str]) -> int:
-    replies = os.dup(1)
-    os.dup2(2, 1)  # from now on, fd 1 (and print) writes to stderr
-    become_job_child()
+    replies = prepare_job_child()
     try:
         load_modules(handler_modules)
     except HandlerModuleError as exc:

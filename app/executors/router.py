@@ -88,7 +88,12 @@ class Executors:
         if self.process_workers > 0:
             pool = ProcessPool(self.process_workers, self.handler_modules)
             self._processes = pool
-            await pool.start()
+            try:
+                await pool.start()
+            except BaseException:
+                self._threads.pool.shutdown()
+                self._threads, self._processes, self._started = None, None, False
+                raise
 
     async def close(self, *, kill: bool = False) -> None:
         """Stop accepting jobs. `kill=False` waits for running attempts to finish;
@@ -223,7 +228,7 @@ class Executors:
         threads = self._threads
         doc: dict[str, Any] = {
             "running": len(self._active),
-            "threads_total": self.thread_workers,
+            "threads_total": threads.pool.size if threads else 0,
             "threads_busy": threads.pool.busy if threads else 0,
             "leaked_thread_slots": threads.leaked_slots() if threads else 0,
             "processes_total": self.process_workers,

@@ -1,4 +1,7 @@
-"""The `http` built-in: call a URL (a webhook) with the standard library, in a thread.
+"""The `http` built-in: call a URL (a webhook) with the standard library.
+
+It is a plain (blocking) function, so under the `async` model the executors run it on
+their thread pool, where it holds one worker slot and never blocks the event loop.
 
 A 4xx answer fails the run without retries (the request itself is wrong); a 5xx answer,
 a timeout or a connection error fails the attempt and the run is retried.
@@ -6,7 +9,6 @@ a timeout or a connection error fails the attempt and the run is retried.
 
 from __future__ import annotations
 
-import asyncio
 import json as jsonlib
 import urllib.error
 import urllib.request
@@ -26,14 +28,14 @@ class HttpCallFailed(RuntimeError):
     """The server answered 5xx or could not be reached; worth another attempt."""
 
 
-async def call_url(
+def call_url(
     ctx: JobContext,
     url: Any = None,
     method: Any = "GET",
     headers: Any = None,
     json: Any = None,
     body: Any = None,
-    timeout: Any = DEFAULT_HTTP_TIMEOUT_SECONDS,  # noqa: ASYNC109 - a job argument
+    timeout: Any = DEFAULT_HTTP_TIMEOUT_SECONDS,
     expect_status: Any = None,
 ) -> dict[str, Any]:
     """Send one request; return `{"status": code, "body": first 2 KB of the body as text}`.
@@ -44,7 +46,7 @@ async def call_url(
     request = _build_request(url, method, headers, json, body)
     seconds = number("timeout", timeout, minimum=0.001)
     expected = _expected_statuses(expect_status)
-    status, text = await asyncio.to_thread(_send, request, seconds)
+    status, text = _send(request, seconds)
     ok = status in expected if expected is not None else status < 400
     if not ok:
         message = f"{request.get_method()} {request.full_url} answered {status}: {text[:200]}"

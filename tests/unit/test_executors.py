@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import re
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -368,7 +371,7 @@ def test_a_handler_module_that_fails_to_import_stops_the_pool_from_starting() ->
         )
         await ex.start()
 
-    with pytest.raises(ChildStartError, match="'tests.no_such_handlers'"):
+    with pytest.raises(ChildStartError, match=re.escape("'tests.no_such_handlers'")):
         asyncio.run(scenario())
 
 
@@ -399,16 +402,31 @@ def test_close_with_kill_stops_every_model_promptly() -> None:
     assert elapsed < 2
 
 
+@pytest.mark.parametrize("model", ["process", "subprocess"])
+def test_job_children_ignore_sigterm_so_a_graceful_shutdown_lets_jobs_finish(
+    tmp_path: Path, model: str
+) -> None:
+    pid_file = tmp_path / "pid"
+
+    async def scenario(ex: Executors) -> Outcome:
+        task = asyncio.create_task(
+            ex.run(job("fixture_pid_then_sleep", model, path=str(pid_file), seconds=0.5))
+        )
+        assert await asyncio.to_thread(wait_until, pid_file.exists)
+        os.kill(int(pid_file.read_text()), signal.SIGTERM)  # as Heroku does to every process
+        return await task
+
+    outcome = with_executors(scenario, processes=processes_for(model))
+    assert outcome.status is OutcomeStatus.COMPLETED and outcome.result == "survived"
+
+
 # ---- subprocess -------------------------------------------------------------------------
 
 
 def test_subprocess_runs_each_attempt_in_a_fresh_process() -> None:
     async def scenario(ex: Executors) -> list[Outcome]:
-        return list(
-            await asyncio.gather(
-                *(ex.run(job("fixture_sync_echo", "subprocess")) for _ in range(2))
-            )
-        )
+        specs = [job("fixture_sync_echo", "subprocess") for _ in range(2)]
+        return list(await asyncio.gather(*(ex.run(spec) for spec in specs)))
 
     outcomes = with_executors(scenario, processes=0)
     pids = {o.result["pid"] for o in outcomes if isinstance(o.result, dict)}

@@ -319,7 +319,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def call(**args: Any) -> dict[str, Any]:
-    return asyncio.run(call_url(context(), **args))
+    return call_url(context(), **args)
 
 
 def test_http_returns_status_and_body(server: str) -> None:
