@@ -103,3 +103,8 @@ def pid_then_sleep(ctx: JobContext, path: str, seconds: float) -> str:
     Path(path).write_text(str(os.getpid()))
     time.sleep(seconds)
     return "survived"
+
+
+@handler("fixture_read_stdin")
+def read_stdin(ctx: JobContext) -> str:
+    return sys.stdin.read()

@@ -19,8 +19,9 @@ from app.jobs import Outcome
 
 
 def main() -> int:
-    reply_fd = prepare_job_child()
-    request = json.loads(sys.stdin.buffer.read())
+    requests, reply_fd = prepare_job_child()
+    with requests:
+        request = json.loads(requests.read())
     outcome: Outcome
     try:
         load_modules(request.get("handler_modules") or ())

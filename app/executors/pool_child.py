@@ -1,9 +1,9 @@
 """`python -m app.executors.pool_child`: a process-pool child running jobs one by one.
 
 It imports the handler modules named on its command line, writes a "ready" frame, then
-reads framed JSON requests on stdin and writes one framed JSON reply per request on its
-original stdout (the handler's prints go to stderr). It exits at end of stdin, or is
-killed by the worker (timeout, cancel) together with its process group.
+reads framed JSON requests on stdin and writes one framed JSON reply per request on
+stdout (see `prepare_job_child`). It exits at end of stdin, or is killed by the worker
+(timeout, cancel) together with its process group.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from app.handlers import HandlerModuleError, default_registry, load_modules
 
 
 def main(handler_modules: list[str]) -> int:
-    replies = prepare_job_child()
+    requests, replies = prepare_job_child()
     try:
         load_modules(handler_modules)
     except HandlerModuleError as exc:
         write_frame(replies, json.dumps({"ready": False, "error": str(exc)}).encode())
         return 1
     write_frame(replies, json.dumps({"ready": True}).encode())
-    while (request := read_frame_blocking(sys.stdin.buffer)) is not None:
+    while (request := read_frame_blocking(requests)) is not None:
         outcome = serve_request(json.loads(request), default_registry)
         sys.stdout.flush()
         write_frame(replies, encode_reply(outcome))

@@ -103,8 +103,9 @@ class Executors:
             for attempt in list(self._active.values()):
                 attempt.stop(OutcomeStatus.CANCELLED)
         elif self._active:
-            self._drained = asyncio.get_running_loop().create_future()
-            await self._drained
+            if self._drained is None:
+                self._drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._drained)
         if self._processes is not None:
             await self._processes.close(kill=kill)
         await self._subprocesses.close(kill=kill)

@@ -361,6 +361,17 @@ def test_process_children_print_without_corrupting_replies_and_return_big_result
     assert isinstance(big.result, str) and len(big.result) == 3_000_000
 
 
+def test_a_handler_reading_stdin_cannot_swallow_the_next_request() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
+        return await ex.run(job("fixture_read_stdin", "process")), await ex.run(
+            job("fixture_echo", "process")
+        )
+
+    read, after = with_executors(scenario, processes=1)
+    assert read.result == ""
+    assert after.status is OutcomeStatus.COMPLETED
+
+
 def test_a_handler_module_that_fails_to_import_stops_the_pool_from_starting() -> None:
     async def scenario() -> None:
         ex = Executors(
