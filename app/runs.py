@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -201,23 +201,12 @@ def submit_many(
             )
         by_key[key] = run
     unique_runs = [r for r in runs if r.idempotency_key is None] + list(by_key.values())
-    chunks = [unique_runs[i : i + SUBMIT_CHUNK] for i in range(0, len(unique_runs), SUBMIT_CHUNK)]
-    rows: list[tuple[int, str | None]] = []
     with conn.transaction():
-        # Pipelined chunks: Python encodes the next chunk while the server inserts this one.
-        with conn.pipeline():
-            cursors = [conn.cursor(row_factory=tuple_row) for _ in chunks]
-            for cursor, chunk in zip(cursors, chunks, strict=True):
-                cursor.execute(
-                    query("runs", "run_submit_many"), {"runs": _runs_json(chunk), **_now(now)}
-                )
-        for cursor in cursors:
-            rows += cursor.fetchall()
+        rows = _insert_runs(conn, [_run_row(r) for r in unique_runs], now)
         created_by_key = {key: run_id for run_id, key in rows if key is not None}
         # Ids come from one sequence in insertion order, so unkeyed runs map in order.
         unkeyed_ids = iter(run_id for run_id, key in rows if key is None)
         existing = _existing_runs_for(conn, by_key, created_by_key)
-    TRANSITIONS.labels("run_submit").inc(len(rows))
     result: list[Submitted] = []
     for run in runs:
         key = run.idempotency_key
@@ -230,16 +219,44 @@ def submit_many(
     return result
 
 
-def _runs_json(new_runs: list[NewRun]) -> str:
+def _run_row(run: NewRun, **extra: Any) -> dict[str, Any]:
+    """The JSON row of a run to insert; `extra` sets status, dag_run_id, upstream_remaining."""
+    row = run.as_row()
+    row.update(extra)
+    return row
+
+
+def _insert_runs(
+    conn: Conn, rows: list[dict[str, Any]], now: datetime | None
+) -> list[tuple[int, str | None]]:
+    """(new) -> pending | blocked | skipped: insert rows, (id, idempotency key) in order.
+
+    Pipelined chunks: Python encodes the next chunk while the server inserts this one.
+    """
+    chunks = [rows[i : i + SUBMIT_CHUNK] for i in range(0, len(rows), SUBMIT_CHUNK)]
+    with conn.pipeline():
+        cursors = [conn.cursor(row_factory=tuple_row) for _ in chunks]
+        for cursor, chunk in zip(cursors, chunks, strict=True):
+            cursor.execute(
+                query("runs", "run_submit_many"), {"runs": _rows_json(chunk), **_now(now)}
+            )
+    inserted: list[tuple[int, str | None]] = []
+    for cursor in cursors:
+        inserted += cursor.fetchall()
+    TRANSITIONS.labels("run_submit").inc(len(inserted))
+    return inserted
+
+
+def _rows_json(rows: list[dict[str, Any]]) -> str:
     try:
-        return _json_batch([r.as_row() for r in new_runs])
+        return _json_batch(rows)
     except (TypeError, ValueError):
-        for run in new_runs:
+        for row in rows:
             try:
-                json.dumps(run.args)
+                json.dumps(row["args"])
             except (TypeError, ValueError) as exc:
                 raise SubmitError(
-                    f"args of a {run.handler!r} run must be JSON-serialisable: {exc}"
+                    f"args of a {row['handler']!r} run must be JSON-serialisable: {exc}"
                 ) from None
         raise
 
@@ -365,6 +382,7 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
             ).fetchall()
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_complete").inc(len(rows))
+            _settle_downstream(conn, completed=[r["id"] for r in rows if r["in_dag"]])
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
@@ -384,6 +402,7 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
             ).fetchall()
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
+            _settle_downstream(conn, ended=_ended_in_dag(rows))
     winners = [f for f in finishes if (f.run_id, f.attempt) in won]
     for f in finishes:
         if (f.run_id, f.attempt) not in won:
@@ -404,6 +423,7 @@ def release_many(conn: Conn, worker: str, held: Sequence[tuple[int, int]]) -> li
             query("runs", "run_release_many"),
             {"worker": worker, "ids": [h[0] for h in held], "attempts": [h[1] for h in held]},
         ).fetchall()
+        _settle_downstream(conn, ended=_ended_in_dag(rows))
     TRANSITIONS.labels("run_release").inc(len(rows))
     released = {r["id"] for r in rows}
     for run_id, attempt in held:
@@ -427,6 +447,7 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
     """running -> pending | failed | cancelled for runs whose lease has expired."""
     with conn.transaction():
         rows = conn.execute(query("runs", "run_reap"), {"limit": limit, **_now(now)}).fetchall()
+        _settle_downstream(conn, ended=_ended_in_dag(rows))
     TRANSITIONS.labels("run_reap").inc(len(rows))
     reaped = [Reaped(r["id"], r["attempt"], r["status"], r["lease_owner"]) for r in rows]
     for r in reaped:
@@ -463,9 +484,11 @@ def cancel(conn: Conn, run_id: int) -> str | None:
 
     Returns the run's status afterwards, or None when it had already finished.
     """
-    row = conn.execute(query("runs", "run_cancel"), {"id": run_id}).fetchone()
-    if row is None:
-        return None
+    with conn.transaction():
+        row = conn.execute(query("runs", "run_cancel"), {"id": run_id}).fetchone()
+        if row is None:
+            return None
+        _settle_downstream(conn, ended=_ended_in_dag([row]))
     TRANSITIONS.labels("run_cancel").inc()
     return str(row["status"])
 
@@ -476,6 +499,189 @@ def retry(conn: Conn, run_id: int) -> bool:
     if row is not None:
         TRANSITIONS.labels("run_retry").inc()
     return row is not None
+
+
+# ---- DAGs: dependents move in the transaction of their upstream's ending --------------------
+
+ENDED_WITHOUT_COMPLETING = frozenset({"failed", "timed_out", "cancelled", "skipped"})
+MAX_DAG_NODES = 10_000
+
+
+class DagError(SubmitError):
+    """A DAG cannot be submitted as given (unknown node, cycle, …)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DagRun:
+    id: uuid.UUID
+    run_ids: dict[str, int]  # node name -> run id
+
+
+def _ended_in_dag(rows: Sequence[dict[str, Any]]) -> list[int]:
+    return [r["id"] for r in rows if r["in_dag"] and r["status"] in ENDED_WITHOUT_COMPLETING]
+
+
+def _settle_downstream(
+    conn: Conn, *, completed: Sequence[int] = (), ended: Sequence[int] = ()
+) -> None:
+    """blocked -> pending for dependents whose last upstream just completed; blocked ->
+    skipped (upstream_failed) for every transitive dependent of runs that ended otherwise.
+
+    Called inside the transaction that moved the upstreams, so no crash can separate an
+    upstream's ending from its dependents' release: a DAG never stays stuck.
+    """
+    if completed:
+        released = conn.execute(query("runs", "run_unblock"), {"ids": list(completed)}).fetchall()
+        TRANSITIONS.labels("run_unblock").inc(sum(r["status"] == "pending" for r in released))
+    if ended:
+        skipped = conn.execute(
+            query("runs", "run_skip_downstream"), {"ids": list(ended)}
+        ).fetchall()
+        TRANSITIONS.labels("run_skip").inc(len(skipped))
+
+
+def submit_dag(
+    conn: Conn,
+    nodes: Mapping[str, NewRun],
+    edges: Sequence[tuple[str, str]],
+    *,
+    dag_run_id: uuid.UUID | None = None,
+    now: datetime | None = None,
+) -> DagRun:
+    """(new) -> pending (no upstreams) | blocked: a whole DAG in one transaction.
+
+    `edges` are (upstream, downstream) node names. Unknown nodes, self-edges and cycles are
+    refused with a DagError naming them; nothing is written then.
+    """
+    _check_dag(nodes, edges)
+    for node in nodes.values():
+        node.validate()
+        if node.idempotency_key is not None:
+            raise DagError("runs inside a DAG cannot carry their own idempotency key")
+    dag_id = dag_run_id or uuid.uuid4()
+    upstream_count = dict.fromkeys(nodes, 0)
+    for _, downstream in set(edges):
+        upstream_count[downstream] += 1
+    names = list(nodes)
+    rows = [
+        _run_row(
+            nodes[name],
+            status="blocked" if upstream_count[name] else "pending",
+            upstream_remaining=upstream_count[name],
+            dag_run_id=str(dag_id),
+        )
+        for name in names
+    ]
+    with conn.transaction():
+        inserted = _insert_runs(conn, rows, now)
+        ids = dict(zip(names, (run_id for run_id, _ in inserted), strict=True))
+        unique_edges = sorted(set(edges))
+        if unique_edges:
+            conn.execute(
+                query("runs", "run_dag_edges"),
+                {
+                    "run_ids": [ids[d] for _, d in unique_edges],
+                    "depends_on": [ids[u] for u, _ in unique_edges],
+                },
+            )
+    return DagRun(dag_id, ids)
+
+
+def _check_dag(nodes: Mapping[str, NewRun], edges: Sequence[tuple[str, str]]) -> None:
+    if not nodes:
+        raise DagError("a DAG needs at least one node")
+    if len(nodes) > MAX_DAG_NODES:
+        raise DagError(f"a DAG may have at most {MAX_DAG_NODES:,} nodes, got {len(nodes):,}")
+    downstream: dict[str, list[str]] = {name: [] for name in nodes}
+    for upstream, down in edges:
+        for name in (upstream, down):
+            if name not in nodes:
+                raise DagError(f"edge {upstream!r} -> {down!r} names an unknown node {name!r}")
+        if upstream == down:
+            raise DagError(f"node {upstream!r} cannot depend on itself")
+        downstream[upstream].append(down)
+    cycle = _find_cycle(downstream)
+    if cycle:
+        raise DagError("the DAG has a cycle: " + " -> ".join(cycle))
+
+
+def _find_cycle(downstream: Mapping[str, list[str]]) -> list[str] | None:
+    """One cycle as a path of node names (first node repeated at the end), or None.
+
+    Iterative depth-first search, so a 10,000-node chain cannot hit the recursion limit.
+    """
+    ON_PATH, DONE = 1, 2
+    state: dict[str, int] = {}
+    for start in downstream:
+        if start in state:
+            continue
+        path = [start]
+        state[start] = ON_PATH
+        stack = [iter(downstream[start])]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                state[path.pop()] = DONE
+            elif state.get(nxt) == ON_PATH:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in state:
+                state[nxt] = ON_PATH
+                path.append(nxt)
+                stack.append(iter(downstream[nxt]))
+    return None
+
+
+def submit_after(
+    conn: Conn, run: NewRun, after: Sequence[int], *, now: datetime | None = None
+) -> int:
+    """(new) -> blocked | pending | skipped: one run that starts after `after` complete.
+
+    The upstreams are locked while the run and its edges are inserted, so none can finish
+    unseen in between: an upstream that already completed counts as done, one that ended
+    otherwise skips the new run at once.
+    """
+    run.validate()
+    if not after:
+        return submit(conn, run, now=now).id
+    with conn.transaction():
+        upstreams = conn.execute(
+            query("runs", "run_lock_upstreams"), {"ids": sorted(set(after))}
+        ).fetchall()
+        missing = sorted(set(after) - {u["id"] for u in upstreams})
+        if missing:
+            raise DagError(f"cannot run after run {missing[0]}: there is no such run")
+        dag_id = next((u["dag_run_id"] for u in upstreams if u["dag_run_id"]), None) or uuid.uuid4()
+        conn.execute(
+            query("runs", "run_join_dag"),
+            {"dag_run_id": dag_id, "ids": [u["id"] for u in upstreams]},
+        )
+        remaining = sum(u["status"] != "completed" for u in upstreams)
+        failed_upstream = any(u["status"] in ENDED_WITHOUT_COMPLETING for u in upstreams)
+        status = "skipped" if failed_upstream else ("blocked" if remaining else "pending")
+        row = _run_row(
+            run,
+            status=status,
+            upstream_remaining=0 if failed_upstream else remaining,
+            dag_run_id=str(dag_id),
+            skip_reason="upstream_failed" if failed_upstream else None,
+        )
+        ((run_id, _),) = _insert_runs(conn, [row], now)
+        conn.execute(
+            query("runs", "run_dag_edges"),
+            {"run_ids": [run_id] * len(upstreams), "depends_on": [u["id"] for u in upstreams]},
+        )
+    return run_id
+
+
+def cancel_dag(conn: Conn, dag_run_id: uuid.UUID) -> dict[str, int]:
+    """Cancel every unfinished run of a DAG run; counts of `cancelled` and `requested`."""
+    with conn.transaction():
+        rows = conn.execute(query("runs", "run_cancel_dag"), {"dag_run_id": dag_run_id}).fetchall()
+        cancelled = [r["id"] for r in rows if r["status"] == "cancelled"]
+        _settle_downstream(conn, ended=cancelled)
+    TRANSITIONS.labels("run_cancel").inc(len(rows))
+    return {"cancelled": len(cancelled), "requested": len(rows) - len(cancelled)}
 
 
 def _lost(transition: str, run_id: int, attempt: int, worker: str) -> None:

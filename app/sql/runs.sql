@@ -5,22 +5,28 @@
 -- clock. One pg_notify per statement (never per row, never with job args) wakes workers.
 
 -- name: run_submit_many
--- (new) -> pending: insert runs in one statement; an idempotency key already used is left alone.
+-- (new) -> pending | blocked (waits for DAG upstreams) | skipped (an upstream already failed):
+-- insert runs in one statement; an idempotency key already used is left alone.
 -- The batch arrives as one JSON array: parsing it server-side is far cheaper than
 -- adapting ten parallel arrays in Python.
 WITH new AS (
     INSERT INTO job_runs (
         handler, args, execution_model, priority, base_priority, run_at,
-        max_retries, timeout_seconds, idempotency_key, job_id, status
+        max_retries, timeout_seconds, idempotency_key, job_id, status,
+        dag_run_id, upstream_remaining, finished_at, skip_reason, last_error
     )
     SELECT
         s.handler, s.args, s.execution_model, s.priority, s.priority,
         coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
                            + make_interval(secs => coalesce(s.delay, 0))),
-        s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id, 'pending'
+        s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id,
+        coalesce(s.status, 'pending'), s.dag_run_id, coalesce(s.upstream_remaining, 0),
+        CASE WHEN s.status = 'skipped' THEN now() END, s.skip_reason,
+        CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END
     FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (
         handler text, args jsonb, execution_model text, priority smallint, run_at timestamptz,
-        delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid
+        delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid,
+        status text, dag_run_id uuid, upstream_remaining int, skip_reason text
     )) WITH ORDINALITY AS s
     ORDER BY s.ordinality
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -110,12 +116,12 @@ WITH done AS (
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::jsonb[])
          AS f(id, attempt, result)
     WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
-    RETURNING r.id, r.attempt, r.started_at
+    RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
     SELECT id, attempt, %(worker)s, 'completed', started_at, now() FROM done
 )
-SELECT id, attempt FROM done;
+SELECT id, attempt, in_dag FROM done;
 
 -- name: run_fail_many
 -- running -> pending (a retry after its backoff delay) | failed | timed_out | cancelled.
@@ -142,13 +148,14 @@ WITH ended AS (
     ) AS f(id, attempt, outcome, error, traceback, retryable, delay)
     WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
       AND f.outcome IN ('failed', 'timed_out', 'cancelled')
-    RETURNING r.id, r.attempt, r.status, r.started_at, f.outcome, f.error, f.traceback
+    RETURNING r.id, r.attempt, r.status, r.started_at, f.outcome, f.error, f.traceback,
+              r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts
         (run_id, attempt, worker, outcome, started_at, finished_at, error, traceback)
     SELECT id, attempt, %(worker)s, outcome, started_at, now(), error, traceback FROM ended
 )
-SELECT id, attempt, status FROM ended;
+SELECT id, attempt, status, in_dag FROM ended;
 
 -- name: run_release_many
 -- running -> pending (or cancelled if that was requested): a stopping worker hands back
@@ -161,13 +168,13 @@ WITH released AS (
         lease_owner = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
     WHERE r.id = h.id AND r.attempt = h.attempt AND r.status = 'running'
-    RETURNING r.id, r.attempt, r.status, r.started_at
+    RETURNING r.id, r.attempt, r.status, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
     SELECT id, attempt, %(worker)s, 'released', started_at, now(), 'handed back at worker shutdown'
     FROM released
 )
-SELECT released.id, released.attempt, released.status FROM released
+SELECT released.id, released.attempt, released.status, released.in_dag FROM released
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: run_reap
@@ -197,7 +204,8 @@ WITH expired AS (
     FROM expired e
     WHERE r.id = e.id AND r.status = 'running'
       AND r.lease_until < coalesce(%(now)s::timestamptz, now())
-    RETURNING r.id, r.attempt, r.status, e.lease_owner, e.started_at, r.last_error
+    RETURNING r.id, r.attempt, r.status, e.lease_owner, e.started_at, r.last_error,
+              r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
     SELECT id, attempt, lease_owner, 'lost', started_at, coalesce(%(now)s::timestamptz, now()),
@@ -205,7 +213,7 @@ WITH expired AS (
     FROM reaped
     ON CONFLICT (run_id, attempt) DO NOTHING
 )
-SELECT reaped.id, reaped.attempt, reaped.status, reaped.lease_owner FROM reaped
+SELECT reaped.id, reaped.attempt, reaped.status, reaped.lease_owner, reaped.in_dag FROM reaped
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: run_cancel
@@ -216,7 +224,7 @@ SET status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
     finished_at = CASE WHEN status = 'running' THEN NULL ELSE now() END,
     cancel_requested = true
 WHERE id = %(id)s AND status IN ('pending', 'blocked', 'running')
-RETURNING id, status;
+RETURNING id, status, dag_run_id IS NOT NULL AS in_dag;
 
 -- name: run_retry
 -- failed | timed_out | cancelled -> pending: a person retries a dead letter with a fresh
@@ -246,3 +254,84 @@ WITH stale AS (
 UPDATE job_runs r SET priority = r.priority + 1
 FROM stale WHERE r.id = stale.id AND r.status = 'pending'
 RETURNING r.id, r.priority;
+
+-- name: run_unblock
+-- blocked -> pending: dependents of runs that just completed, in the same transaction as
+-- that completion. Each loses one remaining upstream per completed edge; the one that
+-- reaches 0 is released. Rows are locked in id order first, so finishes that release
+-- shared dependents at the same time queue up instead of deadlocking.
+WITH edges AS (
+    SELECT d.run_id, count(*)::int AS n
+    FROM job_run_deps d
+    WHERE d.depends_on = ANY(%(ids)s::bigint[])
+    GROUP BY d.run_id
+), locked AS (
+    SELECT r.id FROM job_runs r
+    WHERE r.id IN (SELECT run_id FROM edges) AND r.status = 'blocked'
+    ORDER BY r.id
+    FOR UPDATE
+), released AS (
+    UPDATE job_runs r
+    SET upstream_remaining = r.upstream_remaining - e.n,
+        status = CASE WHEN r.upstream_remaining = e.n THEN 'pending' ELSE 'blocked' END,
+        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, now())
+                      ELSE r.run_at END
+    FROM edges e
+    WHERE r.id = e.run_id AND r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
+    RETURNING r.id, r.status
+)
+SELECT released.id, released.status FROM released
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_skip_downstream
+-- blocked -> skipped: every transitive dependent of runs that ended without completing
+-- (failed, timed out, cancelled), in the same transaction as that ending.
+WITH RECURSIVE downstream(id) AS (
+    SELECT d.run_id FROM job_run_deps d WHERE d.depends_on = ANY(%(ids)s::bigint[])
+    UNION
+    SELECT d.run_id FROM job_run_deps d JOIN downstream ON d.depends_on = downstream.id
+), locked AS (
+    SELECT r.id FROM job_runs r
+    WHERE r.id IN (SELECT id FROM downstream) AND r.status = 'blocked'
+    ORDER BY r.id
+    FOR UPDATE
+)
+UPDATE job_runs r
+SET status = 'skipped', skip_reason = 'upstream_failed', finished_at = now(),
+    last_error = 'not run: an upstream run did not complete'
+WHERE r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
+RETURNING r.id;
+
+-- name: run_cancel_dag
+-- pending | blocked -> cancelled at once, running -> cancel requested: every unfinished run
+-- of one DAG run (locked in id order, like the other DAG statements).
+WITH locked AS (
+    SELECT id FROM job_runs
+    WHERE dag_run_id = %(dag_run_id)s AND status IN ('pending', 'blocked', 'running')
+    ORDER BY id
+    FOR UPDATE
+)
+UPDATE job_runs r
+SET status = CASE WHEN r.status = 'running' THEN 'running' ELSE 'cancelled' END,
+    finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE now() END,
+    cancel_requested = true
+WHERE r.id IN (SELECT id FROM locked) AND r.status IN ('pending', 'blocked', 'running')
+RETURNING r.id, r.status;
+
+-- name: run_dag_edges
+-- (new) DAG edges between runs submitted in the same transaction.
+INSERT INTO job_run_deps (run_id, depends_on)
+SELECT * FROM unnest(%(run_ids)s::bigint[], %(depends_on)s::bigint[]);
+
+-- name: run_lock_upstreams
+-- (read, locking) the would-be upstreams of a new run, so none can finish unseen while
+-- the run and its edges are inserted.
+SELECT id, status, dag_run_id FROM job_runs
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id
+FOR UPDATE;
+
+-- name: run_join_dag
+-- (no status change) an upstream that belonged to no DAG run joins the new run's.
+UPDATE job_runs SET dag_run_id = %(dag_run_id)s
+WHERE id = ANY(%(ids)s::bigint[]) AND dag_run_id IS NULL;

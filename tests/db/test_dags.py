@@ -1,0 +1,169 @@
+"""DAG runs in the state machine: release and skip in the upstream's own transaction."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from app import runs
+from app.jobs import Outcome, OutcomeStatus
+from app.runs import DagError, Finish, NewRun
+
+Conn = psycopg.Connection[Any]
+
+
+def statuses(conn: Conn, dag: runs.DagRun) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT id, status FROM job_runs WHERE id = ANY(%s)", (list(dag.run_ids.values()),)
+    ).fetchall()
+    by_id = {r["id"]: r["status"] for r in rows}
+    return {name: by_id[run_id] for name, run_id in dag.run_ids.items()}
+
+
+def run_node(conn: Conn, dag: runs.DagRun, name: str, outcome: Outcome | None = None) -> None:
+    """Claim exactly that node (it must be pending) and finish it."""
+    run_id = dag.run_ids[name]
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
+    (job,) = runs.claim(conn, "w", 1, 30)
+    assert job.run_id == run_id, f"{name} was not the next due run"
+    runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome or Outcome.completed())])
+
+
+def diamond(conn: Conn) -> runs.DagRun:
+    nodes = {name: NewRun("noop") for name in "ABCD"}
+    return runs.submit_dag(conn, nodes, [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
+
+
+def test_diamond_releases_each_node_when_its_last_upstream_completes(conn: Conn) -> None:
+    dag = diamond(conn)
+    assert statuses(conn, dag) == {"A": "pending", "B": "blocked", "C": "blocked", "D": "blocked"}
+    run_node(conn, dag, "A")
+    assert statuses(conn, dag) == {
+        "A": "completed",
+        "B": "pending",
+        "C": "pending",
+        "D": "blocked",
+    }
+    run_node(conn, dag, "B")
+    assert statuses(conn, dag)["D"] == "blocked"
+    run_node(conn, dag, "C")
+    assert statuses(conn, dag)["D"] == "pending"
+    run_node(conn, dag, "D")
+    assert set(statuses(conn, dag).values()) == {"completed"}
+
+
+def test_upstream_failure_skips_exactly_its_transitive_dependents(conn: Conn) -> None:
+    nodes = {name: NewRun("noop", max_retries=0) for name in "ABCDEF"}
+    # A -> B -> C -> D, A -> E, F independent
+    dag = runs.submit_dag(conn, nodes, [("A", "B"), ("B", "C"), ("C", "D"), ("A", "E")])
+    run_node(conn, dag, "A")
+    failure = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
+    run_node(conn, dag, "B", failure)
+    assert statuses(conn, dag) == {
+        "A": "completed",
+        "B": "failed",
+        "C": "skipped",
+        "D": "skipped",
+        "E": "pending",
+        "F": "pending",
+    }
+    row = conn.execute(
+        "SELECT skip_reason FROM job_runs WHERE id = %s", (dag.run_ids["D"],)
+    ).fetchone()
+    assert row == {"skip_reason": "upstream_failed"}
+
+
+def test_a_retrying_upstream_does_not_skip_its_dependents(conn: Conn) -> None:
+    dag = runs.submit_dag(
+        conn, {"A": NewRun("noop", max_retries=2), "B": NewRun("noop")}, [("A", "B")]
+    )
+    run_node(conn, dag, "A", Outcome(OutcomeStatus.FAILED, error="flaky"))
+    assert statuses(conn, dag) == {"A": "pending", "B": "blocked"}
+
+
+def test_fan_in_upstreams_completing_at_once_release_the_dependent_once(db_url: str) -> None:
+    width = 20
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        nodes = {f"u{i}": NewRun("noop") for i in range(width)} | {"join": NewRun("noop")}
+        dag = runs.submit_dag(conn, nodes, [(f"u{i}", "join") for i in range(width)])
+        jobs = runs.claim(conn, "w", width, 30)
+    barrier = threading.Barrier(width)
+    errors: list[BaseException] = []
+
+    def finish(job: Any) -> None:
+        try:
+            with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as c:
+                barrier.wait()
+                runs.finish_many(c, "w", [Finish(job.run_id, job.attempt, Outcome.completed())])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=finish, args=(job,)) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        row = conn.execute(
+            "SELECT status, upstream_remaining FROM job_runs WHERE id = %s",
+            (dag.run_ids["join"],),
+        ).fetchone()
+    assert row == {"status": "pending", "upstream_remaining": 0}
+
+
+@pytest.mark.parametrize(
+    ("edges", "message"),
+    [
+        ([("A", "B"), ("B", "C"), ("C", "A")], "cycle: A -> B -> C -> A"),
+        ([("A", "A")], "cannot depend on itself"),
+        ([("A", "Z")], "unknown node 'Z'"),
+    ],
+)
+def test_bad_dags_are_refused_and_nothing_is_written(
+    conn: Conn, edges: list[tuple[str, str]], message: str
+) -> None:
+    with pytest.raises(DagError, match=message):
+        runs.submit_dag(conn, {n: NewRun("noop") for n in "ABC"}, edges)
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
+
+
+def test_submit_after_a_single_run(conn: Conn) -> None:
+    first = runs.submit(conn, NewRun("noop")).id
+    second = runs.submit_after(conn, NewRun("noop"), [first])
+    assert conn.execute("SELECT status FROM job_runs WHERE id = %s", (second,)).fetchone() == {
+        "status": "blocked"
+    }
+    (job,) = runs.claim(conn, "w", 5, 30)
+    runs.finish_many(conn, "w", [Finish(first, job.attempt, Outcome.completed())])
+    assert conn.execute("SELECT status FROM job_runs WHERE id = %s", (second,)).fetchone() == {
+        "status": "pending"
+    }
+    # after a completed run: due at once; after a failed one: skipped at once
+    assert runs.submit_after(conn, NewRun("noop"), [first]) > second
+    dead = runs.submit(conn, NewRun("noop")).id
+    runs.cancel(conn, dead)
+    skipped = runs.submit_after(conn, NewRun("noop"), [dead])
+    assert conn.execute(
+        "SELECT status, skip_reason FROM job_runs WHERE id = %s", (skipped,)
+    ).fetchone() == {"status": "skipped", "skip_reason": "upstream_failed"}
+    with pytest.raises(DagError, match="no such run"):
+        runs.submit_after(conn, NewRun("noop"), [987654])
+
+
+def test_cancel_dag_cancels_what_has_not_finished(conn: Conn) -> None:
+    dag = diamond(conn)
+    run_node(conn, dag, "A")
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (dag.run_ids["B"],))
+    runs.claim(conn, "w", 1, 30)  # B running
+    assert runs.cancel_dag(conn, dag.id) == {"cancelled": 2, "requested": 1}
+    assert statuses(conn, dag) == {
+        "A": "completed",
+        "B": "running",
+        "C": "cancelled",
+        "D": "cancelled",
+    }
