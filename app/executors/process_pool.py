@@ -18,6 +18,7 @@ import json
 import logging
 import sys
 from collections import deque
+from collections.abc import Coroutine
 from typing import Any
 
 from app.executors.attempt import Attempt
@@ -70,7 +71,8 @@ class ProcessPool:
         self._children: set[_Child] = set()
         self._idle: list[_Child] = []
         self._waiters: deque[asyncio.Future[_Child | None]] = deque()
-        self._background: set[asyncio.Task[None]] = set()
+        self._replacements: set[asyncio.Task[None]] = set()
+        self._watchers: set[asyncio.Task[None]] = set()
         self._closing = False
         self._killing = False
         self._closed = asyncio.Event()
@@ -106,7 +108,7 @@ class ProcessPool:
             elif not child.busy:
                 child.close_stdin()
         # A replacement being started sees `_closing` and gives up promptly.
-        await asyncio.gather(*list(self._background), return_exceptions=True)
+        await asyncio.gather(*list(self._replacements), return_exceptions=True)
         exits = [c.exited for c in self._children]
         if exits:
             _, pending = await asyncio.wait(exits, timeout=None if kill else CLOSE_WAIT_SECONDS)
@@ -114,7 +116,7 @@ class ProcessPool:
                 for child in list(self._children):
                     child.kill()
                 await asyncio.wait(pending)
-        await asyncio.gather(*list(self._background), return_exceptions=True)
+        await asyncio.gather(*list(self._watchers), return_exceptions=True)
 
     # ---- running a job ------------------------------------------------------------------
 
@@ -202,7 +204,7 @@ class ProcessPool:
         )
         child = _Child(proc)
         self._children.add(child)
-        self._in_background(self._watch(child))
+        self._in_background(self._watch(child), self._watchers)
         if self._killing:  # close(kill=True) began while this child was starting
             child.kill()
         assert proc.stdout is not None
@@ -228,7 +230,7 @@ class ProcessPool:
         if child.started and not child.killed and not child.busy and not self._closing:
             log.warning("an idle process child exited (%s)", describe_exit(returncode))
         if child.started and not self._closing:
-            self._in_background(self._replace())
+            self._in_background(self._replace(), self._replacements)
 
     async def _replace(self) -> None:
         self.restarts += 1
@@ -245,10 +247,11 @@ class ProcessPool:
             self._release(child)
             return
 
-    def _in_background(self, coro: Any) -> None:
+    @staticmethod
+    def _in_background(coro: Coroutine[Any, Any, None], tasks: set[asyncio.Task[None]]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        tasks.add(task)  # a reference, so the task is not garbage-collected while it runs
+        task.add_done_callback(tasks.discard)
 
     # ---- observing ----------------------------------------------------------------------
 

@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 import psutil
 import pytest
 
-from app.executors import Executors
+from app.executors import Executors, process_pool
+from app.executors.attempt import Attempt
 from app.executors.process_pool import ChildStartError
+from app.executors.protocol import encode_request
 from app.handlers import default_registry
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from tests import fixtures_handlers
@@ -397,6 +399,27 @@ def test_close_waits_for_running_jobs_then_refuses_new_ones() -> None:
     gentle, late = with_executors(scenario, processes=1)
     assert gentle.status is OutcomeStatus.COMPLETED
     assert late.status is OutcomeStatus.FAILED and late.retryable
+
+
+def test_pool_close_kills_a_child_still_busy_after_the_close_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(process_pool, "CLOSE_WAIT_SECONDS", 0.3)
+
+    async def scenario() -> tuple[Outcome, float]:
+        pool = process_pool.ProcessPool(1)
+        await pool.start()
+        spec = job("sleep", "process", seconds=10)
+        running = asyncio.create_task(pool.run(Attempt(spec), encode_request(spec)))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        await pool.close()
+        return await running, time.monotonic() - started
+
+    outcome, elapsed = asyncio.run(scenario())
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.error == "worker process died (signal SIGKILL) while running the job"
+    assert elapsed < 2
 
 
 def test_close_with_kill_stops_every_model_promptly() -> None:
