@@ -94,6 +94,8 @@ def _wait(proc: subprocess.Popen[bytes], ctx: JobContext, limit: float) -> int:
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     try:
         if is_job_child():
+            # The command shares this child's group, so only it can be killed here; when
+            # the job itself is stopped, the executor's group kill takes everything.
             proc.kill()
         else:
             os.killpg(proc.pid, signal.SIGKILL)
