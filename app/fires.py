@@ -156,8 +156,10 @@ def plan_fires(
     """Decide every fire of `schedule` due at `now` (see the module docstring)."""
     limits = limits or PlanLimits()
     rule = schedule.rule
-    plan = Plan()
     cursor = schedule.next_fire_time
+    plan = Plan(next_fire_time=cursor)
+    if cursor > now:  # not due: a clock that went back changes nothing
+        return plan
     due_end = now + EPSILON  # a fire at exactly `now` is due
 
     if not schedule.active:

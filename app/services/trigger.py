@@ -253,7 +253,7 @@ def _due(row: Mapping[str, Any], has_queued_fire: bool) -> DueSchedule:
         catchup_limit=row["catchup_limit"],
         catchup_window=timedelta(seconds=window) if window else None,
         overlap=OverlapPolicy(row["overlap"]),
-        spread=timedelta(0 if row["exact_minute"] else row["spread_seconds"]),
+        spread=timedelta(seconds=0 if row["exact_minute"] else row["spread_seconds"]),
         has_queued_fire=has_queued_fire,
     )
 

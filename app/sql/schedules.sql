@@ -31,14 +31,14 @@ WHERE schedule_id = ANY(%(ids)s::uuid[]) AND outcome = 'queued';
 
 -- name: schedule_advance_many
 -- Move each schedule's next fire forward, never back (compare-and-set on the old value),
--- and end the pauses that expired.
+-- and end the pauses that expired (resumed at their expiry).
 UPDATE schedules s
 SET next_fire_time = a.next_fire_time,
     active = s.active OR a.resume,
     paused_note = CASE WHEN a.resume THEN NULL ELSE s.paused_note END,
     paused_until = CASE WHEN a.resume THEN NULL ELSE s.paused_until END,
     paused_at = CASE WHEN a.resume THEN NULL ELSE s.paused_at END,
-    resumed_at = CASE WHEN a.resume THEN coalesce(%(now)s::timestamptz, now()) ELSE s.resumed_at END
+    resumed_at = CASE WHEN a.resume THEN s.paused_until ELSE s.resumed_at END
 FROM unnest(
     %(ids)s::uuid[], %(previous)s::timestamptz[], %(next)s::timestamptz[], %(resume)s::bool[]
 ) AS a(id, previous, next_fire_time, resume)
@@ -117,10 +117,10 @@ RETURNING id;
 
 -- name: schedule_resume_expired
 -- paused -> active where the pause's expiry has passed and its fires up to now are
--- recorded (a due schedule resumes in its fire batch instead).
+-- recorded (a due schedule resumes in its fire batch instead). It resumed at the expiry.
 UPDATE schedules
 SET active = true, paused_note = NULL, paused_until = NULL, paused_at = NULL,
-    resumed_at = coalesce(%(now)s::timestamptz, now())
+    resumed_at = paused_until
 WHERE paused_until <= coalesce(%(now)s::timestamptz, now()) AND NOT active
   AND (next_fire_time IS NULL OR next_fire_time > coalesce(%(now)s::timestamptz, now()))
 RETURNING id, name;

@@ -1,0 +1,366 @@
+"""The trigger against a real database, one `run_once(now=...)` at a time: leadership,
+exactly-once fires, DST, catch-up, overlap, pause, spread and the clock going back."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from app import runs, schedules
+from app.config import Settings
+from app.cron import DstRepeated
+from app.fires import OverlapPolicy, spread_offset
+from app.jobs import Outcome, OutcomeStatus
+from app.schedules import ScheduleSpec, create_schedule
+from app.services.trigger import Trigger
+
+Conn = psycopg.Connection[dict[str, Any]]
+T0 = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def settings(**overrides: Any) -> Settings:
+    base = Settings.from_env({"SUNDIAL_TRIGGER_LEASE_SECONDS": "86400"})
+    return dataclasses.replace(base, **overrides)
+
+
+def add(conn: Conn, name: str, now: datetime = T0, **kw: Any) -> Any:
+    kw.setdefault("handler", "noop")
+    kw.setdefault("exact_minute", True)
+    kw.setdefault("overlap", OverlapPolicy.ALLOW)
+    return create_schedule(conn, ScheduleSpec(name=name, **kw), now=now).id
+
+
+def tick(trigger: Trigger, conn: Conn, start: datetime, end: datetime, step: timedelta) -> None:
+    now = start
+    while now <= end:
+        trigger.run_once(conn, now=now)
+        now += step
+
+
+def run_fire_times(conn: Conn, schedule_id: Any) -> list[datetime]:
+    rows = conn.execute(
+        "SELECT fire_time FROM job_runs WHERE schedule_id = %s ORDER BY fire_time",
+        (schedule_id,),
+    ).fetchall()
+    return [r["fire_time"] for r in rows]
+
+
+def ledger(conn: Conn, schedule_id: Any) -> list[dict[str, Any]]:
+    return conn.execute(
+        "SELECT * FROM schedule_fires WHERE schedule_id = %s ORDER BY fire_time", (schedule_id,)
+    ).fetchall()
+
+
+def outcomes(conn: Conn, schedule_id: Any) -> list[str]:
+    return [r["outcome"] for r in ledger(conn, schedule_id)]
+
+
+# ---- leadership ---------------------------------------------------------------------------
+
+
+def test_one_leader_at_a_time_and_a_silent_one_is_replaced_after_its_lease(conn: Conn) -> None:
+    lease = {"trigger_lease_seconds": 10.0}
+    a = Trigger(settings(**lease), holder="a")
+    b = Trigger(settings(**lease), holder="b")
+    assert a.run_once(conn, now=T0).leader
+    assert not b.run_once(conn, now=T0 + timedelta(seconds=5)).leader
+    assert a.run_once(conn, now=T0 + timedelta(seconds=6)).leader  # renewed to T0+16s
+    assert not b.run_once(conn, now=T0 + timedelta(seconds=15)).leader
+    # a falls silent; its lease runs out at T0+16s and b takes over at term 2
+    assert b.run_once(conn, now=T0 + timedelta(seconds=17)).leader
+    assert lease_row(conn) == {"holder": "b", "term": 2}
+    # a wakes up: its renewal matches nothing, so it steps down instead of acting
+    assert not a.run_once(conn, now=T0 + timedelta(seconds=18)).leader
+    assert a.lease.term is None
+
+
+def test_a_resigning_leader_is_replaced_at_once(conn: Conn) -> None:
+    a, b = Trigger(settings(), holder="a"), Trigger(settings(), holder="b")
+    assert a.run_once(conn, now=T0).leader
+    a.lease.resign(conn)
+    assert b.run_once(conn, now=T0 + timedelta(seconds=1)).leader
+    assert lease_row(conn) == {"holder": "b", "term": 2}
+
+
+def lease_row(conn: Conn) -> dict[str, Any] | None:
+    return conn.execute("SELECT holder, term FROM leader_leases WHERE name = 'trigger'").fetchone()
+
+
+# ---- exactly once -------------------------------------------------------------------------
+
+
+def test_every_fire_is_enqueued_exactly_once_over_many_ticks(conn: Conn) -> None:
+    sid = add(conn, "every-10", cron="*/10 * * * *")
+    trigger = Trigger(settings())
+    tick(trigger, conn, T0, T0 + timedelta(hours=2), timedelta(seconds=170))
+    expected = [utc("2026-05-01T10:00") + timedelta(minutes=10 * k) for k in range(12)]
+    assert run_fire_times(conn, sid) == expected
+    assert outcomes(conn, sid) == ["enqueued"] * 12
+    assert all(r["run_id"] is not None for r in ledger(conn, sid))
+
+
+def test_two_leaders_at_once_still_fire_each_once(db_url: str) -> None:
+    """Split brain: both triggers believe they lead and tick at the same instants on their
+    own connections. Row locks and the unique keys still give one run per fire."""
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as setup:
+        ids = [add(setup, f"s{i}", cron="* * * * *") for i in range(60)]
+    instants = [T0 + timedelta(seconds=30 + 20 * k) for k in range(30)]  # ten minutes
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def lead(holder: str) -> None:
+        trigger = Trigger(settings(trigger_batch_size=7), holder=holder)
+        trigger.lease.hold = lambda conn, now=None: True  # type: ignore[method-assign]
+        trigger.lease.still_held = lambda conn, now=None: True  # type: ignore[method-assign]
+        try:
+            with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+                for now in instants:
+                    barrier.wait(timeout=30)
+                    trigger.run_once(conn, now=now)
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=lead, args=(h,)) for h in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    expected = [utc("2026-05-01T10:00") + timedelta(minutes=k) for k in range(10)]
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        for sid in ids:
+            assert run_fire_times(conn, sid) == expected
+            rows = ledger(conn, sid)
+            assert [r["fire_time"] for r in rows] == expected
+            assert {r["outcome"] for r in rows} == {"enqueued"}
+
+
+def test_a_clock_that_jumps_back_fires_nothing_again(conn: Conn) -> None:
+    sid = add(conn, "hourly", cron="0 * * * *")
+    trigger = Trigger(settings())
+    trigger.run_once(conn, now=utc("2026-05-01T12:00:05"))
+    before = conn.execute("SELECT next_fire_time FROM schedules").fetchone()
+    for now in ("2026-05-01T10:00:05", "2026-05-01T11:00:05", "2026-05-01T12:00:05"):
+        trigger.run_once(conn, now=utc(now))
+    assert run_fire_times(conn, sid) == [utc("2026-05-01T12:00")]
+    assert conn.execute("SELECT next_fire_time FROM schedules").fetchone() == before
+
+
+def test_an_ended_schedule_stops_and_is_no_longer_due(conn: Conn) -> None:
+    sid = add(conn, "short", cron="0 * * * *", end_at=utc("2026-05-01T11:00"))
+    tick(Trigger(settings()), conn, T0, T0 + timedelta(hours=4), timedelta(minutes=20))
+    assert run_fire_times(conn, sid) == [utc("2026-05-01T10:00"), utc("2026-05-01T11:00")]
+    assert conn.execute("SELECT next_fire_time FROM schedules").fetchone() == {
+        "next_fire_time": None
+    }
+
+
+def test_interval_schedule_fires_every_interval_from_its_start(conn: Conn) -> None:
+    sid = add(conn, "every-45s", every_seconds=45, start_at=utc("2026-05-01T10:00"))
+    tick(Trigger(settings()), conn, T0, T0 + timedelta(minutes=5), timedelta(seconds=10))
+    expected = [utc("2026-05-01T10:00") + timedelta(seconds=45 * k) for k in range(7)]
+    assert run_fire_times(conn, sid) == expected
+
+
+# ---- DST end to end -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cron", "start", "repeated", "expected"),
+    [
+        ("30 2 * * *", "2026-03-07T12:00", "first", ["2026-03-08T07:00", "2026-03-09T06:30"]),
+        ("0 1 * * *", "2026-10-31T12:00", "first", ["2026-11-01T05:00", "2026-11-02T06:00"]),
+        (
+            "0 1 * * *",
+            "2026-10-31T12:00",
+            "both",
+            ["2026-11-01T05:00", "2026-11-01T06:00", "2026-11-02T06:00"],
+        ),
+    ],
+)
+def test_new_york_dst_nights_fire_once_per_intended_time(
+    conn: Conn, cron: str, start: str, repeated: str, expected: list[str]
+) -> None:
+    begin = utc(start)
+    sid = add(
+        conn,
+        "ny",
+        now=begin,
+        cron=cron,
+        timezone="America/New_York",
+        dst_repeated=DstRepeated(repeated),
+    )
+    tick(Trigger(settings()), conn, begin, begin + timedelta(hours=44), timedelta(minutes=7))
+    assert run_fire_times(conn, sid) == [utc(e) for e in expected]
+    minute, hour = cron.split()[:2]
+    intended = {f"{r['local_time']:%H:%M}" for r in ledger(conn, sid)}
+    assert intended == {f"{int(hour):02}:{int(minute):02}"}  # the ledger keeps the local time
+
+
+# ---- catch-up after downtime --------------------------------------------------------------
+
+
+def test_downtime_coalesces_into_the_latest_fire_by_default(conn: Conn) -> None:
+    sid = add(conn, "hourly", cron="0 * * * *")
+    Trigger(settings()).run_once(conn, now=utc("2026-05-01T14:20"))
+    run_times = run_fire_times(conn, sid)
+    assert run_times == [utc("2026-05-01T14:00")]
+    rows = ledger(conn, sid)
+    assert [r["outcome"] for r in rows] == ["coalesced"] * 4 + ["enqueued"]
+    assert rows[-1]["coalesced_count"] == 4
+    assert {r["run_id"] for r in rows} == {rows[-1]["run_id"]}
+
+
+def test_downtime_with_catchup_all_backfills_each_fire_with_its_own_fire_time(
+    conn: Conn,
+) -> None:
+    sid = add(conn, "hourly", cron="0 * * * *", catchup=True)
+    Trigger(settings()).run_once(conn, now=utc("2026-05-01T14:20"))
+    assert run_fire_times(conn, sid) == [
+        utc("2026-05-01T10:00") + timedelta(hours=k) for k in range(5)
+    ]
+    assert outcomes(conn, sid) == ["enqueued"] * 5
+
+
+def test_a_long_outage_on_every_minute_is_bounded(conn: Conn) -> None:
+    sid = add(conn, "minutely", cron="* * * * *", catchup=True)
+    trigger = Trigger(settings(trigger_catchup_max=50))
+    started = time.monotonic()
+    trigger.run_once(conn, now=utc("2026-06-01T10:00:30"))  # a month: 44,640 missed fires
+    assert time.monotonic() - started < 30
+    assert len(run_fire_times(conn, sid)) == 50
+    counts = conn.execute(
+        "SELECT outcome, count(*) AS n FROM schedule_fires GROUP BY outcome ORDER BY outcome"
+    ).fetchall()
+    assert counts == [{"outcome": "enqueued", "n": 50}, {"outcome": "missed", "n": 100}]
+    # The next tick carries on normally.
+    trigger.run_once(conn, now=utc("2026-06-01T10:01:10"))
+    assert run_fire_times(conn, sid)[-1] == utc("2026-06-01T10:01")
+
+
+# ---- overlap ------------------------------------------------------------------------------
+
+
+def test_overlap_skip_records_a_fire_while_the_previous_run_is_pending(conn: Conn) -> None:
+    sid = add(conn, "skip", cron="* * * * *", overlap=OverlapPolicy.SKIP)
+    tick(Trigger(settings()), conn, T0, T0 + timedelta(minutes=3), timedelta(minutes=1))
+    assert outcomes(conn, sid) == ["enqueued", "skipped_overlap", "skipped_overlap"]
+    assert len(run_fire_times(conn, sid)) == 1
+
+
+def test_overlap_queue_enqueues_the_waiting_fire_when_the_run_ends(conn: Conn) -> None:
+    sid = add(conn, "queue", cron="* * * * *", overlap=OverlapPolicy.QUEUE)
+    trigger = Trigger(settings())
+    tick(trigger, conn, T0 + timedelta(seconds=40), T0 + timedelta(minutes=3), timedelta(minutes=1))
+    assert outcomes(conn, sid) == ["enqueued", "queued", "skipped_overlap"]
+    first_run = ledger(conn, sid)[0]["run_id"]
+    assert runs.cancel(conn, first_run) == "cancelled"
+    report = trigger.run_once(conn, now=T0 + timedelta(minutes=3, seconds=20))
+    assert report.released == 1
+    queued = ledger(conn, sid)[1]
+    assert queued["outcome"] == "enqueued" and queued["run_id"] is not None
+    assert run_fire_times(conn, sid) == [utc("2026-05-01T10:00"), utc("2026-05-01T10:01")]
+
+
+def test_overlap_cancel_cancels_the_previous_run(conn: Conn) -> None:
+    sid = add(conn, "cancel", cron="* * * * *", overlap=OverlapPolicy.CANCEL)
+    tick(Trigger(settings()), conn, T0, T0 + timedelta(minutes=2), timedelta(minutes=1))
+    statuses = conn.execute(
+        "SELECT status FROM job_runs WHERE schedule_id = %s ORDER BY fire_time", (sid,)
+    ).fetchall()
+    assert [s["status"] for s in statuses] == ["cancelled", "pending"]
+    assert "cancelled the previous run" in (ledger(conn, sid)[1]["detail"] or "")
+
+
+# ---- spread -------------------------------------------------------------------------------
+
+
+def test_run_at_is_spread_by_a_stable_offset_unless_exact_minute(conn: Conn) -> None:
+    spread = add(conn, "spread", cron="0 * * * *", exact_minute=False, spread_seconds=600)
+    exact = add(conn, "exact", cron="0 * * * *")
+    Trigger(settings()).run_once(conn, now=utc("2026-05-01T10:00:01"))
+    rows = conn.execute("SELECT schedule_id, fire_time, run_at FROM job_runs").fetchall()
+    offsets = {r["schedule_id"]: r["run_at"] - r["fire_time"] for r in rows}
+    assert offsets[spread] == spread_offset(spread, timedelta(seconds=600))
+    assert timedelta(0) <= offsets[spread] < timedelta(seconds=600)
+    assert offsets[exact] == timedelta(0)
+
+
+# ---- pause, auto-pause, run now -----------------------------------------------------------
+
+
+def test_fires_while_paused_are_recorded_and_resume_fires_again(conn: Conn) -> None:
+    sid = add(conn, "paused", cron="*/30 * * * *")
+    schedules.pause(conn, "paused", note="maintenance", now=T0)
+    trigger = Trigger(settings())
+    tick(trigger, conn, T0, T0 + timedelta(hours=1), timedelta(minutes=10))
+    assert outcomes(conn, sid) == ["paused", "paused"]
+    assert ledger(conn, sid)[0]["detail"] == "schedule paused: maintenance"
+    assert run_fire_times(conn, sid) == []
+    assert schedules.resume(conn, "paused", now=T0 + timedelta(hours=1))
+    trigger.run_once(conn, now=utc("2026-05-01T11:00:02"))
+    assert outcomes(conn, sid) == ["paused", "paused", "enqueued"]
+
+
+def test_a_pause_with_an_expiry_resumes_by_itself(conn: Conn) -> None:
+    sid = add(conn, "until", cron="*/30 * * * *")
+    schedules.pause(conn, "until", until=utc("2026-05-01T10:45"), now=T0)
+    trigger = Trigger(settings())
+    tick(trigger, conn, T0, T0 + timedelta(hours=1, minutes=5), timedelta(minutes=5))
+    assert outcomes(conn, sid) == ["paused", "paused", "enqueued"]
+    row = conn.execute("SELECT active, paused_until, resumed_at FROM schedules").fetchone()
+    assert row == {"active": True, "paused_until": None, "resumed_at": utc("2026-05-01T10:45")}
+
+
+def test_auto_pause_after_consecutive_failures_records_why(conn: Conn) -> None:
+    sid = add(conn, "flaky", cron="* * * * *", auto_pause_after=2)
+    trigger = Trigger(settings())
+    for minute in range(2):
+        now = utc("2026-05-01T10:00:10") + timedelta(minutes=minute)
+        trigger.run_once(conn, now=now)
+        fail_pending_runs(conn, now)
+    report = trigger.run_once(conn, now=utc("2026-05-01T10:01:50"))
+    assert report.auto_paused == 1
+    row = conn.execute("SELECT active, paused_note FROM schedules").fetchone()
+    assert row is not None and not row["active"]
+    assert row["paused_note"].startswith("auto-paused after 2 consecutive failed runs (last: run")
+    assert "boom" in row["paused_note"]
+    trigger.run_once(conn, now=utc("2026-05-01T10:02:10"))
+    assert outcomes(conn, sid)[-1] == "paused"
+    # Resuming starts a new streak: the old failures do not pause it again.
+    schedules.resume(conn, "flaky", now=utc("2026-05-01T10:02:20"))
+    report = trigger.run_once(conn, now=utc("2026-05-01T10:03:10"))
+    assert report.auto_paused == 0
+    assert outcomes(conn, sid)[-1] == "enqueued"
+
+
+def fail_pending_runs(conn: Conn, now: datetime) -> None:
+    claimed = runs.claim(conn, "test-worker", 10, 30, now=now)
+    failure = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
+    runs.finish_many(
+        conn, "test-worker", [runs.Finish(j.run_id, j.attempt, failure) for j in claimed]
+    )
+
+
+def test_run_now_is_a_recorded_fire_that_leaves_the_schedule_alone(conn: Conn) -> None:
+    sid = add(conn, "manual", cron="0 3 * * *")
+    before = conn.execute("SELECT next_fire_time FROM schedules").fetchone()
+    now = utc("2026-05-01T10:17:42")
+    run_id = schedules.run_now(conn, "manual", now=now)
+    run = conn.execute("SELECT fire_time, run_at, status FROM job_runs WHERE id = %s", (run_id,))
+    assert run.fetchone() == {"fire_time": now, "run_at": now, "status": "pending"}
+    [row] = ledger(conn, sid)
+    assert (row["outcome"], row["manual"], row["run_id"]) == ("enqueued", True, run_id)
+    assert conn.execute("SELECT next_fire_time FROM schedules").fetchone() == before
