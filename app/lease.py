@@ -73,11 +73,11 @@ class LeaderLease:
             return False
         return self._execute(conn, "lease_check", now) is not None
 
-    def resign(self, conn: Conn) -> None:
+    def resign(self, conn: Conn, now: datetime | None = None) -> None:
         """Give the lease up so a standby takes over at once."""
         if self.term is None:
             return
-        self._execute(conn, "lease_resign", None)
+        self._execute(conn, "lease_resign", now)
         log.info("resigned the %s lease", self.name, extra=self._extra())
         self.term = None
 

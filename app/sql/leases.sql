@@ -30,6 +30,7 @@ WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s
 
 -- name: lease_resign
 -- Give the lease up at once (a clean stop), so a standby takes over on its next tick.
-UPDATE leader_leases SET lease_until = '-infinity'
+UPDATE leader_leases
+SET lease_until = coalesce(%(now)s::timestamptz, now()) - interval '1 microsecond'
 WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s
 RETURNING term;

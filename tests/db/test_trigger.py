@@ -88,7 +88,7 @@ def test_one_leader_at_a_time_and_a_silent_one_is_replaced_after_its_lease(conn:
 def test_a_resigning_leader_is_replaced_at_once(conn: Conn) -> None:
     a, b = Trigger(settings(), holder="a"), Trigger(settings(), holder="b")
     assert a.run_once(conn, now=T0).leader
-    a.lease.resign(conn)
+    a.lease.resign(conn, now=T0 + timedelta(seconds=1))
     assert b.run_once(conn, now=T0 + timedelta(seconds=1)).leader
     assert lease_row(conn) == {"holder": "b", "term": 2}
 
