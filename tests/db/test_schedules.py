@@ -1,0 +1,378 @@
+"""Schedule operations: validation with one-sentence errors and nothing half-written, handler
+checks against registered workers, pause/resume/run now/delete, and the `sundial schedule`
+commands as a person runs them."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from app import schedules
+from app.cron import DstRepeated, DstSkipped
+from app.fires import FireOutcome, OverlapPolicy
+from app.schedules import ScheduleError, ScheduleSpec, create_schedule, parse_catchup, parse_when
+from tests.conftest import run_sundial
+
+Conn = psycopg.Connection[dict[str, Any]]
+NOW = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def spec(**kw: Any) -> ScheduleSpec:
+    kw.setdefault("name", "nightly")
+    kw.setdefault("handler", "noop")
+    if "every_seconds" not in kw:
+        kw.setdefault("cron", "30 2 * * *")
+    return ScheduleSpec(**kw)
+
+
+def count(conn: Conn, table: str) -> int:
+    row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def register_worker(conn: Conn, handlers: list[str], *, live: bool = True) -> None:
+    conn.execute(
+        "INSERT INTO workers (id, host, pid, concurrency, handlers, last_seen, stopped_at) "
+        "VALUES (gen_random_uuid()::text, 'h', 1, 1, %s, "
+        "CASE WHEN %s THEN now() ELSE now() - interval '1 day' END, "
+        "CASE WHEN %s THEN NULL ELSE now() - interval '1 day' END)",
+        (Jsonb(handlers), live, live),
+    )
+
+
+# ---- validation ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"cron": "0 0 31 2 *"}, "cron expression '0 0 31 2 *' never fires"),
+        ({"cron": "61 * * * *"}, "is not a valid cron expression"),
+        ({"cron": "0 0 * *"}, "must have 5 fields"),
+        ({"timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
+        ({"timezone": ""}, "unknown time zone ''"),
+        ({"every_seconds": 0, "cron": None}, "the interval must be a positive number"),
+        ({"every_seconds": -5, "cron": None}, "the interval must be a positive number"),
+        ({"every_seconds": 60, "cron": "@daily"}, "either a cron expression or an interval"),
+        ({"cron": None}, "either a cron expression or an interval"),
+        ({"args": [1, 2]}, "args must be a JSON object"),
+        ({"args": {"when": NOW}}, "args must be JSON-serialisable"),
+        ({"handler": None}, "give either --handler"),
+        ({"job": "reports"}, "give either --handler"),
+        ({"handler": None, "job": "missing"}, "there is no job definition named 'missing'"),
+        ({"name": " spaced "}, "schedule name must be"),
+        ({"name": ""}, "schedule name must be"),
+        ({"end_at": utc("2026-04-01T00:00")}, "its end 2026-04-01 00:00 UTC has passed"),
+        ({"end_at": utc("2026-05-01T12:00")}, "its end comes before its first fire"),
+        (
+            {"start_at": utc("2026-06-01T00:00"), "end_at": utc("2026-05-02T00:00")},
+            "the end of a schedule must come after its start",
+        ),
+        ({"catchup_limit": 3}, "a catch-up limit needs catch-up on"),
+        ({"catchup": True, "catchup_limit": 0}, "the catch-up limit must be at least 1"),
+        ({"catchup_window_seconds": 0}, "the catch-up window must be at least 1"),
+        ({"auto_pause_after": 0}, "auto-pause after must be at least 1"),
+        ({"spread_seconds": -1}, "the spread window must be at least 0"),
+        ({"timeout_seconds": 0}, "the timeout must be at least 1"),
+        ({"execution_model": "greenlet"}, "execution model must be one of"),
+        ({"priority": 40000}, "priority must be between"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_writes_nothing(
+    conn: Conn, kw: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ScheduleError, match=re.escape(message)) as caught:
+        create_schedule(conn, spec(**kw), now=NOW)
+    assert "\n" not in str(caught.value)
+    assert count(conn, "schedules") == 0
+    assert count(conn, "job_definitions") == 0
+
+
+def test_a_rare_cron_is_fine(conn: Conn) -> None:
+    created = create_schedule(conn, spec(cron="0 0 29 2 *"), now=NOW)
+    assert created.next_fire_time == utc("2028-02-29T00:00")
+    assert created.warnings == []
+
+
+def test_a_schedule_gets_its_job_definition_and_its_first_fire(conn: Conn) -> None:
+    created = create_schedule(
+        conn,
+        spec(
+            timezone="Europe/Berlin",
+            args={"to": "ops"},
+            priority=5,
+            timeout_seconds=60,
+            max_retries=1,
+            execution_model="thread",
+            overlap=OverlapPolicy.QUEUE,
+            catchup=True,
+            catchup_limit=3,
+            catchup_window_seconds=3600,
+            dst_skipped=DstSkipped.SKIP,
+            dst_repeated=DstRepeated.BOTH,
+            auto_pause_after=4,
+        ),
+        now=NOW,
+    )
+    assert created.next_fire_time == utc("2026-05-02T00:30")  # 02:30 CEST
+    job = conn.execute("SELECT * FROM job_definitions").fetchone()
+    assert job is not None
+    assert (job["name"], job["handler"], job["args"], job["priority"]) == (
+        "nightly",
+        "noop",
+        {"to": "ops"},
+        5,
+    )
+    row = conn.execute("SELECT * FROM schedules").fetchone()
+    assert row is not None
+    assert row["owns_job"] and row["job_id"] == job["id"]
+    assert (row["overlap"], row["catchup_limit"], row["dst_skipped"], row["dst_repeated"]) == (
+        "queue",
+        3,
+        "skip",
+        "both",
+    )
+
+
+def test_names_are_unique_and_a_second_schedule_can_share_a_job(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    with pytest.raises(ScheduleError, match="a schedule named 'nightly' already exists"):
+        create_schedule(conn, spec(), now=NOW)
+    create_schedule(conn, spec(name="weekly", handler=None, job="nightly"), now=NOW)
+    assert count(conn, "job_definitions") == 1
+
+
+def test_dst_options_on_an_elapsed_time_schedule_warn(conn: Conn) -> None:
+    created = create_schedule(
+        conn, spec(cron="*/15 * * * *", dst_repeated=DstRepeated.BOTH), now=NOW
+    )
+    assert created.warnings and "only apply to cron schedules at fixed hours" in created.warnings[0]
+
+
+# ---- handlers -----------------------------------------------------------------------------
+
+
+def test_with_no_worker_yet_builtins_pass_and_others_warn(conn: Conn) -> None:
+    assert create_schedule(conn, spec(handler="sleep"), now=NOW).warnings == []
+    created = create_schedule(conn, spec(name="custom", handler="send_report"), now=NOW)
+    assert created.warnings == [
+        "no worker has registered yet, so handler 'send_report' could not be checked"
+    ]
+
+
+def test_handlers_are_checked_against_what_live_workers_registered(conn: Conn) -> None:
+    register_worker(conn, ["noop", "send_report"])
+    register_worker(conn, ["old_handler"], live=False)
+    assert create_schedule(conn, spec(handler="send_report"), now=NOW).warnings == []
+    with pytest.raises(ScheduleError, match="unknown handler 'old_handler': workers know"):
+        create_schedule(conn, spec(name="old", handler="old_handler"), now=NOW)
+    with pytest.raises(ScheduleError, match="unknown handler 'typo'"):
+        create_schedule(conn, spec(name="typo", handler="typo"), now=NOW)
+
+
+def test_when_no_worker_is_live_the_last_registrations_count(conn: Conn) -> None:
+    register_worker(conn, ["send_report"], live=False)
+    assert create_schedule(conn, spec(handler="send_report"), now=NOW).warnings == []
+    with pytest.raises(ScheduleError, match="unknown handler 'typo'"):
+        create_schedule(conn, spec(name="typo", handler="typo"), now=NOW)
+
+
+# ---- operations ---------------------------------------------------------------------------
+
+
+def test_pause_needs_a_future_expiry_and_resume_says_whether_it_was_paused(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    with pytest.raises(ScheduleError, match="the pause must end in the future"):
+        schedules.pause(conn, "nightly", until=NOW - timedelta(minutes=1), now=NOW)
+    assert not schedules.resume(conn, "nightly", now=NOW)
+    schedules.pause(conn, "nightly", note="audit", until=NOW + timedelta(days=1), now=NOW)
+    row = conn.execute("SELECT active, paused_note, paused_until, paused_at FROM schedules")
+    assert row.fetchone() == {
+        "active": False,
+        "paused_note": "audit",
+        "paused_until": NOW + timedelta(days=1),
+        "paused_at": NOW,
+    }
+    assert schedules.resume(conn, "nightly", now=NOW)
+    with pytest.raises(ScheduleError, match="there is no schedule named 'nope'"):
+        schedules.pause(conn, "nope", now=NOW)
+
+
+def test_delete_removes_the_ledger_and_its_own_job_but_runs_keep_history(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    create_schedule(conn, spec(name="other", handler=None, job="nightly"), now=NOW)
+    run_id = schedules.run_now(conn, "nightly", now=NOW)
+    schedules.delete(conn, "nightly")
+    assert count(conn, "schedule_fires") == 0
+    assert count(conn, "job_definitions") == 1  # still used by "other"
+    schedules.delete(conn, "other")
+    assert count(conn, "job_definitions") == 1  # "other" did not create it
+    assert conn.execute("SELECT id FROM job_runs").fetchone() == {"id": run_id}
+
+
+def test_deleting_the_only_schedule_of_its_own_job_deletes_the_job(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    schedules.delete(conn, "nightly")
+    assert count(conn, "job_definitions") == 0
+    create_schedule(conn, spec(), now=NOW)  # the name is free again
+
+
+def test_run_now_copies_the_job_definition_into_the_run(conn: Conn) -> None:
+    create_schedule(conn, spec(args={"x": 1}, priority=7, max_retries=0), now=NOW)
+    run_id = schedules.run_now(conn, "nightly", now=NOW)
+    run = conn.execute("SELECT * FROM job_runs WHERE id = %s", (run_id,)).fetchone()
+    assert run is not None
+    assert (run["handler"], run["args"], run["priority"], run["max_retries"]) == (
+        "noop",
+        {"x": 1},
+        7,
+        0,
+    )
+    [fire] = schedules.list_fires(conn, "nightly")
+    assert (fire["outcome"], fire["manual"]) == (FireOutcome.ENQUEUED, True)
+
+
+# ---- parsing ------------------------------------------------------------------------------
+
+
+def test_times_are_read_in_the_schedules_zone() -> None:
+    assert parse_when("2026-07-01T09:00", "Europe/Berlin", NOW) == utc("2026-07-01T07:00")
+    assert parse_when("2026-07-01T09:00+00:00", "Europe/Berlin", NOW) == utc("2026-07-01T09:00")
+    assert parse_when("2026-07-01T09:00Z", "Europe/Berlin", NOW) == utc("2026-07-01T09:00")
+    assert parse_when("90m", "UTC", NOW) == NOW + timedelta(minutes=90)
+    assert parse_when("2d", "UTC", NOW) == NOW + timedelta(days=2)
+    with pytest.raises(ScheduleError, match="does not exist in America/New_York"):
+        parse_when("2026-03-08T02:30", "America/New_York", NOW)
+    with pytest.raises(ScheduleError, match="is not a time"):
+        parse_when("next tuesday", "UTC", NOW)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("latest", (False, None)), ("all", (True, None)), ("5", (True, 5)), (" ALL ", (True, None))],
+)
+def test_catchup_option(text: str, expected: tuple[bool, int | None]) -> None:
+    assert parse_catchup(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "some", ""])
+def test_bad_catchup_option(text: str) -> None:
+    with pytest.raises(ScheduleError, match="catch-up must be latest, all or a positive"):
+        parse_catchup(text)
+
+
+# ---- the schema agrees with the enums -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("constraint", "values"),
+    [
+        ("schedule_fires_outcome", {o.value for o in FireOutcome}),
+        ("schedules_overlap", {o.value for o in OverlapPolicy}),
+        ("schedules_dst_skipped", {o.value for o in DstSkipped}),
+        ("schedules_dst_repeated", {o.value for o in DstRepeated}),
+    ],
+)
+def test_check_constraints_match_the_enums(conn: Conn, constraint: str, values: set[str]) -> None:
+    row = conn.execute(
+        "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = %s",
+        (constraint,),
+    ).fetchone()
+    assert row is not None
+    assert set(re.findall(r"'([a-z_]+)'::text", row["def"])) == values
+
+
+# ---- the commands -------------------------------------------------------------------------
+
+
+def test_schedule_commands_end_to_end(db_url: str) -> None:
+    add = run_sundial(
+        db_url,
+        "schedule",
+        "add",
+        "berlin-report",
+        "--cron",
+        "30 2 * * 1-5",
+        "--timezone",
+        "Europe/Berlin",
+        "--handler",
+        "noop",
+        "--args",
+        '{"to": "ops"}',
+        "--catchup",
+        "all",
+        "--overlap",
+        "queue",
+    )
+    assert add.returncode == 0, add.stderr
+    assert re.match(r"schedule 'berlin-report' created; first fire \S+ 02:30 CES?T", add.stdout)
+
+    listed = run_sundial(db_url, "schedule", "list")
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("berlin-report"))
+    assert "30 2 * * 1-5" in line and "Europe/Berlin" in line and "02:30" in line
+    assert "queue" in line and "all" in line and "active" in line
+
+    paused = run_sundial(
+        db_url, "schedule", "pause", "berlin-report", "--note", "audit", "--until", "2h"
+    )
+    assert paused.returncode == 0, paused.stderr
+    assert "paused until" in paused.stdout
+    assert "paused until" in run_sundial(db_url, "schedule", "list").stdout
+    assert run_sundial(db_url, "schedule", "resume", "berlin-report").stdout.strip() == (
+        "schedule 'berlin-report' resumed"
+    )
+
+    run_now = run_sundial(db_url, "schedule", "run-now", "berlin-report")
+    assert run_now.returncode == 0, run_now.stderr
+    run_id = int(run_now.stdout)
+    fires = run_sundial(db_url, "schedule", "fires", "berlin-report")
+    assert fires.returncode == 0, fires.stderr
+    assert "enqueued" in fires.stdout and "manual; run now" in fires.stdout
+    assert str(run_id) in fires.stdout
+
+    deleted = run_sundial(db_url, "schedule", "delete", "berlin-report")
+    assert deleted.returncode == 0, deleted.stderr
+    assert run_sundial(db_url, "schedule", "list").stdout.strip() == "no schedules"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cron", "0 0 31 2 *", "--handler", "noop"], "never fires"),
+        (
+            ["--cron", "0 1 * * *", "--timezone", "Nowhere/City", "--handler", "noop"],
+            "unknown time zone",
+        ),
+        (["--every", "0", "--handler", "noop"], "positive number of seconds"),
+        (["--every", "60", "--handler", "noop", "--args", "[1]"], "must be a JSON object"),
+        (["--every", "60", "--handler", "noop", "--catchup", "sometimes"], "catch-up must be"),
+        (["--every", "60", "--handler", "noop", "--start", "soon"], "is not a time"),
+    ],
+)
+def test_bad_schedule_add_exits_2_with_one_sentence(
+    db_url: str, conn: Conn, args: list[str], message: str
+) -> None:
+    result = run_sundial(db_url, "schedule", "add", "bad", *args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("sundial schedule: error:")
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert count(conn, "schedules") == 0 and count(conn, "job_definitions") == 0
+
+
+def test_an_unknown_schedule_is_a_usage_error(db_url: str) -> None:
+    for action in ("pause", "resume", "run-now", "delete", "fires"):
+        result = run_sundial(db_url, "schedule", action, "ghost")
+        assert result.returncode == 2, action
+        assert "there is no schedule named 'ghost'" in result.stderr
