@@ -45,14 +45,24 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
+def service_database(settings: Settings) -> str:
+    """The URL a long-running service uses, once the database answers and its schema is
+    the one this version needs (a clear error now beats failing queries later)."""
     from app.db import check_database
-    from app.web.app import create_app
+    from app.migrate import ensure_current
 
     url = resolve_database_url(settings)
     check_database(url)
+    ensure_current(url)
+    return url
+
+
+def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from app.web.app import create_app
+
+    url = service_database(settings)
     port = args.port or settings.port
     log.info("web listening on http://%s:%d", args.host, port)
     uvicorn.run(
@@ -69,28 +79,24 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.worker import run_worker
 
-    url = resolve_database_url(settings)
+    url = service_database(settings)
     return run_worker(settings, url, concurrency=args.concurrency)
 
 
 def cmd_trigger(args: argparse.Namespace, settings: Settings) -> int:
-    from app.db import check_database
     from app.services.periodic import stop_on_signals
     from app.services.trigger import Trigger
 
-    url = resolve_database_url(settings)
-    check_database(url)
+    url = service_database(settings)
     Trigger(settings).run_forever(url, stop_on_signals())
     return 0
 
 
 def cmd_reaper(args: argparse.Namespace, settings: Settings) -> int:
-    from app.db import check_database
     from app.services.periodic import stop_on_signals
     from app.services.reaper import Reaper
 
-    url = resolve_database_url(settings)
-    check_database(url)
+    url = service_database(settings)
     Reaper(settings).run_forever(url, stop_on_signals())
     return 0
 

@@ -24,6 +24,7 @@ DEFAULT_PRIORITY_AGING_MAX_BOOST = 5
 DEFAULT_TRIGGER_LEASE_SECONDS = 15.0  # a dead trigger leader is replaced within this
 DEFAULT_TRIGGER_BATCH_SIZE = 500  # due schedules locked and fired per transaction
 DEFAULT_TRIGGER_CATCHUP_MAX = 1000  # most missed fires one schedule backfills after downtime
+DEFAULT_MAX_RESULT_BYTES = 64 * 1024
 DEFAULT_LOG_LEVEL = "INFO"
 DEV_SECRET_KEY = "sundial-dev-secret-change-me"
 
@@ -50,6 +51,7 @@ class Settings:
     enable_shell_handler: bool
     priority_aging_seconds: float
     priority_aging_max_boost: int
+    max_result_bytes: int
     trigger_lease_seconds: float
     trigger_batch_size: int
     trigger_catchup_max: int
@@ -87,6 +89,9 @@ class Settings:
             ),
             priority_aging_max_boost=_int(
                 env, "SUNDIAL_PRIORITY_AGING_MAX_BOOST", DEFAULT_PRIORITY_AGING_MAX_BOOST
+            ),
+            max_result_bytes=_int(
+                env, "SUNDIAL_MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES, minimum=1
             ),
             trigger_lease_seconds=_float(
                 env, "SUNDIAL_TRIGGER_LEASE_SECONDS", DEFAULT_TRIGGER_LEASE_SECONDS

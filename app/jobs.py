@@ -27,6 +27,7 @@ class JobSpec:
     timeout_seconds: float
     idempotency_key: str | None = None
     fire_time: datetime | None = None
+    upstream_results: dict[str, JSON] | None = None  # DAG steps: upstream name -> result
 
 
 class Cancelled(Exception):
@@ -52,6 +53,8 @@ class JobContext:
     idempotency_key: str | None
     fire_time: datetime | None
     cancel_event: threading.Event = field(default_factory=threading.Event)
+    # A DAG step's upstream results by step name (run id for `--after` edges).
+    upstream: dict[str, JSON] = field(default_factory=dict)
 
     @property
     def cancelled(self) -> bool:
@@ -63,7 +66,13 @@ class JobContext:
 
     @classmethod
     def for_job(cls, job: JobSpec) -> JobContext:
-        return cls(job.run_id, job.attempt, job.idempotency_key, job.fire_time)
+        return cls(
+            job.run_id,
+            job.attempt,
+            job.idempotency_key,
+            job.fire_time,
+            upstream=job.upstream_results or {},
+        )
 
 
 class OutcomeStatus(StrEnum):

@@ -10,6 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from app.db import make_engine, sqlalchemy_url
+from app.errors import UsageError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -38,3 +39,18 @@ def current_revision(url: str) -> str | None:
 
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config("postgresql://x/y")).get_current_head()
+
+
+class SchemaOutdated(UsageError):
+    """The database schema is not the one this version of Sundial needs."""
+
+
+def ensure_current(url: str) -> None:
+    """Refuse to run a service against a database that `sundial migrate` has not brought up
+    to date: its queries would fail later, one at a time, far from the cause."""
+    current, head = current_revision(url), head_revision()
+    if current != head:
+        raise SchemaOutdated(
+            f"the database schema is at revision {current or 'none (empty database)'} but "
+            f"this version of Sundial needs {head}: run `sundial migrate` first"
+        )

@@ -264,6 +264,8 @@ class JobRun(SQLModel, table=True):
     fire_time: datetime | None = _ts()
     # The DAG run this run belongs to (all runs of one DAG submit or workflow fire).
     dag_run_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
+    # Its step name within the DAG run; downstream steps see its result under this name.
+    dag_node: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     # Upstreams not yet completed; the finish that brings it to 0 releases the run.
     # A counter updated under the row lock, so two upstreams finishing at once can't both
     # believe the other is still running.

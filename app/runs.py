@@ -324,6 +324,7 @@ def claim(
             timeout_seconds=float(r["timeout_seconds"]),
             idempotency_key=r["idempotency_key"],
             fire_time=r["fire_time"],
+            upstream_results=r["upstream_results"],
         )
         for r in rows
     ]
@@ -569,6 +570,7 @@ def submit_dag(
             status="blocked" if upstream_count[name] else "pending",
             upstream_remaining=upstream_count[name],
             dag_run_id=str(dag_id),
+            dag_node=name,
         )
         for name in names
     ]

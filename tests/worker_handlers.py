@@ -31,3 +31,16 @@ async def block_loop(ctx: JobContext, seconds: float) -> str:
 async def echo(ctx: JobContext, **args: Any) -> dict[str, Any]:
     await asyncio.sleep(0)
     return {"args": args, "run_id": ctx.run_id, "attempt": ctx.attempt}
+
+
+@handler("step")
+async def step(ctx: JobContext, name: str, sleep: float = 0) -> dict[str, Any]:
+    """A DAG step: reports which upstream results it was given."""
+    if sleep:
+        await asyncio.sleep(sleep)
+    return {"name": name, "upstream": ctx.upstream}
+
+
+@handler("big_result")
+async def big_result(ctx: JobContext, size: int) -> str:
+    return "x" * size

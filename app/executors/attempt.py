@@ -22,7 +22,12 @@ class Attempt:
     def __init__(self, job: JobSpec) -> None:
         self.job = job
         self.ctx = JobContext(
-            job.run_id, job.attempt, job.idempotency_key, job.fire_time, CancelFlag()
+            job.run_id,
+            job.attempt,
+            job.idempotency_key,
+            job.fire_time,
+            CancelFlag(),
+            upstream=job.upstream_results or {},
         )
         self.stop_status: OutcomeStatus | None = None
         self.on_stop: Callable[[], object] | None = None

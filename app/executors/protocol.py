@@ -28,6 +28,7 @@ def encode_request(job: JobSpec, handler_modules: tuple[str, ...] = ()) -> bytes
         "attempt": job.attempt,
         "idempotency_key": job.idempotency_key,
         "fire_time": job.fire_time.isoformat() if job.fire_time else None,
+        "upstream": job.upstream_results or {},
         "handler_modules": list(handler_modules),
     }
     try:
@@ -44,6 +45,7 @@ def serve_request(request: dict[str, Any], registry: HandlerRegistry) -> Outcome
         attempt=request["attempt"],
         idempotency_key=request.get("idempotency_key"),
         fire_time=datetime.fromisoformat(fire_time) if fire_time else None,
+        upstream=request.get("upstream") or {},
     )
     try:
         entry = registry.get(request["handler"])

@@ -22,6 +22,7 @@ survives a short outage or a PostgreSQL restart.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -39,7 +40,7 @@ from psycopg.types.json import Jsonb
 from app import runs
 from app.backoff import Backoff
 from app.config import Settings
-from app.db import DatabaseUnavailable, check_database, connect
+from app.db import DatabaseUnavailable, connect
 from app.executors import Executors
 from app.handlers import default_registry, load_modules
 from app.jobs import JobSpec, Outcome, OutcomeStatus
@@ -54,6 +55,10 @@ Conn = psycopg.Connection[dict[str, Any]]
 LOOP_LAG_SAMPLE_SECONDS = 1.0
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable)
 MAX_IDLE_SLEEP_SECONDS = 5.0
+
+
+class WorkerCrashed(RuntimeError):
+    """A worker loop died of an unexpected error; the process exits non-zero."""
 
 
 def new_worker_id() -> str:
@@ -172,7 +177,18 @@ class Worker:
         finisher = asyncio.create_task(self._finish_loop())
         lag = asyncio.create_task(self._measure_loop_lag())
         fetcher = asyncio.create_task(self._fetch_loop())
-        await stop.wait()
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({stopped, fetcher, finisher}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (fetcher, finisher):
+            if task.done() and task.exception() is not None:
+                # A bug or an unexpected database error: die loudly so the process
+                # manager restarts us, rather than linger without claiming.
+                stopped.cancel()
+                self._threads_stop.set()
+                await self.executors.close(kill=True)
+                raise WorkerCrashed(f"worker loop failed: {task.exception()!r}") from (
+                    task.exception()
+                )
         log.info("worker stopping: no new claims", extra={"worker": self.id})
         self._stopping = True
         self._wake.set()
@@ -277,8 +293,24 @@ class Worker:
         self._slot_freed.set()
         if item.handed_back or item.lost:
             return
+        if outcome.result is not None:
+            outcome = self._limit_result(outcome)
         self._finishes.append(Finish(job.run_id, job.attempt, outcome))
         self._finish_ready.set()
+
+    def _limit_result(self, outcome: Outcome) -> Outcome:
+        """Results are kept small (they live in the run row and feed DAG steps)."""
+        size = len(json.dumps(outcome.result, separators=(",", ":")).encode())
+        limit = self.settings.max_result_bytes
+        if size <= limit:
+            return outcome
+        return Outcome(
+            OutcomeStatus.FAILED,
+            error=f"the handler returned a {size:,}-byte result; results are limited to "
+            f"{limit:,} bytes (SUNDIAL_MAX_RESULT_BYTES): store large data elsewhere and "
+            "return a reference to it",
+            retryable=False,
+        )
 
     # ---- finish -----------------------------------------------------------------------------
 
@@ -441,7 +473,6 @@ def build_worker(settings: Settings, url: str, concurrency: int | None = None) -
 
 def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> int:
     """Entry point of `sundial worker`: run until SIGTERM/SIGINT (a second one: no grace)."""
-    check_database(url)
     worker = build_worker(settings, url, concurrency)
 
     async def main() -> None:
@@ -460,5 +491,9 @@ def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> 
             loop.add_signal_handler(sig, on_signal, sig)
         await worker.run(stop, force)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except WorkerCrashed:
+        log.exception("worker crashed", extra={"worker": worker.id})
+        return 1
     return 0

@@ -13,20 +13,21 @@ WITH new AS (
     INSERT INTO job_runs (
         handler, args, execution_model, priority, base_priority, run_at,
         max_retries, timeout_seconds, idempotency_key, job_id, status,
-        dag_run_id, upstream_remaining, finished_at, skip_reason, last_error
+        dag_run_id, dag_node, upstream_remaining, finished_at, skip_reason, last_error
     )
     SELECT
         s.handler, s.args, s.execution_model, s.priority, s.priority,
         coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
                            + make_interval(secs => coalesce(s.delay, 0))),
         s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id,
-        coalesce(s.status, 'pending'), s.dag_run_id, coalesce(s.upstream_remaining, 0),
+        coalesce(s.status, 'pending'), s.dag_run_id, s.dag_node,
+        coalesce(s.upstream_remaining, 0),
         CASE WHEN s.status = 'skipped' THEN now() END, s.skip_reason,
         CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END
     FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (
         handler text, args jsonb, execution_model text, priority smallint, run_at timestamptz,
         delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid,
-        status text, dag_run_id uuid, upstream_remaining int, skip_reason text
+        status text, dag_run_id uuid, dag_node text, upstream_remaining int, skip_reason text
     )) WITH ORDINALITY AS s
     ORDER BY s.ordinality
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -79,7 +80,13 @@ SET status = 'running',
 -- = ANY(ARRAY(...)) keeps the join a primary-key lookup whatever the table statistics say.
 WHERE r.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_seconds,
-          r.idempotency_key, r.fire_time, r.priority, r.run_at;
+          r.idempotency_key, r.fire_time, r.priority, r.run_at,
+          -- A DAG step reads its upstreams' results, by step name (or run id).
+          CASE WHEN r.dag_run_id IS NOT NULL THEN (
+              SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+              FROM job_run_deps d JOIN job_runs u ON u.id = d.depends_on
+              WHERE d.run_id = r.id
+          ) END AS upstream_results;
 
 -- name: run_heartbeat
 -- running -> running: extend every lease this worker still holds, in one statement.

@@ -195,6 +195,7 @@ def upgrade() -> None:
         sa.Column("schedule_id", sa.Uuid(), nullable=True),
         sa.Column("fire_time", sa.DateTime(timezone=True), nullable=True),
         sa.Column("dag_run_id", sa.Uuid(), nullable=True),
+        sa.Column("dag_node", sa.Text(), nullable=True),
         sa.Column("upstream_remaining", sa.Integer(), server_default="0", nullable=False),
         sa.Column("idempotency_key", sa.Text(), nullable=True),
         sa.Column("handler", sa.Text(), nullable=False),

@@ -91,3 +91,11 @@ def _wait_for_worker_row(db_url: str) -> None:
                 return
             time.sleep(0.1)
     raise AssertionError("worker never registered itself")
+
+
+@pytest.mark.parametrize("service", ["worker", "trigger", "reaper", "web"])
+def test_services_refuse_an_unmigrated_database(empty_db_url: str, service: str) -> None:
+    result = run_sundial(empty_db_url, service)
+    assert result.returncode == 2
+    assert "run `sundial migrate` first" in result.stderr
+    assert "Traceback" not in result.stderr
