@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import uuid
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from app.config import Settings
+from app.dag_spec import parse_dag
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
 from app.states import ExecutionModel
@@ -50,9 +54,57 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         execution_model=args.execution_model,
     )
     with connect(resolve_database_url(settings), autocommit=True) as conn:
-        submitted = runs.submit(conn, new_run)
-    print(submitted.id)
+        if args.after:
+            print(runs.submit_after(conn, new_run, args.after))
+        else:
+            print(runs.submit(conn, new_run).id)
     return 0
+
+
+def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
+    from app import runs
+
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        if args.dag_command == "submit":
+            nodes, edges = parse_dag(_read_json(args.target))
+            dag = runs.submit_dag(conn, nodes, edges)
+            print(json.dumps({"dag_run_id": str(dag.id), "runs": dag.run_ids}, indent=2))
+            return 0
+        dag_run_id = _dag_run_id(args.target)
+        rows = conn.execute(
+            "SELECT id, dag_node, status, attempt, started_at, finished_at, last_error "
+            "FROM job_runs WHERE dag_run_id = %s ORDER BY id",
+            (dag_run_id,),
+        ).fetchall()
+        if not rows:
+            raise UsageError(f"there is no DAG run {dag_run_id}")
+        if args.dag_command == "cancel":
+            counts = runs.cancel_dag(conn, dag_run_id)
+            print(
+                f"DAG run {dag_run_id}: {counts['cancelled']} runs cancelled, "
+                f"{counts['requested']} running runs asked to stop"
+            )
+            return 0
+    print(json.dumps(rows, default=str, indent=2))
+    return 0
+
+
+def _read_json(path: str) -> Any:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+
+
+def _dag_run_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a DAG run id (a UUID)") from None
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
@@ -121,11 +173,27 @@ def add_run_commands(sub: Any) -> None:
     submit.add_argument("--timeout", type=int, default=300, help="seconds (default 300)")
     submit.add_argument("--max-retries", type=int, default=3, help="retries after the first try")
     submit.add_argument(
+        "--after",
+        type=int,
+        action="append",
+        metavar="RUN_ID",
+        help="start only after this run completed (repeatable); skipped if it fails",
+    )
+    submit.add_argument(
         "--execution-model",
         default=ExecutionModel.ASYNC.value,
         choices=[m.value for m in ExecutionModel],
         help="where the handler runs (default async)",
     )
+    dag = sub.add_parser(
+        "dag",
+        help="submit, show or cancel a DAG run",
+        description="DAG runs: submit a JSON document of nodes and edges (FILE, or - for "
+        "standard input), show the runs of a DAG run, or cancel what has not finished.",
+    )
+    dag.set_defaults(func=cmd_dag, process="dag")
+    dag.add_argument("dag_command", choices=["submit", "show", "cancel"])
+    dag.add_argument("target", help="FILE or - (submit), or a DAG run id (show, cancel)")
     for name, func, text in (
         ("cancel", cmd_cancel, "cancel a run (a running one is stopped by its worker)"),
         ("retry", cmd_retry, "queue a failed, timed out or cancelled run again"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,67 @@ def test_cancel_retry_and_show(db_url: str) -> None:
     assert json.loads(shown.stdout)["status"] == "pending"
     missing = run_sundial(db_url, "show", "999999")
     assert missing.returncode == 2 and "there is no run 999999" in missing.stderr
+
+
+def test_submit_after_makes_a_blocked_run(db_url: str) -> None:
+    first = run_sundial(db_url, "submit", "noop", "--delay", "3600").stdout.strip()
+    second = run_sundial(db_url, "submit", "noop", "--after", first).stdout.strip()
+    assert run_row(db_url, int(second))["status"] == "blocked"
+    missing = run_sundial(db_url, "submit", "noop", "--after", "424242")
+    assert missing.returncode == 2 and "no such run" in missing.stderr
+
+
+def test_dag_submit_show_and_cancel(db_url: str, tmp_path: Path) -> None:
+    doc = {
+        "nodes": {
+            "extract": {"handler": "noop"},
+            "t1": {"handler": "sleep", "args": {"seconds": 1}, "after": ["extract"]},
+            "t2": {"handler": "sleep", "args": {"seconds": 1}, "after": ["extract"]},
+            "load": {"handler": "noop", "execution_model": "thread"},
+        },
+        "edges": [["t1", "load"], ["t2", "load"]],
+    }
+    path = tmp_path / "dag.json"
+    path.write_text(json.dumps(doc))
+    submitted = run_sundial(db_url, "dag", "submit", str(path))
+    assert submitted.returncode == 0, submitted.stderr
+    out = json.loads(submitted.stdout)
+    assert set(out["runs"]) == {"extract", "t1", "t2", "load"}
+    assert run_row(db_url, out["runs"]["load"])["upstream_remaining"] == 2
+    shown = json.loads(run_sundial(db_url, "dag", "show", out["dag_run_id"]).stdout)
+    assert [r["status"] for r in shown] == ["pending", "blocked", "blocked", "blocked"]
+    cancelled = run_sundial(db_url, "dag", "cancel", out["dag_run_id"])
+    assert "4 runs cancelled" in cancelled.stdout
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            {
+                "nodes": {
+                    "a": {"handler": "noop", "after": ["b"]},
+                    "b": {"handler": "noop", "after": ["a"]},
+                }
+            },
+            "cycle",
+        ),
+        ({"nodes": {"a": {"handler": "noop"}}, "edges": [["a", "zz"]]}, "unknown node 'zz'"),
+        (
+            {"nodes": {"a": {"handler": "noop", "timeout": "soon"}}},
+            '"timeout" must be a whole number',
+        ),
+        ({"nodes": {"a": {"handler": "noop", "colour": "red"}}}, "unknown key 'colour'"),
+        ({"nodes": {}}, '"nodes" must be a non-empty object'),
+        ([1, 2], "must be a JSON object"),
+    ],
+)
+def test_bad_dag_documents_are_refused_with_a_sentence(
+    db_url: str, tmp_path: Path, doc: object, message: str
+) -> None:
+    path = tmp_path / "dag.json"
+    path.write_text(json.dumps(doc))
+    result = run_sundial(db_url, "dag", "submit", str(path))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
