@@ -114,7 +114,7 @@ class Schedule(SQLModel, table=True):
         ),
         # The trigger's due query; paused schedules are included (their fires are recorded
         # as paused), ended ones have no next fire.
-        sa.Index("ix_schedules_due", "next_fire_time"),
+        sa.Index("ix_schedules_due", "next_fire_time", "id"),
         sa.Index("ix_schedules_name", "name", unique=True, postgresql_where=sa.text("name <> ''")),
         # Each trigger tick: pauses that expire, and schedules that may pause themselves.
         sa.Index(
@@ -439,11 +439,9 @@ class ScheduleFire(SQLModel, table=True):
         ),
     )
 
-    schedule_id: uuid.UUID = Field(
-        sa_column=sa.Column(
-            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), primary_key=True
-        )
-    )
+    # No foreign key, like job_runs: a row is written per fire at trigger rate and the check
+    # would double the insert's cost. Deleting a schedule deletes its rows explicitly.
+    schedule_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
     fire_time: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), primary_key=True))
     # The wall-clock time in the schedule's zone this fire stands for (02:30 even when DST
     # moved the fire to 03:00).

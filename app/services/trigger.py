@@ -50,7 +50,7 @@ from app.fires import (
     plan_fires,
 )
 from app.lease import LeaderLease, new_holder_id
-from app.schedules import FireRecord, db_now, record_fires, recurrence_of
+from app.schedules import FireRecord, db_now, json_rows, record_fires, recurrence_of
 from app.services.periodic import run_periodic
 from app.sql import query
 
@@ -62,6 +62,17 @@ LEASE_NAME = "trigger"
 RELEASE_BATCH_SIZE = 500  # queued fires released per tick
 Planned = Sequence[tuple[Mapping[str, Any], Plan]]  # each locked schedule row with its plan
 _DOWNTIME_OUTCOMES = frozenset({FireOutcome.COALESCED, FireOutcome.MISSED})
+
+
+BatchKey = tuple[datetime, uuid.UUID] | None  # (next_fire_time, id) of a batch's last row
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    schedules: int = 0  # due schedules locked and planned
+    fires: int = 0  # ledger rows written
+    runs: int = 0  # runs created
+    last: BatchKey = None
 
 
 @dataclass(slots=True)
@@ -93,15 +104,17 @@ class Trigger:
             return report
         report.leader = True
         report.released = self.release_queued(conn, now)
+        after: BatchKey = None
         while True:
             if not self.lease.hold(conn, now):
                 return report
-            planned, fires, created = self.fire_batch(conn, now)
-            report.schedules += planned
-            report.fires += fires
-            report.runs += created
-            if planned < self.batch_size:
+            batch = self.fire_batch(conn, now, after)
+            report.schedules += batch.schedules
+            report.fires += batch.fires
+            report.runs += batch.runs
+            if batch.schedules < self.batch_size:
                 break
+            after = batch.last
         report.auto_paused = self.auto_pause(conn, now)
         report.resumed = self.resume_expired(conn, now)
         return report
@@ -112,24 +125,25 @@ class Trigger:
 
     # ---- due schedules ------------------------------------------------------------------
 
-    def fire_batch(self, conn: Conn, now: datetime | None = None) -> tuple[int, int, int]:
-        """Plan and fire one batch of due schedules: (schedules, ledger rows, runs)."""
+    def fire_batch(self, conn: Conn, now: datetime | None = None, after: BatchKey = None) -> Batch:
+        """Plan and fire one batch of due schedules, those after the key `after`."""
         with conn.transaction():
             if not self.lease.still_held(conn, now):
-                return 0, 0, 0
-            rows = conn.execute(
-                query("schedules", "schedule_lock_due"), {"now": now, "limit": self.batch_size}
-            ).fetchall()
+                return Batch()
+            after_time, after_id = after or (None, None)
+            params = {
+                "now": now,
+                "limit": self.batch_size,
+                "after_time": after_time,
+                "after_id": after_id,
+            }
+
+            rows = conn.execute(query("schedules", "schedule_lock_due"), params).fetchall()
             if not rows:
-                return 0, 0, 0
-            at = db_now(conn, now)
-            active = self._active_runs(conn, rows)
-            queued = self._with_queued_fire(conn, rows)
+                return Batch()
+            at = rows[0]["now"]
             plans = [
-                (
-                    row,
-                    plan_fires(_due(row, row["id"] in queued), at, active[row["id"]], self.limits),
-                )
+                (row, plan_fires(_due(row), at, row["active_run_ids"] or (), self.limits))
                 for row in rows
             ]
             for _, plan in plans:
@@ -138,25 +152,11 @@ class Trigger:
             run_ids = self._submit(conn, plans)
             records = _ledger(plans, run_ids)
             record_fires(conn, records, now)
-            self._advance(conn, plans, now)
-        created = sum(1 for r in run_ids.values() if r is not None)
+            self._advance(conn, plans)
         _log_catchups(plans)
-        return len(rows), len(records), created
-
-    def _active_runs(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> dict[Any, list[int]]:
-        ids = [r["id"] for r in rows if r["overlap"] != OverlapPolicy.ALLOW]
-        active: dict[Any, list[int]] = defaultdict(list)
-        if ids:
-            for r in conn.execute(query("schedules", "schedule_active_runs"), {"ids": ids}):
-                active[r["schedule_id"]].append(r["id"])
-        return active
-
-    def _with_queued_fire(self, conn: Conn, rows: Sequence[Mapping[str, Any]]) -> set[Any]:
-        ids = [r["id"] for r in rows if r["overlap"] == OverlapPolicy.QUEUE]
-        if not ids:
-            return set()
-        found = conn.execute(query("schedules", "schedule_with_queued_fire"), {"ids": ids})
-        return {r["schedule_id"] for r in found}
+        created = sum(1 for r in run_ids.values() if r is not None)
+        last = (rows[-1]["next_fire_time"], rows[-1]["id"])
+        return Batch(len(rows), len(records), created, last)
 
     def _submit(self, conn: Conn, plans: Planned) -> dict[tuple[Any, datetime], int | None]:
         wanted = [(row, entry) for row, plan in plans for entry in plan.runs_wanted]
@@ -166,17 +166,17 @@ class Trigger:
         ids = runs.submit_fires(conn, requests)
         return {(r.schedule_id, r.fire_time): i for r, i in zip(requests, ids, strict=True)}
 
-    def _advance(self, conn: Conn, plans: Planned, now: datetime | None) -> None:
-        conn.execute(
-            query("schedules", "schedule_advance_many"),
+    def _advance(self, conn: Conn, plans: Planned) -> None:
+        moves = [
             {
-                "ids": [row["id"] for row, _ in plans],
-                "previous": [row["next_fire_time"] for row, _ in plans],
-                "next": [plan.next_fire_time for _, plan in plans],
-                "resume": [plan.resume for _, plan in plans],
-                "now": now,
-            },
-        )
+                "id": row["id"],
+                "previous": row["next_fire_time"],
+                "next_fire_time": plan.next_fire_time,
+                "resume": plan.resume,
+            }
+            for row, plan in plans
+        ]
+        conn.execute(query("schedules", "schedule_advance_many"), {"schedules": json_rows(moves)})
 
     # ---- queued fires, auto-pause, expired pauses ---------------------------------------
 
@@ -240,7 +240,7 @@ class Trigger:
             log.warning("could not resign the trigger lease (%s); it will expire", exc)
 
 
-def _due(row: Mapping[str, Any], has_queued_fire: bool) -> DueSchedule:
+def _due(row: Mapping[str, Any]) -> DueSchedule:
     window = row["catchup_window_seconds"]
     return DueSchedule(
         id=row["id"],
@@ -254,7 +254,7 @@ def _due(row: Mapping[str, Any], has_queued_fire: bool) -> DueSchedule:
         catchup_window=timedelta(seconds=window) if window else None,
         overlap=OverlapPolicy(row["overlap"]),
         spread=timedelta(seconds=0 if row["exact_minute"] else row["spread_seconds"]),
-        has_queued_fire=has_queued_fire,
+        has_queued_fire=row["has_queued_fire"],
     )
 
 

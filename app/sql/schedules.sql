@@ -4,30 +4,39 @@
 -- ---- the trigger ------------------------------------------------------------------------
 
 -- name: schedule_lock_due
--- Lock up to %(limit)s schedules whose next fire is due, with their job definitions;
--- schedules another trigger has locked are skipped, not waited for.
-SELECT s.id, s.name, s.job_id, s.cron, s.interval_seconds, s.timezone, s.start_at, s.end_at,
-       s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note, s.overlap,
-       s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped, s.dst_repeated,
-       s.exact_minute, s.spread_seconds,
-       j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
-FROM schedules s
-JOIN job_definitions j ON j.id = s.job_id
-WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
-ORDER BY s.next_fire_time
-LIMIT %(limit)s
-FOR UPDATE OF s SKIP LOCKED;
-
--- name: schedule_active_runs
--- Runs of these schedules that are still pending, blocked or running (the overlap check).
-SELECT schedule_id, id FROM job_runs
-WHERE schedule_id = ANY(%(ids)s::uuid[]) AND status IN ('pending', 'blocked', 'running')
-ORDER BY schedule_id, id;
-
--- name: schedule_with_queued_fire
--- Which of these schedules already have a fire queued behind a running one.
-SELECT DISTINCT schedule_id FROM schedule_fires
-WHERE schedule_id = ANY(%(ids)s::uuid[]) AND outcome = 'queued';
+-- Lock up to %(limit)s schedules whose next fire is due, with their job definitions, the
+-- runs that are still active (for the overlap policy) and whether a fire is queued;
+-- schedules another trigger has locked are skipped, not waited for. Within a tick, batches
+-- resume after the last (next_fire_time, id) seen, so no batch rescans the index entries
+-- that earlier batches left behind.
+WITH due AS (
+    SELECT s.id, s.name, s.job_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
+           s.end_at, s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
+           s.overlap, s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped,
+           s.dst_repeated, s.exact_minute, s.spread_seconds,
+           j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
+    FROM schedules s
+    JOIN job_definitions j ON j.id = s.job_id
+    WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
+      AND (s.next_fire_time, s.id) > (
+          coalesce(%(after_time)s::timestamptz, '-infinity'),
+          coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000')
+      )
+    ORDER BY s.next_fire_time, s.id
+    LIMIT %(limit)s
+    FOR UPDATE OF s SKIP LOCKED
+)
+SELECT due.*,
+       coalesce(%(now)s::timestamptz, now()) AS now,
+       CASE WHEN due.overlap <> 'allow' THEN ARRAY(
+           SELECT r.id FROM job_runs r
+           WHERE r.schedule_id = due.id AND r.status IN ('pending', 'blocked', 'running')
+           ORDER BY r.id
+       ) END AS active_run_ids,
+       due.overlap = 'queue' AND EXISTS (
+           SELECT 1 FROM schedule_fires f WHERE f.schedule_id = due.id AND f.outcome = 'queued'
+       ) AS has_queued_fire
+FROM due;
 
 -- name: schedule_advance_many
 -- Move each schedule's next fire forward, never back (compare-and-set on the old value),
@@ -39,9 +48,8 @@ SET next_fire_time = a.next_fire_time,
     paused_until = CASE WHEN a.resume THEN NULL ELSE s.paused_until END,
     paused_at = CASE WHEN a.resume THEN NULL ELSE s.paused_at END,
     resumed_at = CASE WHEN a.resume THEN s.paused_until ELSE s.resumed_at END
-FROM unnest(
-    %(ids)s::uuid[], %(previous)s::timestamptz[], %(next)s::timestamptz[], %(resume)s::bool[]
-) AS a(id, previous, next_fire_time, resume)
+FROM jsonb_to_recordset(%(schedules)s::jsonb)
+    AS a(id uuid, previous timestamptz, next_fire_time timestamptz, resume bool)
 WHERE s.id = a.id AND s.next_fire_time = a.previous
   AND (a.next_fire_time IS NULL OR a.next_fire_time > a.previous);
 
@@ -54,11 +62,10 @@ INSERT INTO schedule_fires (
 SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome, f.run_id, f.coalesced_count,
        f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now())
-FROM unnest(
-    %(schedule_ids)s::uuid[], %(fire_times)s::timestamptz[], %(local_times)s::timestamp[],
-    %(outcomes)s::text[], %(run_ids)s::bigint[], %(coalesced)s::int[], %(manual)s::bool[],
-    %(details)s::text[]
-) AS f(schedule_id, fire_time, local_time, outcome, run_id, coalesced_count, manual, detail)
+FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
+    schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text, run_id bigint,
+    coalesced_count int, manual bool, detail text
+)
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 
 -- name: fire_lock_releasable
@@ -187,7 +194,8 @@ SET active = true, paused_note = NULL, paused_until = NULL, paused_at = NULL,
 WHERE id = %(id)s AND NOT active;
 
 -- name: schedule_delete
--- A schedule and (by cascade) its fire ledger; its runs keep their history.
+-- A schedule and its fire ledger; its runs keep their history.
+WITH ledger AS (DELETE FROM schedule_fires WHERE schedule_id = %(id)s)
 DELETE FROM schedules WHERE id = %(id)s;
 
 -- name: job_definition_delete_unused

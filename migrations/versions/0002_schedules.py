@@ -56,7 +56,6 @@ def upgrade() -> None:
             name="schedule_fires_outcome",
         ),
         sa.CheckConstraint("coalesced_count >= 0", name="schedule_fires_coalesced_nonneg"),
-        sa.ForeignKeyConstraint(["schedule_id"], ["schedules.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("schedule_id", "fire_time"),
     )
     op.create_index(
@@ -97,7 +96,7 @@ def upgrade() -> None:
         op.create_check_constraint(name, "schedules", condition)
     # Paused schedules are now due too (their fires are recorded as paused).
     op.drop_index("ix_schedules_due", table_name="schedules", postgresql_where=sa.text("active"))
-    op.create_index("ix_schedules_due", "schedules", ["next_fire_time"], unique=False)
+    op.create_index("ix_schedules_due", "schedules", ["next_fire_time", "id"], unique=False)
     op.create_index(
         "ix_schedules_name",
         "schedules",
