@@ -39,6 +39,7 @@ import psycopg
 
 from app import runs
 from app.config import Settings
+from app.cron import RecurrenceError
 from app.db import DatabaseUnavailable, connect
 from app.fires import (
     DueSchedule,
@@ -137,15 +138,12 @@ class Trigger:
                 "after_time": after_time,
                 "after_id": after_id,
             }
-
             rows = conn.execute(query("schedules", "schedule_lock_due"), params).fetchall()
             if not rows:
                 return Batch()
-            at = rows[0]["now"]
-            plans = [
-                (row, plan_fires(_due(row), at, row["active_run_ids"] or (), self.limits))
-                for row in rows
-            ]
+            plans, broken = self._plan(rows)
+            if broken:
+                conn.execute(query("schedules", "schedule_stop_broken"), {"schedules": broken})
             for _, plan in plans:
                 for run_id in plan.cancel_run_ids:
                     runs.cancel(conn, run_id)
@@ -157,6 +155,23 @@ class Trigger:
         created = sum(1 for r in run_ids.values() if r is not None)
         last = (rows[-1]["next_fire_time"], rows[-1]["id"])
         return Batch(len(rows), len(records), created, last)
+
+    def _plan(self, rows: Sequence[Mapping[str, Any]]) -> tuple[Planned, str | None]:
+        """Plans for the locked rows, and (as a JSON batch) the rows whose rule cannot be
+        computed, which are stopped rather than failing every batch they land in."""
+        plans = []
+        broken = []
+        for row in rows:
+            try:
+                due = _due(row)
+            except RecurrenceError as exc:
+                note = f"stopped by the trigger: {exc}"
+                log.error("schedule %s %s", row["name"], note, extra={"schedule_id": row["id"]})
+                broken.append({"id": row["id"], "note": note})
+                continue
+            plan = plan_fires(due, row["now"], row["active_run_ids"] or (), self.limits)
+            plans.append((row, plan))
+        return plans, json_rows(broken) if broken else None
 
     def _submit(self, conn: Conn, plans: Planned) -> dict[tuple[Any, datetime], int | None]:
         wanted = [(row, entry) for row, plan in plans for entry in plan.runs_wanted]

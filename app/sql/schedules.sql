@@ -53,6 +53,14 @@ FROM jsonb_to_recordset(%(schedules)s::jsonb)
 WHERE s.id = a.id AND s.next_fire_time = a.previous
   AND (a.next_fire_time IS NULL OR a.next_fire_time > a.previous);
 
+-- name: schedule_stop_broken
+-- A schedule whose rule cannot be computed (a row written around validation, a zone gone
+-- from tzdata) is paused with the reason and no next fire, so it cannot wedge a batch.
+UPDATE schedules s
+SET active = false, next_fire_time = NULL, paused_at = now(), paused_note = b.note
+FROM jsonb_to_recordset(%(schedules)s::jsonb) AS b(id uuid, note text)
+WHERE s.id = b.id;
+
 -- name: fire_record_many
 -- Write ledger rows; a fire already recorded (by another trigger) is left as it is.
 INSERT INTO schedule_fires (

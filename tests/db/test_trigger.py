@@ -174,6 +174,25 @@ def test_interval_schedule_fires_every_interval_from_its_start(conn: Conn) -> No
     assert run_fire_times(conn, sid) == expected
 
 
+def test_a_schedule_whose_rule_cannot_be_computed_is_stopped_not_wedging_others(
+    conn: Conn,
+) -> None:
+    healthy = add(conn, "healthy", cron="0 * * * *")
+    broken = add(conn, "broken", cron="0 * * * *")
+    conn.execute("UPDATE schedules SET timezone = 'Gone/Away' WHERE id = %s", (broken,))
+    Trigger(settings()).run_once(conn, now=utc("2026-05-01T10:00:05"))
+    assert run_fire_times(conn, healthy) == [utc("2026-05-01T10:00")]
+    row = conn.execute(
+        "SELECT active, next_fire_time, paused_note FROM schedules WHERE id = %s", (broken,)
+    ).fetchone()
+    assert row == {
+        "active": False,
+        "next_fire_time": None,
+        "paused_note": "stopped by the trigger: unknown time zone 'Gone/Away'; use an IANA "
+        "name like Europe/Berlin or UTC",
+    }
+
+
 # ---- DST end to end -----------------------------------------------------------------------
 
 
