@@ -207,8 +207,10 @@ def _launch_chromium(playwright: Any) -> Any:
         return playwright.chromium.launch(executable_path=fallback, args=CHROMIUM_ARGS)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One browser per test module: Playwright's sync API keeps an event loop running in
+    this thread while it lives, which would break `asyncio.run` in other tests."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
