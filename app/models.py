@@ -95,6 +95,9 @@ class Schedule(SQLModel, table=True):
             "interval_seconds IS NULL OR interval_seconds > 0", name="schedules_interval_positive"
         ),
         sa.CheckConstraint("spread_seconds >= 0", name="schedules_spread_nonneg"),
+        sa.CheckConstraint(
+            "(job_id IS NULL) <> (workflow_id IS NULL)", name="schedules_job_xor_workflow"
+        ),
         sa.CheckConstraint(f"overlap IN ({sql_in(OverlapPolicy)})", name="schedules_overlap"),
         sa.CheckConstraint(f"dst_skipped IN ({sql_in(DstSkipped)})", name="schedules_dst_skipped"),
         sa.CheckConstraint(
@@ -130,13 +133,21 @@ class Schedule(SQLModel, table=True):
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    job_id: uuid.UUID = Field(
+    # What fires: a job definition, or a workflow (each fire is then one DAG run).
+    job_id: uuid.UUID | None = Field(
+        default=None,
         sa_column=sa.Column(
             sa.Uuid,
             sa.ForeignKey("job_definitions.id", ondelete="CASCADE"),
-            nullable=False,
+            nullable=True,
             index=True,
-        )
+        ),
+    )
+    workflow_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("workflows.id", ondelete="CASCADE"), nullable=True, index=True
+        ),
     )
     name: str = Field(default="", sa_column=sa.Column(sa.Text, nullable=False, server_default=""))
     cron: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
@@ -219,7 +230,8 @@ class JobRun(SQLModel, table=True):
             "schedule_id",
             "fire_time",
             unique=True,
-            postgresql_where=sa.text("schedule_id IS NOT NULL"),
+            # The steps of a workflow fire share it; their DAG run is unique per fire instead.
+            postgresql_where=sa.text("schedule_id IS NOT NULL AND dag_run_id IS NULL"),
         ),
         sa.Index(
             "job_runs_idempotency_key",
@@ -450,6 +462,8 @@ class ScheduleFire(SQLModel, table=True):
     # The run this fire created (or, for a coalesced fire, the run that covered it). No
     # foreign key, like every reference to the hot table: history may outlive the run.
     run_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, nullable=True))
+    # For a workflow schedule: the DAG run this fire created (or that covered it).
+    dag_run_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     # On the fire that ran after downtime: how many earlier missed fires it stands for.
     coalesced_count: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
@@ -460,3 +474,95 @@ class ScheduleFire(SQLModel, table=True):
     detail: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     recorded_at: datetime | None = _ts(nullable=False, now=True)
     updated_at: datetime | None = _ts(nullable=False, now=True)
+
+
+class Workflow(SQLModel, table=True):
+    """A named, reusable DAG over job definitions: its steps and the edges between them."""
+
+    __tablename__ = "workflows"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
+    description: str = Field(
+        default="", sa_column=sa.Column(sa.Text, nullable=False, server_default="")
+    )
+    created_at: datetime | None = _ts(nullable=False, now=True)
+    updated_at: datetime | None = _ts(nullable=False, now=True)
+
+
+class WorkflowStep(SQLModel, table=True):
+    """A step of a workflow: a job definition, with args merged over the job's own."""
+
+    __tablename__ = "workflow_steps"
+
+    workflow_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("workflows.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
+    name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    # A job used by a workflow cannot be deleted from under it.
+    job_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid,
+            sa.ForeignKey("job_definitions.id", ondelete="RESTRICT"),
+            nullable=False,
+            index=True,
+        )
+    )
+    args: dict[str, Any] = _jsonb("{}")
+
+
+class WorkflowEdge(SQLModel, table=True):
+    """`downstream` starts only after `upstream` completed, in every run of the workflow."""
+
+    __tablename__ = "workflow_edges"
+    __table_args__ = (
+        sa.ForeignKeyConstraint(
+            ["workflow_id", "upstream"],
+            ["workflow_steps.workflow_id", "workflow_steps.name"],
+            ondelete="CASCADE",
+            onupdate="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["workflow_id", "downstream"],
+            ["workflow_steps.workflow_id", "workflow_steps.name"],
+            ondelete="CASCADE",
+            onupdate="CASCADE",
+        ),
+        sa.CheckConstraint("upstream <> downstream", name="workflow_edges_not_self"),
+    )
+
+    workflow_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    upstream: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    downstream: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+
+
+class DagRun(SQLModel, table=True):
+    """One run of a DAG: submitted directly, or a workflow's fire (unique per fire time)."""
+
+    __tablename__ = "dag_runs"
+    __table_args__ = (
+        sa.Index(
+            "dag_runs_schedule_fire_time",
+            "schedule_id",
+            "fire_time",
+            unique=True,
+            postgresql_where=sa.text("schedule_id IS NOT NULL"),
+        ),
+        sa.Index("ix_dag_runs_created", "created_at"),
+        sa.Index(
+            "ix_dag_runs_workflow",
+            "workflow_id",
+            "created_at",
+            postgresql_where=sa.text("workflow_id IS NOT NULL"),
+        ),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    name: str = Field(default="", sa_column=sa.Column(sa.Text, nullable=False, server_default=""))
+    # Kept when the workflow or schedule is deleted: this is history.
+    workflow_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
+    schedule_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
+    fire_time: datetime | None = _ts()
+    created_at: datetime | None = _ts(nullable=False, now=True)

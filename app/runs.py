@@ -513,9 +513,22 @@ class DagError(SubmitError):
 
 
 @dataclass(frozen=True, slots=True)
-class DagRun:
-    id: uuid.UUID
+class SubmittedDag:
+    id: uuid.UUID  # the DAG run
     run_ids: dict[str, int]  # node name -> run id
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowFire:
+    """A workflow schedule's fire to turn into one DAG run (see the trigger)."""
+
+    schedule_id: uuid.UUID
+    workflow_id: uuid.UUID
+    name: str
+    fire_time: datetime
+    run_at: datetime
+    steps: Mapping[str, NewRun]
+    edges: Sequence[tuple[str, str]]
 
 
 def _ended_in_dag(rows: Sequence[dict[str, Any]]) -> list[int]:
@@ -546,9 +559,9 @@ def submit_dag(
     nodes: Mapping[str, NewRun],
     edges: Sequence[tuple[str, str]],
     *,
-    dag_run_id: uuid.UUID | None = None,
+    name: str = "",
     now: datetime | None = None,
-) -> DagRun:
+) -> SubmittedDag:
     """(new) -> pending (no upstreams) | blocked: a whole DAG in one transaction.
 
     `edges` are (upstream, downstream) node names. Unknown nodes, self-edges and cycles are
@@ -559,9 +572,68 @@ def submit_dag(
         node.validate()
         if node.idempotency_key is not None:
             raise DagError("runs inside a DAG cannot carry their own idempotency key")
-    dag_id = dag_run_id or uuid.uuid4()
+    dag_id = uuid.uuid4()
+    with conn.transaction():
+        _create_dag_runs(conn, [{"id": str(dag_id), "name": name}])
+        ids = _insert_dag_steps(conn, dag_id, nodes, edges, now)
+    return SubmittedDag(dag_id, ids)
+
+
+def submit_workflow_fires(conn: Conn, fires: Sequence[WorkflowFire]) -> list[uuid.UUID | None]:
+    """(new) -> pending | blocked: one DAG run per workflow fire, every step carrying the
+    fire's schedule and fire_time; None where that fire already has its DAG run.
+
+    Does not commit: the trigger records fires and advances schedules in the same
+    transaction.
+    """
+    for fire in fires:
+        _check_dag(fire.steps, fire.edges)
+    planned = {uuid.uuid4(): fire for fire in fires}
+    created = set(
+        _create_dag_runs(
+            conn,
+            [
+                {
+                    "id": str(dag_id),
+                    "name": fire.name,
+                    "workflow_id": str(fire.workflow_id),
+                    "schedule_id": str(fire.schedule_id),
+                    "fire_time": fire.fire_time.isoformat(),
+                }
+                for dag_id, fire in planned.items()
+            ],
+        )
+    )
+    for dag_id in created:
+        fire = planned[dag_id]
+        extra = {
+            "schedule_id": str(fire.schedule_id),
+            "fire_time": fire.fire_time.isoformat(),
+            "run_at": fire.run_at.isoformat(),
+        }
+        _insert_dag_steps(conn, dag_id, fire.steps, fire.edges, None, extra)
+    return [dag_id if dag_id in created else None for dag_id in planned]
+
+
+def _create_dag_runs(conn: Conn, dag_runs: list[dict[str, Any]]) -> list[uuid.UUID]:
+    rows = conn.execute(
+        query("dags", "dag_run_create_many"), {"dag_runs": _json_batch(dag_runs)}
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
+def _insert_dag_steps(
+    conn: Conn,
+    dag_id: uuid.UUID,
+    nodes: Mapping[str, NewRun],
+    edges: Sequence[tuple[str, str]],
+    now: datetime | None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, int]:
+    """Insert a checked DAG's runs (blocked until their upstreams complete) and edges."""
     upstream_count = dict.fromkeys(nodes, 0)
-    for _, downstream in set(edges):
+    unique_edges = sorted(set(edges))
+    for _, downstream in unique_edges:
         upstream_count[downstream] += 1
     names = list(nodes)
     rows = [
@@ -571,22 +643,21 @@ def submit_dag(
             upstream_remaining=upstream_count[name],
             dag_run_id=str(dag_id),
             dag_node=name,
+            **(extra or {}),
         )
         for name in names
     ]
-    with conn.transaction():
-        inserted = _insert_runs(conn, rows, now)
-        ids = dict(zip(names, (run_id for run_id, _ in inserted), strict=True))
-        unique_edges = sorted(set(edges))
-        if unique_edges:
-            conn.execute(
-                query("runs", "run_dag_edges"),
-                {
-                    "run_ids": [ids[d] for _, d in unique_edges],
-                    "depends_on": [ids[u] for u, _ in unique_edges],
-                },
-            )
-    return DagRun(dag_id, ids)
+    inserted = _insert_runs(conn, rows, now)
+    ids = dict(zip(names, (run_id for run_id, _ in inserted), strict=True))
+    if unique_edges:
+        conn.execute(
+            query("runs", "run_dag_edges"),
+            {
+                "run_ids": [ids[d] for _, d in unique_edges],
+                "depends_on": [ids[u] for u, _ in unique_edges],
+            },
+        )
+    return ids
 
 
 def _check_dag(nodes: Mapping[str, NewRun], edges: Sequence[tuple[str, str]]) -> None:
@@ -653,7 +724,10 @@ def submit_after(
         missing = sorted(set(after) - {u["id"] for u in upstreams})
         if missing:
             raise DagError(f"cannot run after run {missing[0]}: there is no such run")
-        dag_id = next((u["dag_run_id"] for u in upstreams if u["dag_run_id"]), None) or uuid.uuid4()
+        dag_id = next((u["dag_run_id"] for u in upstreams if u["dag_run_id"]), None)
+        if dag_id is None:
+            dag_id = uuid.uuid4()
+            _create_dag_runs(conn, [{"id": str(dag_id), "name": f"after run {after[0]}"}])
         conn.execute(
             query("runs", "run_join_dag"),
             {"dag_run_id": dag_id, "ids": [u["id"] for u in upstreams]},

@@ -13,7 +13,8 @@ WITH new AS (
     INSERT INTO job_runs (
         handler, args, execution_model, priority, base_priority, run_at,
         max_retries, timeout_seconds, idempotency_key, job_id, status,
-        dag_run_id, dag_node, upstream_remaining, finished_at, skip_reason, last_error
+        dag_run_id, dag_node, upstream_remaining, finished_at, skip_reason, last_error,
+        schedule_id, fire_time
     )
     SELECT
         s.handler, s.args, s.execution_model, s.priority, s.priority,
@@ -23,11 +24,13 @@ WITH new AS (
         coalesce(s.status, 'pending'), s.dag_run_id, s.dag_node,
         coalesce(s.upstream_remaining, 0),
         CASE WHEN s.status = 'skipped' THEN now() END, s.skip_reason,
-        CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END
+        CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END,
+        s.schedule_id, s.fire_time
     FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (
         handler text, args jsonb, execution_model text, priority smallint, run_at timestamptz,
         delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid,
-        status text, dag_run_id uuid, dag_node text, upstream_remaining int, skip_reason text
+        status text, dag_run_id uuid, dag_node text, upstream_remaining int, skip_reason text,
+        schedule_id uuid, fire_time timestamptz
     )) WITH ORDINALITY AS s
     ORDER BY s.ordinality
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -55,7 +58,8 @@ WITH new AS (
         schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz, handler text,
         args jsonb, execution_model text, priority smallint, timeout_seconds int, max_retries int
     )
-    ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL DO NOTHING
+    ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
+    DO NOTHING
     RETURNING id, schedule_id, fire_time
 )
 SELECT new.id, new.schedule_id, new.fire_time FROM new

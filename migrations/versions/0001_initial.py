@@ -251,7 +251,7 @@ def upgrade() -> None:
         "job_runs",
         ["schedule_id", "fire_time"],
         unique=True,
-        postgresql_where=sa.text("schedule_id IS NOT NULL"),
+        postgresql_where=sa.text("schedule_id IS NOT NULL AND dag_run_id IS NULL"),
     )
     op.create_index(
         "job_runs_idempotency_key",

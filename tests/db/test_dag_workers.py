@@ -16,7 +16,9 @@ from app.runs import NewRun
 from tests.processes import query, run_row, services, status_counts, wait_until
 
 
-def submit_dag(db_url: str, nodes: dict[str, NewRun], edges: list[tuple[str, str]]) -> runs.DagRun:
+def submit_dag(
+    db_url: str, nodes: dict[str, NewRun], edges: list[tuple[str, str]]
+) -> runs.SubmittedDag:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         return runs.submit_dag(conn, nodes, edges)
 
@@ -25,7 +27,9 @@ def steps(*names: str, sleep: float = 0.05, **options: Any) -> dict[str, NewRun]
     return {n: NewRun("step", {"name": n, "sleep": sleep}, **options) for n in names}
 
 
-def assert_dependency_order(db_url: str, dag: runs.DagRun, edges: list[tuple[str, str]]) -> None:
+def assert_dependency_order(
+    db_url: str, dag: runs.SubmittedDag, edges: list[tuple[str, str]]
+) -> None:
     rows = {
         r["id"]: r for r in query(db_url, "SELECT * FROM job_runs WHERE dag_run_id = %s", dag.id)
     }

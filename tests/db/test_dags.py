@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any
 
 import psycopg
@@ -16,7 +17,7 @@ from app.runs import DagError, Finish, NewRun
 Conn = psycopg.Connection[Any]
 
 
-def statuses(conn: Conn, dag: runs.DagRun) -> dict[str, str]:
+def statuses(conn: Conn, dag: runs.SubmittedDag) -> dict[str, str]:
     rows = conn.execute(
         "SELECT id, status FROM job_runs WHERE id = ANY(%s)", (list(dag.run_ids.values()),)
     ).fetchall()
@@ -24,7 +25,7 @@ def statuses(conn: Conn, dag: runs.DagRun) -> dict[str, str]:
     return {name: by_id[run_id] for name, run_id in dag.run_ids.items()}
 
 
-def run_node(conn: Conn, dag: runs.DagRun, name: str, outcome: Outcome | None = None) -> None:
+def run_node(conn: Conn, dag: runs.SubmittedDag, name: str, outcome: Outcome | None = None) -> None:
     """Claim exactly that node (it must be pending) and finish it."""
     run_id = dag.run_ids[name]
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
@@ -33,7 +34,7 @@ def run_node(conn: Conn, dag: runs.DagRun, name: str, outcome: Outcome | None = 
     runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome or Outcome.completed())])
 
 
-def diamond(conn: Conn) -> runs.DagRun:
+def diamond(conn: Conn) -> runs.SubmittedDag:
     nodes = {name: NewRun("noop") for name in "ABCD"}
     return runs.submit_dag(conn, nodes, [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")])
 
@@ -166,4 +167,41 @@ def test_cancel_dag_cancels_what_has_not_finished(conn: Conn) -> None:
         "B": "running",
         "C": "cancelled",
         "D": "cancelled",
+    }
+
+
+def test_each_workflow_fire_creates_one_dag_run_even_when_fired_twice(conn: Conn) -> None:
+    schedule_id, workflow_id = uuid.uuid4(), uuid.uuid4()
+    fire_time = conn.execute("SELECT date_trunc('minute', now()) AS t").fetchone()["t"]
+    fire = runs.WorkflowFire(
+        schedule_id=schedule_id,
+        workflow_id=workflow_id,
+        name="nightly",
+        fire_time=fire_time,
+        run_at=fire_time,
+        steps={"extract": NewRun("noop"), "load": NewRun("noop")},
+        edges=[("extract", "load")],
+    )
+    with conn.transaction():
+        (first,) = runs.submit_workflow_fires(conn, [fire])
+    with conn.transaction():
+        assert runs.submit_workflow_fires(conn, [fire]) == [None]  # a second trigger
+    assert first is not None
+    rows = conn.execute(
+        "SELECT dag_node, status, schedule_id, fire_time FROM job_runs WHERE dag_run_id = %s "
+        "ORDER BY dag_node",
+        (first,),
+    ).fetchall()
+    assert [(r["dag_node"], r["status"]) for r in rows] == [
+        ("extract", "pending"),
+        ("load", "blocked"),
+    ]
+    assert {(r["schedule_id"], r["fire_time"]) for r in rows} == {(schedule_id, fire_time)}
+    assert conn.execute("SELECT count(*) AS n FROM dag_runs").fetchone() == {"n": 1}
+
+
+def test_submit_dag_records_its_dag_run(conn: Conn) -> None:
+    dag = runs.submit_dag(conn, {"a": NewRun("noop")}, [], name="adhoc")
+    assert conn.execute("SELECT name FROM dag_runs WHERE id = %s", (dag.id,)).fetchone() == {
+        "name": "adhoc"
     }

@@ -25,6 +25,10 @@ EXPECTED_TABLES = {
     "leader_leases",
     "users",
     "audit_log",
+    "workflows",
+    "workflow_steps",
+    "workflow_edges",
+    "dag_runs",
     "alembic_version",
 }
 
