@@ -55,6 +55,9 @@ Conn = psycopg.Connection[dict[str, Any]]
 LOOP_LAG_SAMPLE_SECONDS = 1.0
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable)
 MAX_IDLE_SLEEP_SECONDS = 5.0
+# During a database outage at shutdown, finishes and hand-backs are retried this long past
+# the grace period; then the worker exits and the reaper re-runs what it could not record.
+GIVE_UP_AFTER_GRACE_SECONDS = 10.0
 
 
 class WorkerCrashed(RuntimeError):
@@ -149,9 +152,11 @@ class Worker:
         self._in_flight: dict[int, InFlight] = {}
         self._finishes: list[Finish] = []
         self._stopping = False
-        self._closed = False
-        self._claimer = Reconnecting(url, "worker claim", lambda: self._closed)
-        self._finisher = Reconnecting(url, "worker finish", lambda: self._closed)
+        self._abandon_db = False  # shutdown outlasted the grace period during an outage
+        # Claims stop retrying once the worker stops; finishes keep trying (during an outage)
+        # until the shutdown has run past its grace period.
+        self._claimer = Reconnecting(url, "worker claim", lambda: self._stopping)
+        self._finisher = Reconnecting(url, "worker finish", lambda: self._abandon_db)
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -192,6 +197,14 @@ class Worker:
         log.info("worker stopping: no new claims", extra={"worker": self.id})
         self._stopping = True
         self._wake.set()
+        self._slot_freed.set()
+        self._loop.call_later(
+            self.settings.shutdown_grace_seconds + GIVE_UP_AFTER_GRACE_SECONDS,
+            setattr,
+            self,
+            "_abandon_db",
+            True,
+        )
         await fetcher
         await self._drain(force_stop or asyncio.Event())
         self._finish_ready.set()
@@ -201,8 +214,10 @@ class Worker:
         await self.executors.close(kill=True)
         await asyncio.to_thread(heartbeat.join, 5)
         await asyncio.to_thread(listener.join, 5)
-        await asyncio.to_thread(self._claimer.call, self._unregister)
-        self._closed = True
+        try:
+            await asyncio.to_thread(self._finisher.call, self._unregister)
+        except DB_ERRORS:
+            log.warning("could not mark this worker stopped in the database")
         self._claimer.close()
         self._finisher.close()
         log.info("worker stopped", extra={"worker": self.id})

@@ -242,3 +242,15 @@ def _children(pid: int) -> str:
         return " ".join(" ".join(c.cmdline()) for c in psutil.Process(pid).children(recursive=True))
     except psutil.NoSuchProcess:
         return ""
+
+
+def test_sigterm_is_honoured_when_every_slot_is_busy(db_url: str, tmp_path: Path) -> None:
+    (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 60}))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", "1", SUNDIAL_SHUTDOWN_GRACE_SECONDS="1")
+        wait_status(db_url, run_id, "running", service=worker)
+        began = time.monotonic()
+        worker.signal(signal.SIGTERM)
+        assert worker.proc.wait(20) == 0
+        assert time.monotonic() - began < 8
+    assert status_of(db_url, run_id) == "pending"
