@@ -175,9 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from app.cli_runs import add_run_commands
     from app.cli_schedules import add_schedule_commands
+    from app.cli_workflows import add_workflow_commands
 
     add_run_commands(sub)
     add_schedule_commands(sub)
+    add_workflow_commands(sub)
     return parser
 
 

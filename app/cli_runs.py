@@ -66,7 +66,7 @@ def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         if args.dag_command == "submit":
-            nodes, edges = parse_dag(_read_json(args.target))
+            nodes, edges = parse_dag(read_json(args.target))
             dag = runs.submit_dag(conn, nodes, edges)
             print(json.dumps({"dag_run_id": str(dag.id), "runs": dag.run_ids}, indent=2))
             return 0
@@ -89,7 +89,7 @@ def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _read_json(path: str) -> Any:
+def read_json(path: str) -> Any:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
     except OSError as exc:

@@ -560,6 +560,7 @@ def submit_dag(
     edges: Sequence[tuple[str, str]],
     *,
     name: str = "",
+    workflow_id: uuid.UUID | None = None,
     now: datetime | None = None,
 ) -> SubmittedDag:
     """(new) -> pending (no upstreams) | blocked: a whole DAG in one transaction.
@@ -567,14 +568,17 @@ def submit_dag(
     `edges` are (upstream, downstream) node names. Unknown nodes, self-edges and cycles are
     refused with a DagError naming them; nothing is written then.
     """
-    _check_dag(nodes, edges)
+    check_dag(nodes, edges)
     for node in nodes.values():
         node.validate()
         if node.idempotency_key is not None:
             raise DagError("runs inside a DAG cannot carry their own idempotency key")
     dag_id = uuid.uuid4()
     with conn.transaction():
-        _create_dag_runs(conn, [{"id": str(dag_id), "name": name}])
+        _create_dag_runs(
+            conn,
+            [{"id": str(dag_id), "name": name, "workflow_id": workflow_id and str(workflow_id)}],
+        )
         ids = _insert_dag_steps(conn, dag_id, nodes, edges, now)
     return SubmittedDag(dag_id, ids)
 
@@ -587,7 +591,7 @@ def submit_workflow_fires(conn: Conn, fires: Sequence[WorkflowFire]) -> list[uui
     transaction.
     """
     for fire in fires:
-        _check_dag(fire.steps, fire.edges)
+        check_dag(fire.steps, fire.edges)
     planned = {uuid.uuid4(): fire for fire in fires}
     created = set(
         _create_dag_runs(
@@ -660,7 +664,7 @@ def _insert_dag_steps(
     return ids
 
 
-def _check_dag(nodes: Mapping[str, NewRun], edges: Sequence[tuple[str, str]]) -> None:
+def check_dag(nodes: Mapping[str, NewRun], edges: Sequence[tuple[str, str]]) -> None:
     if not nodes:
         raise DagError("a DAG needs at least one node")
     if len(nodes) > MAX_DAG_NODES:

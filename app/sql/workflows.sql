@@ -1,0 +1,69 @@
+-- Workflows: reusable DAGs over job definitions (steps and edges).
+
+-- name: workflow_lock_by_name
+SELECT id FROM workflows WHERE name = %(name)s FOR UPDATE;
+
+-- name: workflow_upsert
+INSERT INTO workflows (id, name, description) VALUES (%(id)s, %(name)s, %(description)s)
+ON CONFLICT (id) DO UPDATE SET description = EXCLUDED.description, updated_at = now();
+
+-- name: workflow_steps_clear
+-- Redefining a workflow replaces its steps (edges go with them).
+DELETE FROM workflow_steps WHERE workflow_id = %(id)s;
+
+-- name: workflow_steps_insert
+INSERT INTO workflow_steps (workflow_id, name, job_id, args)
+SELECT %(id)s, s.name, s.job_id, s.args
+FROM unnest(%(names)s::text[], %(job_ids)s::uuid[], %(args)s::jsonb[]) AS s(name, job_id, args);
+
+-- name: workflow_edges_insert
+INSERT INTO workflow_edges (workflow_id, upstream, downstream)
+SELECT %(id)s, e.upstream, e.downstream
+FROM unnest(%(ups)s::text[], %(downs)s::text[]) AS e(upstream, downstream);
+
+-- name: job_definitions_by_names
+SELECT id, name, handler FROM job_definitions WHERE name = ANY(%(names)s::text[]);
+
+-- name: workflow_delete
+DELETE FROM workflows WHERE name = %(name)s RETURNING id;
+
+-- name: workflow_by_name
+SELECT id, name, description FROM workflows WHERE name = %(name)s;
+
+-- name: workflow_list
+SELECT w.name, w.description, w.updated_at,
+       (SELECT count(*) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps,
+       (SELECT count(*) FROM schedules sc WHERE sc.workflow_id = w.id) AS schedules
+FROM workflows w
+ORDER BY w.name;
+
+-- name: workflow_steps_with_jobs
+-- Each step of these workflows with the job definition it runs.
+SELECT s.workflow_id, w.name AS workflow_name, s.name AS step, s.args AS step_args,
+       j.id AS job_id, j.name AS job_name, j.handler, j.args AS job_args, j.execution_model,
+       j.priority, j.timeout_seconds, j.max_retries
+FROM workflow_steps s
+JOIN workflows w ON w.id = s.workflow_id
+JOIN job_definitions j ON j.id = s.job_id
+WHERE s.workflow_id = ANY(%(ids)s::uuid[])
+ORDER BY s.workflow_id, s.name;
+
+-- name: workflow_edges_of
+SELECT workflow_id, upstream, downstream FROM workflow_edges
+WHERE workflow_id = ANY(%(ids)s::uuid[])
+ORDER BY workflow_id, upstream, downstream;
+
+-- name: job_definition_list
+SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
+       j.max_retries,
+       (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
+       (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
+FROM job_definitions j
+ORDER BY j.name;
+
+-- name: job_definition_delete
+-- A job definition no workflow uses (its schedules go with it; runs keep their history).
+DELETE FROM job_definitions j
+WHERE j.name = %(name)s
+  AND NOT EXISTS (SELECT 1 FROM workflow_steps w WHERE w.job_id = j.id)
+RETURNING id;

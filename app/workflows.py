@@ -1,0 +1,217 @@
+"""Workflows: named, reusable DAGs over job definitions, stored in the database.
+
+A workflow's steps each name a job definition (and may add args over the job's own); its
+edges say which step waits for which. Running a workflow — now, or on each fire of a
+schedule — creates one DAG run whose steps are runs of those jobs.
+
+    with transaction(url) as conn:
+        define(conn, WorkflowSpec("etl", steps={"extract": Step("extract"),
+                                                "load": Step("load")},
+                                  edges=[("extract", "load")]))
+        run_now(conn, "etl")
+
+Every operation is one transaction; bad input raises WorkflowError with one sentence and
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from app import runs
+from app.dag_spec import DagSpecError
+from app.errors import UsageError
+from app.runs import NewRun
+from app.sql import query
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+
+class WorkflowError(UsageError):
+    """A workflow cannot be defined or run as asked; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    job: str  # job definition name
+    args: dict[str, Any] = field(default_factory=dict)  # merged over the job's args
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSpec:
+    name: str
+    steps: Mapping[str, Step]
+    edges: Sequence[tuple[str, str]] = ()
+    description: str = ""
+
+
+def parse_spec(name: str, doc: Any, description: str = "") -> WorkflowSpec:
+    """A workflow from JSON: {"steps": {"a": {"job": "extract", "args": {…},
+    "after": [...]}}, "edges": [["a", "b"]]}."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("steps"), dict) or not doc["steps"]:
+        raise WorkflowError('a workflow is a JSON object with a non-empty "steps" object')
+    unknown = set(doc) - {"steps", "edges", "description"}
+    if unknown:
+        raise WorkflowError(f"unknown key {sorted(unknown)[0]!r} (use steps, edges)")
+    steps: dict[str, Step] = {}
+    edges: list[tuple[str, str]] = []
+    for step_name, step in doc["steps"].items():
+        if not isinstance(step, dict) or not isinstance(step.get("job"), str):
+            raise WorkflowError(f'step {step_name!r} must be an object with a "job" name')
+        extra = set(step) - {"job", "args", "after"}
+        if extra:
+            raise WorkflowError(f"step {step_name!r} has an unknown key {sorted(extra)[0]!r}")
+        args = step.get("args", {})
+        after = step.get("after", [])
+        if not isinstance(args, dict):
+            raise WorkflowError(f'step {step_name!r}: "args" must be a JSON object')
+        if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+            raise WorkflowError(f'step {step_name!r}: "after" must be a list of step names')
+        steps[step_name] = Step(step["job"], args)
+        edges += [(upstream, step_name) for upstream in after]
+    raw_edges = doc.get("edges", [])
+    if not isinstance(raw_edges, list) or not all(
+        isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
+        for e in raw_edges
+    ):
+        raise WorkflowError('"edges" must be a list of [upstream, downstream] step pairs')
+    edges += [(u, d) for u, d in raw_edges]
+    return WorkflowSpec(name, steps, edges, str(doc.get("description", description)))
+
+
+def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUID:
+    """Create a workflow, or with `replace` redefine an existing one (steps and edges)."""
+    if not spec.name.strip():
+        raise WorkflowError("a workflow needs a name")
+    jobs = _jobs_named(conn, {s.job for s in spec.steps.values()})
+    _check_shape(spec)
+    with conn.transaction():
+        existing = conn.execute(
+            query("workflows", "workflow_lock_by_name"), {"name": spec.name}
+        ).fetchone()
+        if existing and not replace:
+            raise WorkflowError(f"a workflow named {spec.name!r} already exists")
+        if not existing and replace:
+            raise WorkflowError(f"there is no workflow named {spec.name!r}")
+        workflow_id = existing["id"] if existing else uuid.uuid4()
+        conn.execute(
+            query("workflows", "workflow_upsert"),
+            {"id": workflow_id, "name": spec.name, "description": spec.description},
+        )
+        conn.execute(query("workflows", "workflow_steps_clear"), {"id": workflow_id})
+        conn.execute(
+            query("workflows", "workflow_steps_insert"),
+            {
+                "id": workflow_id,
+                "names": list(spec.steps),
+                "job_ids": [jobs[s.job]["id"] for s in spec.steps.values()],
+                "args": [Jsonb(s.args) for s in spec.steps.values()],
+            },
+        )
+        edges = sorted(set(spec.edges))
+        conn.execute(
+            query("workflows", "workflow_edges_insert"),
+            {"id": workflow_id, "ups": [u for u, _ in edges], "downs": [d for _, d in edges]},
+        )
+    return workflow_id
+
+
+def _check_shape(spec: WorkflowSpec) -> None:
+    nodes = {name: NewRun("placeholder") for name in spec.steps}
+    try:
+        runs.check_dag(nodes, spec.edges)
+    except (runs.DagError, DagSpecError) as exc:
+        raise WorkflowError(f"workflow {spec.name!r}: {exc}") from None
+
+
+def _jobs_named(conn: Conn, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    wanted = sorted(set(names))
+    rows = conn.execute(query("workflows", "job_definitions_by_names"), {"names": wanted})
+    found = {r["name"]: r for r in rows.fetchall()}
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        raise WorkflowError(
+            f"there is no job definition named {missing[0]!r} (create it with "
+            f"`sundial job add {missing[0]} --handler …`)"
+        )
+    return found
+
+
+def delete(conn: Conn, name: str) -> None:
+    """Delete a workflow; its schedules go with it, its past DAG runs stay as history."""
+    with conn.transaction():
+        row = conn.execute(query("workflows", "workflow_delete"), {"name": name}).fetchone()
+    if row is None:
+        raise WorkflowError(f"there is no workflow named {name!r}")
+
+
+def list_all(conn: Conn) -> list[dict[str, Any]]:
+    return list(conn.execute(query("workflows", "workflow_list")).fetchall())
+
+
+def show(conn: Conn, name: str) -> dict[str, Any]:
+    row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
+    if row is None:
+        raise WorkflowError(f"there is no workflow named {name!r}")
+    (shape,) = shapes(conn, [row["id"]]).values()
+    return {
+        "name": row["name"],
+        "description": row["description"],
+        "steps": {n: {"job": s.job, "args": s.args} for n, s in shape.steps.items()},
+        "edges": [list(e) for e in shape.edges],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A workflow ready to run: steps as runs of their jobs, and the edges."""
+
+    workflow_id: uuid.UUID
+    name: str
+    steps: dict[str, Step]
+    runs: dict[str, NewRun]
+    edges: list[tuple[str, str]]
+
+
+def shapes(conn: Conn, workflow_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Shape]:
+    """Workflows by id with each step turned into a run of its job definition."""
+    rows = conn.execute(
+        query("workflows", "workflow_steps_with_jobs"), {"ids": list(workflow_ids)}
+    ).fetchall()
+    edge_rows = conn.execute(
+        query("workflows", "workflow_edges_of"), {"ids": list(workflow_ids)}
+    ).fetchall()
+    result: dict[uuid.UUID, Shape] = {}
+    for r in rows:
+        shape = result.setdefault(
+            r["workflow_id"], Shape(r["workflow_id"], r["workflow_name"], {}, {}, [])
+        )
+        shape.steps[r["step"]] = Step(r["job_name"], r["step_args"])
+        shape.runs[r["step"]] = NewRun(
+            handler=r["handler"],
+            args={**r["job_args"], **r["step_args"]},
+            priority=r["priority"],
+            timeout_seconds=r["timeout_seconds"],
+            max_retries=r["max_retries"],
+            execution_model=r["execution_model"],
+            job_id=r["job_id"],
+        )
+    for e in edge_rows:
+        result[e["workflow_id"]].edges.append((e["upstream"], e["downstream"]))
+    return result
+
+
+def run_now(conn: Conn, name: str, now: datetime | None = None) -> runs.SubmittedDag:
+    """One DAG run of the workflow, due at once."""
+    row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
+    if row is None:
+        raise WorkflowError(f"there is no workflow named {name!r}")
+    shape = shapes(conn, [row["id"]])[row["id"]]
+    return runs.submit_dag(conn, shape.runs, shape.edges, name=name, workflow_id=row["id"], now=now)
