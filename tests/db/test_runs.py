@@ -355,3 +355,14 @@ def test_aging_raises_waiting_runs_one_level_per_period_up_to_the_bound(conn: Co
     assert row(conn, fresh)["priority"] == 0
     high = runs.submit(conn, NewRun("noop", priority=2)).id
     assert [j.run_id for j in runs.claim(conn, "w", 2, 30)] == [old, high]
+
+
+def test_notifications_wake_workers_once_per_statement_and_carry_no_args(
+    db_url: str, conn: Conn
+) -> None:
+    with psycopg.connect(db_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        runs.submit_many(conn, [NewRun("noop", {"secret": "s3cr3t"}) for _ in range(50)])
+        received = list(listener.notifies(timeout=1.0))
+    assert len(received) == 1
+    assert received[0].payload == ""

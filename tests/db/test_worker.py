@@ -50,13 +50,18 @@ def test_worker_executes_runs_and_records_results(db_url: str, tmp_path: Path) -
     with services(db_url, tmp_path) as start:
         worker = start("worker", "--concurrency", "8")
         wait_until(lambda: status_counts(db_url).get("completed") == 50, "50 completed", 30, worker)
+        assert worker.stop() == 0  # a clean stop records the final stats
     row = run_row(db_url, ids[7])
     assert row["result"] == {"args": {"i": 7}, "run_id": ids[7], "attempt": 1}
     assert row["attempt"] == 1
-    (registered,) = query(db_url, "SELECT handlers, stats FROM workers")
-    assert {"noop", "sleep", "fail", "crash", "http", "shell", "echo"} <= set(
-        registered["handlers"]
-    )
+    (registered,) = query(db_url, "SELECT handlers, stats, stopped_at FROM workers")
+    builtins_and_ours = {"noop", "sleep", "fail", "crash", "http", "shell", "echo"}
+    assert builtins_and_ours <= set(registered["handlers"])
+    # live load for the dashboard: in flight, loop lag and pool saturation
+    for key in ("in_flight", "completed", "loop_lag_ms", "threads_busy", "leaked_thread_slots"):
+        assert key in registered["stats"], key
+    assert registered["stats"]["completed"] == 50
+    assert registered["stopped_at"] is not None
 
 
 def test_unknown_handler_fails_at_once_without_retries(db_url: str, tmp_path: Path) -> None:
