@@ -48,6 +48,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
             dst_repeated=DstRepeated(args.dst_repeated),
             auto_pause_after=args.auto_pause_after,
             job=args.job,
+            workflow=args.workflow,
             handler=args.handler,
             args=parse_args_json(args.args),
             execution_model=args.execution_model,
@@ -73,7 +74,7 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     if not rows:
         print("no schedules")
         return 0
-    header = ("NAME", "WHEN", "ZONE", "NEXT FIRE", "STATE", "OVERLAP", "CATCH-UP", "JOB")
+    header = ("NAME", "WHEN", "ZONE", "NEXT FIRE", "STATE", "OVERLAP", "CATCH-UP", "RUNS")
     print_table(header, [_schedule_line(r) for r in rows])
     return 0
 
@@ -95,7 +96,12 @@ def _schedule_line(row: dict[str, Any]) -> tuple[str, ...]:
         catchup = str(row["catchup_limit"] or "all")
     if row["catchup_window_seconds"]:
         catchup += f" within {row['catchup_window_seconds']}s"
-    job = row["job_name"] if row["job_name"] == row["name"] else f"{row['job_name']} (job)"
+    if row["workflow_name"] is not None:
+        target = f"workflow {row['workflow_name']}"
+    elif row["job_name"] == row["name"]:
+        target = f"{row['job_name']}: {row['handler']}"
+    else:
+        target = f"job {row['job_name']}: {row['handler']}"
     return (
         row["name"],
         when,
@@ -104,7 +110,7 @@ def _schedule_line(row: dict[str, Any]) -> tuple[str, ...]:
         state,
         row["overlap"],
         catchup,
-        f"{job}: {row['handler']}",
+        target,
     )
 
 
@@ -138,8 +144,8 @@ def cmd_run_now(args: argparse.Namespace, settings: Settings) -> int:
     from app import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        run_id = schedules.run_now(conn, args.name)
-    print(run_id)
+        started = schedules.run_now(conn, args.name)
+    print(started.run_id if started.run_id is not None else f"dag run {started.dag_run_id}")
     return 0
 
 
@@ -167,7 +173,7 @@ def cmd_fires(args: argparse.Namespace, settings: Settings) -> int:
             format_local(r["fire_time"], zone, seconds=True),
             f"{r['local_time']:%Y-%m-%d %H:%M}",
             r["outcome"] + (f" ({r['coalesced_count']} coalesced)" if r["coalesced_count"] else ""),
-            str(r["run_id"] or "-"),
+            str(r["run_id"] or (f"dag run {r['dag_run_id']}" if r["dag_run_id"] else "-")),
             ("manual; " if r["manual"] else "") + (r["detail"] or ""),
         )
         for r in rows
@@ -204,7 +210,9 @@ def add_schedule_commands(sub: Any) -> None:
             p.add_argument("name", help="schedule name")
         return p
 
-    _add_add_options(add("add", cmd_add, "create a schedule (and its job, given --handler)"))
+    _add_add_options(
+        add("add", cmd_add, "create a schedule of a new job (--handler), a job or a workflow")
+    )
     add("list", cmd_list, "list schedules with their next fire in their own time zone", named=False)
     pause = add("pause", cmd_pause, "pause a schedule: its fires are recorded as paused")
     pause.add_argument("--note", help="why, shown in `schedule list` and the dashboard")
@@ -223,6 +231,7 @@ def _add_add_options(p: argparse.ArgumentParser) -> None:
     job = p.add_mutually_exclusive_group(required=True)
     job.add_argument("--handler", help="create a job definition running this handler")
     job.add_argument("--job", help="schedule an existing job definition by name")
+    job.add_argument("--workflow", help="schedule a workflow: each fire is one DAG run")
     p.add_argument("--args", default="{}", help="handler arguments as a JSON object")
     p.add_argument("--timezone", default="UTC", help="IANA time zone (default UTC)")
     p.add_argument("--start", help=f"no fire before: {TIME_HELP}")

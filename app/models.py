@@ -451,9 +451,11 @@ class ScheduleFire(SQLModel, table=True):
         ),
     )
 
-    # No foreign key, like job_runs: a row is written per fire at trigger rate and the check
-    # would double the insert's cost. Deleting a schedule deletes its rows explicitly.
-    schedule_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    schedule_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), primary_key=True
+        )
+    )
     fire_time: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), primary_key=True))
     # The wall-clock time in the schedule's zone this fire stands for (02:30 even when DST
     # moved the fire to 03:00).

@@ -35,6 +35,7 @@ from app.cron import (
     zone_named,
 )
 from app.errors import UsageError
+from app.fire_starts import Start, Started, start_fires, workflow_shapes
 from app.fires import DEFAULT_SPREAD_SECONDS, FireOutcome, OverlapPolicy
 from app.sql import query
 from app.states import ExecutionModel
@@ -54,8 +55,9 @@ class ScheduleError(UsageError):
 
 @dataclass(frozen=True, slots=True)
 class ScheduleSpec:
-    """What a person asks for: when it fires, its policies, and which job it runs — an
-    existing job definition (`job`) or a new one made from `handler` and its settings."""
+    """What a person asks for: when it fires, its policies, and what it runs — a new job
+    definition made from `handler` and its settings, an existing one (`job`), or a
+    workflow (`workflow`: each fire is one DAG run)."""
 
     name: str
     cron: str | None = None
@@ -73,6 +75,7 @@ class ScheduleSpec:
     dst_repeated: DstRepeated = DstRepeated.FIRST
     auto_pause_after: int | None = None
     job: str | None = None
+    workflow: str | None = None
     handler: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
     execution_model: str = ExecutionModel.ASYNC.value
@@ -189,8 +192,8 @@ def create_schedule(conn: Conn, spec: ScheduleSpec, now: datetime | None = None)
             raise ScheduleError(_never_fires(spec, rule, created_at))
         if conn.execute(query("schedules", "schedule_by_name"), {"name": spec.name}).fetchone():
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
-        job_id, owns_job, job_warnings = _job_for(conn, spec)
-        row.update(job_id=job_id, owns_job=owns_job, next_fire_time=first.at)
+        target, job_warnings = _target_for(conn, spec)
+        row.update(target, next_fire_time=first.at)
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
     return Created(row["id"], first.at, warnings + job_warnings)
@@ -269,19 +272,26 @@ def _never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> str:
     return f"cron expression {spec.cron!r} never fires: no date matches it within 9 years"
 
 
-def _job_for(conn: Conn, spec: ScheduleSpec) -> tuple[uuid.UUID, bool, list[str]]:
-    """(job definition id, created with the schedule, warnings)."""
-    if (spec.job is None) == (spec.handler is None):
+def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[str]]:
+    """What the schedule fires (job_id, workflow_id, owns_job), and warnings."""
+    if sum(x is not None for x in (spec.handler, spec.job, spec.workflow)) != 1:
         raise ScheduleError(
-            "give either --handler (to create the job with the schedule) or --job (an "
-            "existing job definition)"
+            "give one of --handler (to create the job with the schedule), --job (an existing "
+            "job definition) or --workflow"
         )
+    target: dict[str, Any] = {"job_id": None, "workflow_id": None, "owns_job": False}
+    if spec.workflow is not None:
+        found = conn.execute(query("workflows", "workflow_by_name"), {"name": spec.workflow})
+        workflow = found.fetchone()
+        if workflow is None:
+            raise ScheduleError(f"there is no workflow named {spec.workflow!r}")
+        return {**target, "workflow_id": workflow["id"]}, []
     if spec.job is not None:
-        row = conn.execute(query("schedules", "job_definition_by_name"), {"name": spec.job})
-        found = row.fetchone()
-        if found is None:
+        found = conn.execute(query("schedules", "job_definition_by_name"), {"name": spec.job})
+        job = found.fetchone()
+        if job is None:
             raise ScheduleError(f"there is no job definition named {spec.job!r}")
-        return found["id"], False, []
+        return {**target, "job_id": job["id"]}, []
     assert spec.handler is not None
     warnings = check_handler(conn, spec.handler)
     new = _validated_job_settings(spec)
@@ -291,7 +301,7 @@ def _job_for(conn: Conn, spec: ScheduleSpec) -> tuple[uuid.UUID, bool, list[str]
             f"a job definition named {spec.name!r} already exists; schedule it with "
             f"--job {spec.name!r} instead of --handler"
         )
-    return new["id"], True, warnings
+    return {**target, "job_id": new["id"], "owns_job": True}, warnings
 
 
 def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
@@ -369,43 +379,30 @@ def resume(conn: Conn, name: str, now: datetime | None = None) -> bool:
         return cursor.rowcount == 1
 
 
-def run_now(conn: Conn, name: str, now: datetime | None = None) -> int:
-    """Create a run of the schedule's job at once, recorded as a manual fire at now."""
+def run_now(conn: Conn, name: str, now: datetime | None = None) -> Started:
+    """Start the schedule's job (or workflow) at once, recorded as a manual fire at now."""
     with conn.transaction():
         row = _lock(conn, name)
         at = db_now(conn, now)
-        request = runs.FireRequest(
-            schedule_id=row["id"],
-            job_id=row["job_id"],
-            fire_time=at,
-            run_at=at,
-            handler=row["handler"],
-            args=row["args"],
-            execution_model=row["execution_model"],
-            priority=row["priority"],
-            timeout_seconds=row["timeout_seconds"],
-            max_retries=row["max_retries"],
-        )
-        [run_id] = runs.submit_fires(conn, [request])
-        if run_id is None:
+        shapes = workflow_shapes(conn, [row["workflow_id"]])
+        if row["workflow_id"] is not None and row["workflow_id"] not in shapes:
+            raise ScheduleError(f"the workflow of schedule {name!r} has no steps")
+        [started] = start_fires(conn, [Start(row, at, at)], shapes)
+        if started.run_id is None and started.dag_run_id is None:
             raise ScheduleError(f"schedule {name!r} already fired at this very instant; try again")
         local = at.astimezone(zone_named(row["timezone"])).replace(tzinfo=None)
-        record_fires(
-            conn,
-            [
-                FireRecord(
-                    row["id"],
-                    at,
-                    local,
-                    FireOutcome.ENQUEUED,
-                    run_id,
-                    manual=True,
-                    detail="run now",
-                )
-            ],
-            now,
+        record = FireRecord(
+            row["id"],
+            at,
+            local,
+            FireOutcome.ENQUEUED,
+            started.run_id,
+            manual=True,
+            detail="run now",
+            dag_run_id=started.dag_run_id,
         )
-        return run_id
+        record_fires(conn, [record], now)
+        return started
 
 
 def delete(conn: Conn, name: str) -> None:
@@ -447,6 +444,7 @@ class FireRecord:
     coalesced_count: int = 0
     manual: bool = False
     detail: str | None = None
+    dag_run_id: uuid.UUID | None = None  # for a workflow schedule: the DAG run
 
 
 def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
@@ -460,6 +458,7 @@ def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = N
             "local_time": r.local_time,
             "outcome": r.outcome.value,
             "run_id": r.run_id,
+            "dag_run_id": r.dag_run_id,
             "coalesced_count": r.coalesced_count,
             "manual": r.manual,
             "detail": r.detail,

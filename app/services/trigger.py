@@ -41,6 +41,7 @@ from app import runs
 from app.config import Settings
 from app.cron import RecurrenceError
 from app.db import DatabaseUnavailable, connect
+from app.fire_starts import Start, Started, start_fires, workflow_shapes
 from app.fires import (
     DueSchedule,
     FireOutcome,
@@ -54,6 +55,7 @@ from app.lease import LeaderLease, new_holder_id
 from app.schedules import FireRecord, db_now, json_rows, record_fires, recurrence_of
 from app.services.periodic import run_periodic
 from app.sql import query
+from app.workflows import Shape
 
 log = logging.getLogger(__name__)
 
@@ -141,29 +143,35 @@ class Trigger:
             rows = conn.execute(query("schedules", "schedule_lock_due"), params).fetchall()
             if not rows:
                 return Batch()
-            plans, broken = self._plan(rows)
+            shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
+            plans, broken = self._plan(rows, shapes)
             if broken:
                 conn.execute(query("schedules", "schedule_stop_broken"), {"schedules": broken})
             for _, plan in plans:
                 for run_id in plan.cancel_run_ids:
                     runs.cancel(conn, run_id)
-            run_ids = self._submit(conn, plans)
-            records = _ledger(plans, run_ids)
+            started = self._start(conn, plans, shapes)
+            records = _ledger(plans, started)
             record_fires(conn, records, now)
             self._advance(conn, plans)
         _log_catchups(plans)
-        created = sum(1 for r in run_ids.values() if r is not None)
+        created = sum(1 for s in started.values() if s.run_id or s.dag_run_id)
         last = (rows[-1]["next_fire_time"], rows[-1]["id"])
         return Batch(len(rows), len(records), created, last)
 
-    def _plan(self, rows: Sequence[Mapping[str, Any]]) -> tuple[Planned, str | None]:
+    def _plan(
+        self, rows: Sequence[Mapping[str, Any]], shapes: Mapping[uuid.UUID, Shape]
+    ) -> tuple[Planned, str | None]:
         """Plans for the locked rows, and (as a JSON batch) the rows whose rule cannot be
-        computed, which are stopped rather than failing every batch they land in."""
+        computed or whose workflow has no steps, which are stopped rather than failing
+        every batch they land in."""
         plans = []
         broken = []
         for row in rows:
             try:
                 due = _due(row)
+                if row["workflow_id"] is not None and row["workflow_id"] not in shapes:
+                    raise RecurrenceError("its workflow has no steps")
             except RecurrenceError as exc:
                 note = f"stopped by the trigger: {exc}"
                 log.error("schedule %s %s", row["name"], note, extra={"schedule_id": row["id"]})
@@ -173,13 +181,17 @@ class Trigger:
             plans.append((row, plan))
         return plans, json_rows(broken) if broken else None
 
-    def _submit(self, conn: Conn, plans: Planned) -> dict[tuple[Any, datetime], int | None]:
-        wanted = [(row, entry) for row, plan in plans for entry in plan.runs_wanted]
-        requests = [
-            _fire_request(row["id"], row, entry.fire.at, entry.run_at) for row, entry in wanted
+    def _start(
+        self, conn: Conn, plans: Planned, shapes: Mapping[uuid.UUID, Shape]
+    ) -> dict[tuple[Any, datetime], Started]:
+        """Create the runs (or DAG runs) of the fires the plans enqueue."""
+        starts = [
+            Start(row, entry.fire.at, entry.run_at or entry.fire.at)
+            for row, plan in plans
+            for entry in plan.runs_wanted
         ]
-        ids = runs.submit_fires(conn, requests)
-        return {(r.schedule_id, r.fire_time): i for r, i in zip(requests, ids, strict=True)}
+        started = start_fires(conn, starts, shapes)
+        return {(s.schedule["id"], s.fire_time): r for s, r in zip(starts, started, strict=True)}
 
     def _advance(self, conn: Conn, plans: Planned) -> None:
         moves = [
@@ -204,20 +216,22 @@ class Trigger:
             if not rows:
                 return 0
             at = db_now(conn, now)
-            requests = [
-                _fire_request(row["schedule_id"], row, row["fire_time"], at) for row in rows
-            ]
-            ids = runs.submit_fires(conn, requests)
-            conn.execute(
-                query("schedules", "fire_release_many"),
+            shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
+            rows = [r for r in rows if r["workflow_id"] is None or r["workflow_id"] in shapes]
+            started = start_fires(conn, [Start(r, r["fire_time"], at) for r in rows], shapes)
+            released = [
                 {
-                    "schedule_ids": [r.schedule_id for r in requests],
-                    "fire_times": [r.fire_time for r in requests],
-                    "run_ids": ids,
-                    "now": now,
-                },
+                    "schedule_id": row["id"],
+                    "fire_time": row["fire_time"],
+                    "run_id": s.run_id,
+                    "dag_run_id": s.dag_run_id,
+                }
+                for row, s in zip(rows, started, strict=True)
+            ]
+            conn.execute(
+                query("schedules", "fire_release_many"), {"fires": json_rows(released), "now": now}
             )
-        return sum(1 for i in ids if i is not None)
+        return sum(1 for s in started if s.run_id or s.dag_run_id)
 
     def auto_pause(self, conn: Conn, now: datetime | None = None) -> int:
         """Pause schedules whose last N finished runs all failed, saying why."""
@@ -273,52 +287,29 @@ def _due(row: Mapping[str, Any]) -> DueSchedule:
     )
 
 
-def _fire_request(
-    schedule_id: uuid.UUID, job: Mapping[str, Any], fire_time: datetime, run_at: datetime | None
-) -> runs.FireRequest:
-    """A run request for one fire, from the job definition columns in `job`."""
-    row = job
-    return runs.FireRequest(
-        schedule_id=schedule_id,
-        job_id=row["job_id"],
-        fire_time=fire_time,
-        run_at=run_at or fire_time,
-        handler=row["handler"],
-        args=row["args"],
-        execution_model=row["execution_model"],
-        priority=row["priority"],
-        timeout_seconds=row["timeout_seconds"],
-        max_retries=row["max_retries"],
-    )
-
-
-def _ledger(
-    plans: Planned,
-    run_ids: Mapping[tuple[Any, datetime], int | None],
-) -> list[FireRecord]:
-    records = []
-    for row, plan in plans:
-        for entry in plan.entries:
-            records.append(_record(row["id"], entry, run_ids))
-    return records
+def _ledger(plans: Planned, started: Mapping[tuple[Any, datetime], Started]) -> list[FireRecord]:
+    return [_record(row["id"], entry, started) for row, plan in plans for entry in plan.entries]
 
 
 def _record(
-    schedule_id: uuid.UUID, entry: LedgerEntry, run_ids: Mapping[tuple[Any, datetime], int | None]
+    schedule_id: uuid.UUID, entry: LedgerEntry, started: Mapping[tuple[Any, datetime], Started]
 ) -> FireRecord:
-    run_id = None
+    """The ledger row of one fire; an enqueued fire links its run, a coalesced one the run
+    of the fire that covered it."""
+    run = Started()
     if entry.outcome is FireOutcome.ENQUEUED:
-        run_id = run_ids.get((schedule_id, entry.fire.at))
+        run = started.get((schedule_id, entry.fire.at), run)
     elif entry.covered_by is not None:
-        run_id = run_ids.get((schedule_id, entry.covered_by))
+        run = started.get((schedule_id, entry.covered_by), run)
     return FireRecord(
         schedule_id,
         entry.fire.at,
         entry.fire.local,
         entry.outcome,
-        run_id,
+        run.run_id,
         entry.coalesced_count,
         detail=entry.detail,
+        dag_run_id=run.dag_run_id,
     )
 
 

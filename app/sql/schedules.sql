@@ -4,19 +4,21 @@
 -- ---- the trigger ------------------------------------------------------------------------
 
 -- name: schedule_lock_due
--- Lock up to %(limit)s schedules whose next fire is due, with their job definitions, the
--- runs that are still active (for the overlap policy) and whether a fire is queued;
+-- Lock up to %(limit)s schedules whose next fire is due, with their job definitions (none
+-- for a workflow schedule), the runs that are still active (for the overlap policy: a job
+-- schedule's runs, or the steps of a workflow schedule's DAG runs) and whether a fire is
+-- queued;
 -- schedules another trigger has locked are skipped, not waited for. Within a tick, batches
 -- resume after the last (next_fire_time, id) seen, so no batch rescans the index entries
 -- that earlier batches left behind.
 WITH due AS (
-    SELECT s.id, s.name, s.job_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
+    SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
            s.end_at, s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
            s.overlap, s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped,
            s.dst_repeated, s.exact_minute, s.spread_seconds,
            j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
     FROM schedules s
-    JOIN job_definitions j ON j.id = s.job_id
+    LEFT JOIN job_definitions j ON j.id = s.job_id
     WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
       AND (s.next_fire_time, s.id) > (
           coalesce(%(after_time)s::timestamptz, '-infinity'),
@@ -30,8 +32,12 @@ SELECT due.*,
        coalesce(%(now)s::timestamptz, now()) AS now,
        CASE WHEN due.overlap <> 'allow' THEN ARRAY(
            SELECT r.id FROM job_runs r
-           WHERE r.schedule_id = due.id AND r.status IN ('pending', 'blocked', 'running')
-           ORDER BY r.id
+           WHERE r.schedule_id = due.id AND r.dag_run_id IS NULL
+             AND r.status IN ('pending', 'blocked', 'running')
+           UNION ALL
+           SELECT r.id FROM dag_runs d JOIN job_runs r ON r.dag_run_id = d.id
+           WHERE d.schedule_id = due.id AND r.status IN ('pending', 'blocked', 'running')
+           ORDER BY 1
        ) END AS active_run_ids,
        due.overlap = 'queue' AND EXISTS (
            SELECT 1 FROM schedule_fires f WHERE f.schedule_id = due.id AND f.outcome = 'queued'
@@ -64,46 +70,52 @@ WHERE s.id = b.id;
 -- name: fire_record_many
 -- Write ledger rows; a fire already recorded (by another trigger) is left as it is.
 INSERT INTO schedule_fires (
-    schedule_id, fire_time, local_time, outcome, run_id, coalesced_count, manual, detail,
-    recorded_at, updated_at
+    schedule_id, fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual,
+    detail, recorded_at, updated_at
 )
-SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome, f.run_id, f.coalesced_count,
-       f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
+SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome, f.run_id, f.dag_run_id,
+       f.coalesced_count, f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now())
 FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
     schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text, run_id bigint,
-    coalesced_count int, manual bool, detail text
+    dag_run_id uuid, coalesced_count int, manual bool, detail text
 )
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 
 -- name: fire_lock_releasable
 -- Lock queued fires of active schedules that no longer wait behind a pending or running run.
-SELECT f.schedule_id, f.fire_time, s.job_id,
+SELECT f.schedule_id, f.fire_time, s.id, s.name, s.job_id, s.workflow_id,
        j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
 FROM schedule_fires f
 JOIN schedules s ON s.id = f.schedule_id
-JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN job_definitions j ON j.id = s.job_id
 WHERE f.outcome = 'queued' AND s.active
   AND NOT EXISTS (
       SELECT 1 FROM job_runs r
-      WHERE r.schedule_id = f.schedule_id AND r.status IN ('pending', 'blocked', 'running')
+      WHERE r.schedule_id = f.schedule_id AND r.dag_run_id IS NULL
+        AND r.status IN ('pending', 'blocked', 'running')
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM dag_runs d JOIN job_runs r ON r.dag_run_id = d.id
+      WHERE d.schedule_id = f.schedule_id AND r.status IN ('pending', 'blocked', 'running')
   )
 ORDER BY f.fire_time
 LIMIT %(limit)s
 FOR UPDATE OF f SKIP LOCKED;
 
 -- name: fire_release_many
--- queued -> enqueued, linking the run just created for each fire.
+-- queued -> enqueued, linking the run (or DAG run) just created for each fire.
 UPDATE schedule_fires f
-SET outcome = 'enqueued', run_id = r.run_id, updated_at = coalesce(%(now)s::timestamptz, now()),
+SET outcome = 'enqueued', run_id = r.run_id, dag_run_id = r.dag_run_id,
+    updated_at = coalesce(%(now)s::timestamptz, now()),
     detail = concat_ws('; ', f.detail, 'enqueued when the run ahead of it ended')
-FROM unnest(%(schedule_ids)s::uuid[], %(fire_times)s::timestamptz[], %(run_ids)s::bigint[])
-    AS r(schedule_id, fire_time, run_id)
+FROM jsonb_to_recordset(%(fires)s::jsonb)
+    AS r(schedule_id uuid, fire_time timestamptz, run_id bigint, dag_run_id uuid)
 WHERE f.schedule_id = r.schedule_id AND f.fire_time = r.fire_time AND f.outcome = 'queued';
 
 -- name: schedule_failing_streaks
--- Active schedules with auto-pause whose last N finished runs since they were last resumed
--- all failed (cancelled and skipped runs neither break nor extend a streak).
+-- Active job schedules with auto-pause whose last N finished runs since they were last
+-- resumed all failed (cancelled and skipped runs neither break nor extend a streak).
 SELECT s.id, s.name, s.auto_pause_after, last.run_id, last.error
 FROM schedules s
 CROSS JOIN LATERAL (
@@ -113,7 +125,8 @@ CROSS JOIN LATERAL (
            (array_agg(r.last_error ORDER BY r.fire_time DESC))[1] AS error
     FROM (
         SELECT id, status, fire_time, last_error FROM job_runs
-        WHERE schedule_id = s.id AND status IN ('completed', 'failed', 'timed_out')
+        WHERE schedule_id = s.id AND dag_run_id IS NULL
+          AND status IN ('completed', 'failed', 'timed_out')
           AND fire_time > coalesce(s.resumed_at, '-infinity')
         ORDER BY fire_time DESC
         LIMIT s.auto_pause_after
@@ -163,12 +176,12 @@ SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
 
 -- name: schedule_insert
 INSERT INTO schedules (
-    id, job_id, name, cron, interval_seconds, timezone, start_at, end_at, next_fire_time,
+    id, job_id, workflow_id, name, cron, interval_seconds, timezone, start_at, end_at, next_fire_time,
     overlap, catchup, catchup_limit, catchup_window_seconds, dst_skipped, dst_repeated,
     exact_minute, spread_seconds, auto_pause_after, owns_job, created_at, updated_at
 )
 VALUES (
-    %(id)s, %(job_id)s, %(name)s, %(cron)s, %(interval_seconds)s, %(timezone)s, %(start_at)s,
+    %(id)s, %(job_id)s, %(workflow_id)s, %(name)s, %(cron)s, %(interval_seconds)s, %(timezone)s, %(start_at)s,
     %(end_at)s, %(next_fire_time)s, %(overlap)s, %(catchup)s, %(catchup_limit)s,
     %(catchup_window_seconds)s, %(dst_skipped)s, %(dst_repeated)s, %(exact_minute)s,
     %(spread_seconds)s, %(auto_pause_after)s, %(owns_job)s, %(created_at)s, %(created_at)s
@@ -177,11 +190,12 @@ ON CONFLICT (name) WHERE name <> '' DO NOTHING
 RETURNING id;
 
 -- name: schedule_lock_by_name
--- One schedule and its job definition, locked against the trigger and other people.
+-- One schedule and its job definition (none for a workflow schedule), locked against the
+-- trigger and other people.
 SELECT s.*, j.name AS job_name, j.handler, j.args, j.execution_model, j.priority,
        j.timeout_seconds, j.max_retries
 FROM schedules s
-JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN job_definitions j ON j.id = s.job_id
 WHERE s.name = %(name)s
 FOR UPDATE OF s;
 
@@ -202,8 +216,7 @@ SET active = true, paused_note = NULL, paused_until = NULL, paused_at = NULL,
 WHERE id = %(id)s AND NOT active;
 
 -- name: schedule_delete
--- A schedule and its fire ledger; its runs keep their history.
-WITH ledger AS (DELETE FROM schedule_fires WHERE schedule_id = %(id)s)
+-- A schedule and (by cascade) its fire ledger; its runs keep their history.
 DELETE FROM schedules WHERE id = %(id)s;
 
 -- name: job_definition_delete_unused
@@ -212,9 +225,10 @@ DELETE FROM job_definitions j
 WHERE j.id = %(id)s AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.job_id = j.id);
 
 -- name: schedule_list
-SELECT s.*, j.name AS job_name, j.handler
+SELECT s.*, j.name AS job_name, j.handler, w.name AS workflow_name
 FROM schedules s
-JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN workflows w ON w.id = s.workflow_id
 ORDER BY s.name, s.id;
 
 -- name: schedule_by_name
@@ -222,7 +236,8 @@ SELECT id, timezone FROM schedules WHERE name = %(name)s;
 
 -- name: fire_list
 -- A schedule's ledger, newest first.
-SELECT fire_time, local_time, outcome, run_id, coalesced_count, manual, detail, recorded_at
+SELECT fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual, detail,
+       recorded_at
 FROM schedule_fires
 WHERE schedule_id = %(id)s
 ORDER BY fire_time DESC

@@ -56,6 +56,7 @@ def upgrade() -> None:
             name="schedule_fires_outcome",
         ),
         sa.CheckConstraint("coalesced_count >= 0", name="schedule_fires_coalesced_nonneg"),
+        sa.ForeignKeyConstraint(["schedule_id"], ["schedules.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("schedule_id", "fire_time"),
     )
     op.create_index(

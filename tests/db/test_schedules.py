@@ -67,8 +67,9 @@ def register_worker(conn: Conn, handlers: list[str], *, live: bool = True) -> No
         ({"cron": None}, "either a cron expression or an interval"),
         ({"args": [1, 2]}, "args must be a JSON object"),
         ({"args": {"when": NOW}}, "args must be JSON-serialisable"),
-        ({"handler": None}, "give either --handler"),
-        ({"job": "reports"}, "give either --handler"),
+        ({"handler": None}, "give one of --handler"),
+        ({"job": "reports"}, "give one of --handler"),
+        ({"handler": None, "workflow": "missing"}, "there is no workflow named 'missing'"),
         ({"handler": None, "job": "missing"}, "there is no job definition named 'missing'"),
         ({"name": " spaced "}, "schedule name must be"),
         ({"name": ""}, "schedule name must be"),
@@ -211,7 +212,7 @@ def test_pause_needs_a_future_expiry_and_resume_says_whether_it_was_paused(conn:
 def test_delete_removes_the_ledger_and_its_own_job_but_runs_keep_history(conn: Conn) -> None:
     create_schedule(conn, spec(), now=NOW)
     create_schedule(conn, spec(name="other", handler=None, job="nightly"), now=NOW)
-    run_id = schedules.run_now(conn, "nightly", now=NOW)
+    run_id = schedules.run_now(conn, "nightly", now=NOW).run_id
     schedules.delete(conn, "nightly")
     assert count(conn, "schedule_fires") == 0
     assert count(conn, "job_definitions") == 1  # still used by "other"
@@ -229,7 +230,7 @@ def test_deleting_the_only_schedule_of_its_own_job_deletes_the_job(conn: Conn) -
 
 def test_run_now_copies_the_job_definition_into_the_run(conn: Conn) -> None:
     create_schedule(conn, spec(args={"x": 1}, priority=7, max_retries=0), now=NOW)
-    run_id = schedules.run_now(conn, "nightly", now=NOW)
+    run_id = schedules.run_now(conn, "nightly", now=NOW).run_id
     run = conn.execute("SELECT * FROM job_runs WHERE id = %s", (run_id,)).fetchone()
     assert run is not None
     assert (run["handler"], run["args"], run["priority"], run["max_retries"]) == (

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs, schedules
+from app import runs, schedules, workflows
 from app.config import Settings
 from app.cron import DstRepeated
 from app.fires import OverlapPolicy, spread_offset
@@ -191,6 +191,53 @@ def test_a_schedule_whose_rule_cannot_be_computed_is_stopped_not_wedging_others(
         "paused_note": "stopped by the trigger: unknown time zone 'Gone/Away'; use an IANA "
         "name like Europe/Berlin or UTC",
     }
+
+
+# ---- workflow schedules -------------------------------------------------------------------
+
+
+def define_etl(conn: Conn) -> None:
+    for job in ("extract", "load"):
+        conn.execute(
+            "INSERT INTO job_definitions (id, name, handler) "
+            "VALUES (gen_random_uuid(), %s, 'noop')",
+            (job,),
+        )
+    steps = {"extract": workflows.Step("extract"), "load": workflows.Step("load", {"x": 1})}
+    workflows.define(conn, workflows.WorkflowSpec("etl", steps, [("extract", "load")]))
+
+
+def test_a_workflow_schedule_fires_one_dag_run_per_fire(conn: Conn) -> None:
+    define_etl(conn)
+    sid = add(conn, "etl-half-hourly", cron="*/30 * * * *", handler=None, workflow="etl")
+    tick(Trigger(settings()), conn, T0, T0 + timedelta(hours=1), timedelta(minutes=7))
+    dag_runs = conn.execute(
+        "SELECT id, fire_time FROM dag_runs WHERE schedule_id = %s ORDER BY fire_time", (sid,)
+    ).fetchall()
+    assert [d["fire_time"] for d in dag_runs] == [utc("2026-05-01T10:00"), utc("2026-05-01T10:30")]
+    rows = ledger(conn, sid)
+    assert [(r["outcome"], r["dag_run_id"], r["run_id"]) for r in rows] == [
+        ("enqueued", d["id"], None) for d in dag_runs
+    ]
+    steps = conn.execute(
+        "SELECT handler, status, args, fire_time FROM job_runs WHERE dag_run_id = %s "
+        "ORDER BY status",
+        (dag_runs[0]["id"],),
+    ).fetchall()
+    assert [(s["status"], s["args"]) for s in steps] == [("blocked", {"x": 1}), ("pending", {})]
+    assert {s["fire_time"] for s in steps} == {utc("2026-05-01T10:00")}
+
+
+def test_a_workflow_fire_is_skipped_while_its_previous_dag_run_is_active(conn: Conn) -> None:
+    define_etl(conn)
+    sid = add(
+        conn, "etl", cron="*/30 * * * *", handler=None, workflow="etl", overlap=OverlapPolicy.SKIP
+    )
+    tick(Trigger(settings()), conn, T0, T0 + timedelta(hours=1), timedelta(minutes=7))
+    assert outcomes(conn, sid) == ["enqueued", "skipped_overlap"]
+    started = schedules.run_now(conn, "etl", now=utc("2026-05-01T10:40"))
+    assert started.run_id is None and started.dag_run_id is not None
+    assert ledger(conn, sid)[-1]["dag_run_id"] == started.dag_run_id
 
 
 # ---- DST end to end -----------------------------------------------------------------------
@@ -377,7 +424,7 @@ def test_run_now_is_a_recorded_fire_that_leaves_the_schedule_alone(conn: Conn) -
     sid = add(conn, "manual", cron="0 3 * * *")
     before = conn.execute("SELECT next_fire_time FROM schedules").fetchone()
     now = utc("2026-05-01T10:17:42")
-    run_id = schedules.run_now(conn, "manual", now=now)
+    run_id = schedules.run_now(conn, "manual", now=now).run_id
     run = conn.execute("SELECT fire_time, run_at, status FROM job_runs WHERE id = %s", (run_id,))
     assert run.fetchone() == {"fire_time": now, "run_at": now, "status": "pending"}
     [row] = ledger(conn, sid)

@@ -1,0 +1,92 @@
+"""Start fires: a job schedule's fire becomes one run, a workflow schedule's one DAG run.
+
+Used by the trigger (due, queued and backfilled fires) and by "run now". Both go through
+the run state module (`runs.submit_fires`, `runs.submit_workflow_fires`): nothing here
+writes a run. Neither commits; the caller's transaction also records the fires.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from app import runs, workflows
+from app.workflows import Shape
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A fire to start. `schedule` holds the schedule's id, name, job_id, workflow_id and,
+    for a job schedule, its job definition's columns (handler, args, limits)."""
+
+    schedule: Mapping[str, Any]
+    fire_time: datetime
+    run_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What a fire created; both None when the fire already had its run (or DAG run)."""
+
+    run_id: int | None = None
+    dag_run_id: uuid.UUID | None = None
+
+
+def workflow_shapes(conn: Conn, workflow_ids: Iterable[uuid.UUID | None]) -> dict[uuid.UUID, Shape]:
+    """The runnable shape of each workflow; a workflow without steps has none."""
+    wanted = sorted({w for w in workflow_ids if w is not None})
+    return workflows.shapes(conn, wanted) if wanted else {}
+
+
+def start_fires(
+    conn: Conn, starts: Sequence[Start], shapes: Mapping[uuid.UUID, Shape]
+) -> list[Started]:
+    """Create the run or DAG run of each fire, in two statements at most."""
+    started = [Started()] * len(starts)
+    jobs = [(i, s) for i, s in enumerate(starts) if s.schedule["workflow_id"] is None]
+    flows = [(i, s) for i, s in enumerate(starts) if s.schedule["workflow_id"] is not None]
+    if jobs:
+        run_ids = runs.submit_fires(conn, [_fire_request(s) for _, s in jobs])
+        for (i, _), run_id in zip(jobs, run_ids, strict=True):
+            started[i] = Started(run_id=run_id)
+    if flows:
+        fires = [_workflow_fire(s, shapes[s.schedule["workflow_id"]]) for _, s in flows]
+        dag_run_ids = runs.submit_workflow_fires(conn, fires)
+        for (i, _), dag_run_id in zip(flows, dag_run_ids, strict=True):
+            started[i] = Started(dag_run_id=dag_run_id)
+    return started
+
+
+def _fire_request(start: Start) -> runs.FireRequest:
+    job = start.schedule
+    return runs.FireRequest(
+        schedule_id=job["id"],
+        job_id=job["job_id"],
+        fire_time=start.fire_time,
+        run_at=start.run_at,
+        handler=job["handler"],
+        args=job["args"],
+        execution_model=job["execution_model"],
+        priority=job["priority"],
+        timeout_seconds=job["timeout_seconds"],
+        max_retries=job["max_retries"],
+    )
+
+
+def _workflow_fire(start: Start, shape: Shape) -> runs.WorkflowFire:
+    return runs.WorkflowFire(
+        schedule_id=start.schedule["id"],
+        workflow_id=shape.workflow_id,
+        name=start.schedule["name"],
+        fire_time=start.fire_time,
+        run_at=start.run_at,
+        steps=shape.runs,
+        edges=shape.edges,
+    )
