@@ -220,10 +220,14 @@ def submit_many(
 
 
 def _run_row(run: NewRun, **extra: Any) -> dict[str, Any]:
-    """The JSON row of a run to insert; `extra` sets status, dag_run_id, upstream_remaining."""
+    """The JSON row of a run to insert; `extra` sets status, dag_run_id, upstream_remaining.
+
+    Null fields are left out (jsonb_to_recordset reads a missing key as NULL): most runs
+    have no key, delay or DAG, and a bulk submit then sends a third of the bytes.
+    """
     row = run.as_row()
     row.update(extra)
-    return row
+    return {key: value for key, value in row.items() if value is not None}
 
 
 def _insert_runs(
