@@ -245,14 +245,15 @@ def _apply_overlap(
     active_run_ids: Sequence[int],
     coalesced: int,
 ) -> None:
-    offset = spread_offset(schedule.id, schedule.spread)
     policy = schedule.overlap
     blocked = bool(active_run_ids) and policy is not OverlapPolicy.ALLOW
     running = ", ".join(str(i) for i in active_run_ids)
     entries: list[LedgerEntry] = []
-    for fire in due:
+    followers = [f.at for f in due[1:]] + [plan.next_fire_time]
+    for fire, following in zip(due, followers, strict=True):
         if not blocked or policy is OverlapPolicy.CANCEL:
-            entries.append(_entry(fire, FireOutcome.ENQUEUED, None, run_at=fire.at + offset))
+            run_at = fire.at + _offset(schedule, fire.at, following)
+            entries.append(_entry(fire, FireOutcome.ENQUEUED, None, run_at=run_at))
         else:
             reason = f"run {running} of this schedule was still pending or running"
             entries.append(_entry(fire, FireOutcome.SKIPPED_OVERLAP, reason))
@@ -270,6 +271,15 @@ def _apply_overlap(
     if coalesced:
         entries[-1] = replace(entries[-1], coalesced_count=coalesced)
     plan.entries += entries
+
+
+def _offset(schedule: DueSchedule, fire_time: datetime, following: datetime | None) -> timedelta:
+    """The spread offset of one fire, within the time to the next fire, so a spread wider
+    than the schedule's period (60 s on `--every 10`) never makes its runs overlap."""
+    window = schedule.spread
+    if following is not None:
+        window = min(window, following - fire_time)
+    return spread_offset(schedule.id, window)
 
 
 def _backlog(

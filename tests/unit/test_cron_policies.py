@@ -221,6 +221,20 @@ def test_run_at_is_fire_time_plus_the_schedule_offset() -> None:
     )
 
 
+def test_spread_never_reaches_the_next_fire() -> None:
+    every_10s = Recurrence.every(10, utc("2026-05-01T10:00"))
+    for k in range(50):
+        schedule = DueSchedule(
+            id=uuid.UUID(int=k + 1),
+            rule=every_10s,
+            next_fire_time=utc("2026-05-01T10:00"),
+            spread=timedelta(seconds=60),
+        )
+        [run] = plan_fires(schedule, utc("2026-05-01T10:00:01")).runs_wanted
+        assert run.run_at is not None
+        assert timedelta(0) <= run.run_at - run.fire.at < timedelta(seconds=10)
+
+
 @pytest.mark.parametrize("now", ["2026-05-01T09:59:59", "2026-05-01T08:00"])
 def test_nothing_is_due_before_the_next_fire_even_when_the_clock_went_back(now: str) -> None:
     plan = plan_fires(due(), utc(now))
