@@ -207,7 +207,9 @@ def _validate_fields(spec: ScheduleSpec) -> list[str]:
             f"trailing spaces, got {spec.name!r}"
         )
     if (spec.cron is None) == (spec.every_seconds is None):
-        raise ScheduleError("give either a cron expression or an interval (--every), not both")
+        raise ScheduleError(
+            "give exactly one of a cron expression (--cron) or an interval (--every)"
+        )
     if spec.every_seconds is not None and spec.every_seconds <= 0:
         raise ScheduleError(
             f"the interval must be a positive number of seconds, not {spec.every_seconds}"

@@ -63,8 +63,11 @@ def register_worker(conn: Conn, handlers: list[str], *, live: bool = True) -> No
         ({"timezone": ""}, "unknown time zone ''"),
         ({"every_seconds": 0, "cron": None}, "the interval must be a positive number"),
         ({"every_seconds": -5, "cron": None}, "the interval must be a positive number"),
-        ({"every_seconds": 60, "cron": "@daily"}, "either a cron expression or an interval"),
-        ({"cron": None}, "either a cron expression or an interval"),
+        (
+            {"every_seconds": 60, "cron": "@daily"},
+            "exactly one of a cron expression (--cron) or an interval",
+        ),
+        ({"cron": None}, "exactly one of a cron expression (--cron) or an interval"),
         ({"args": [1, 2]}, "args must be a JSON object"),
         ({"args": {"when": NOW}}, "args must be JSON-serialisable"),
         ({"handler": None}, "give one of --handler"),
