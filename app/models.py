@@ -252,6 +252,14 @@ class JobRun(SQLModel, table=True):
         ),
         # History of a job definition's runs, newest first (ids grow with time).
         sa.Index("ix_job_runs_job", "job_id", "id", postgresql_where=sa.text("job_id IS NOT NULL")),
+        # The trigger's overlap check: a schedule's runs that are still active.
+        sa.Index(
+            "ix_job_runs_schedule_active",
+            "schedule_id",
+            postgresql_where=sa.text(
+                "schedule_id IS NOT NULL AND status IN ('pending', 'blocked', 'running')"
+            ),
+        ),
         # All runs of a DAG run.
         sa.Index(
             "ix_job_runs_dag_run", "dag_run_id", postgresql_where=sa.text("dag_run_id IS NOT NULL")

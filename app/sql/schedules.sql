@@ -30,14 +30,12 @@ WITH due AS (
 )
 SELECT due.*,
        coalesce(%(now)s::timestamptz, now()) AS now,
+       -- Runs of a workflow fire carry the schedule too, so one lookup on the partial
+       -- index of active scheduled runs covers job and workflow schedules alike.
        CASE WHEN due.overlap <> 'allow' THEN ARRAY(
            SELECT r.id FROM job_runs r
-           WHERE r.schedule_id = due.id AND r.dag_run_id IS NULL
-             AND r.status IN ('pending', 'blocked', 'running')
-           UNION ALL
-           SELECT r.id FROM dag_runs d JOIN job_runs r ON r.dag_run_id = d.id
-           WHERE d.schedule_id = due.id AND r.status IN ('pending', 'blocked', 'running')
-           ORDER BY 1
+           WHERE r.schedule_id = due.id AND r.status IN ('pending', 'blocked', 'running')
+           ORDER BY r.id
        ) END AS active_run_ids,
        due.overlap = 'queue' AND EXISTS (
            SELECT 1 FROM schedule_fires f WHERE f.schedule_id = due.id AND f.outcome = 'queued'
@@ -92,12 +90,7 @@ LEFT JOIN job_definitions j ON j.id = s.job_id
 WHERE f.outcome = 'queued' AND s.active
   AND NOT EXISTS (
       SELECT 1 FROM job_runs r
-      WHERE r.schedule_id = f.schedule_id AND r.dag_run_id IS NULL
-        AND r.status IN ('pending', 'blocked', 'running')
-  )
-  AND NOT EXISTS (
-      SELECT 1 FROM dag_runs d JOIN job_runs r ON r.dag_run_id = d.id
-      WHERE d.schedule_id = f.schedule_id AND r.status IN ('pending', 'blocked', 'running')
+      WHERE r.schedule_id = f.schedule_id AND r.status IN ('pending', 'blocked', 'running')
   )
 ORDER BY f.fire_time
 LIMIT %(limit)s

@@ -282,6 +282,15 @@ def upgrade() -> None:
         postgresql_where=sa.text("status = 'running'"),
     )
     op.create_index(
+        "ix_job_runs_schedule_active",
+        "job_runs",
+        ["schedule_id"],
+        unique=False,
+        postgresql_where=sa.text(
+            "schedule_id IS NOT NULL AND status IN ('pending', 'blocked', 'running')"
+        ),
+    )
+    op.create_index(
         "ix_job_runs_dag_run",
         "job_runs",
         ["dag_run_id"],
