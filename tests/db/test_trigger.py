@@ -430,3 +430,55 @@ def test_run_now_is_a_recorded_fire_that_leaves_the_schedule_alone(conn: Conn) -
     [row] = ledger(conn, sid)
     assert (row["outcome"], row["manual"], row["run_id"]) == ("enqueued", True, run_id)
     assert conn.execute("SELECT next_fire_time FROM schedules").fetchone() == before
+
+
+def test_two_leaders_at_once_fire_a_workflow_schedule_once_per_fire_time(db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as setup:
+        define_etl(setup)
+        sid = add(
+            setup,
+            "etl-every-minute",
+            cron="* * * * *",
+            handler=None,
+            workflow="etl",
+            overlap=OverlapPolicy.ALLOW,
+        )
+    instants = [T0 + timedelta(seconds=30 + 20 * k) for k in range(15)]  # five minutes
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def lead(holder: str) -> None:
+        trigger = Trigger(settings(), holder=holder)
+        trigger.lease.hold = lambda conn, now=None: True  # type: ignore[method-assign]
+        trigger.lease.still_held = lambda conn, now=None: True  # type: ignore[method-assign]
+        try:
+            with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+                for now in instants:
+                    barrier.wait(timeout=30)
+                    trigger.run_once(conn, now=now)
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=lead, args=(h,)) for h in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    expected = [utc("2026-05-01T10:00") + timedelta(minutes=k) for k in range(5)]
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        dag_runs = conn.execute(
+            "SELECT d.fire_time, count(r.id) AS steps FROM dag_runs d "
+            "JOIN job_runs r ON r.dag_run_id = d.id WHERE d.schedule_id = %s "
+            "GROUP BY d.id, d.fire_time ORDER BY d.fire_time",
+            (sid,),
+        ).fetchall()
+    assert [d["fire_time"] for d in dag_runs] == expected  # one DAG run per fire, no double
+    assert {d["steps"] for d in dag_runs} == {2}
+    assert [r["fire_time"] for r in ledger_rows(db_url, sid)] == expected
+
+
+def ledger_rows(db_url: str, sid: Any) -> list[dict[str, Any]]:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        return ledger(conn, sid)
