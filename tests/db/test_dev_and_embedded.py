@@ -4,13 +4,13 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_env, wait_for_http
+from tests.processes import wait_until
 
 
 def test_dev_runs_every_procfile_process_and_stops_them(db_url: str, tmp_path: Path) -> None:
@@ -27,14 +27,17 @@ def test_dev_runs_every_procfile_process_and_stops_them(db_url: str, tmp_path: P
         )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=30, proc=proc)
-        _wait_until(lambda: _live_workers(db_url) >= 1, "worker registered", log_path)
-        _wait_until(
-            lambda: all(
-                f"{name} started" in log_path.read_text() for name in ("trigger", "reaper")
-            ),
-            "trigger and reaper started",
-            log_path,
+        wait_until(lambda: _live_workers(db_url) >= 1, "worker registered")
+        # The processes' own lines, not honcho's "trigger started (pid=…)": only then have
+        # they installed their signal handlers.
+        own_lines = ("periodic: trigger started", "periodic: reaper started", "worker started:")
+        wait_until(
+            lambda: all(line in log_path.read_text() for line in own_lines),
+            "every process started",
         )
+    except AssertionError:
+        print(log_path.read_text())
+        raise
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(30)
@@ -70,12 +73,3 @@ def _live_workers(db_url: str) -> int:
     with psycopg.connect(db_url) as conn:
         row: Any = conn.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone()
         return int(row[0])
-
-
-def _wait_until(check: Any, what: str, log_path: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}:\n{log_path.read_text()}")
