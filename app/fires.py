@@ -247,6 +247,13 @@ def _apply_overlap(
 ) -> None:
     policy = schedule.overlap
     blocked = bool(active_run_ids) and policy is not OverlapPolicy.ALLOW
+    if not blocked and not coalesced and len(due) == 1:  # the usual tick: one run to create
+        fire = due[0]
+        run_at = fire.at + _offset(schedule, fire.at, plan.next_fire_time)
+        plan.entries.append(
+            LedgerEntry(fire, FireOutcome.ENQUEUED, fire.note or None, run_at=run_at)
+        )
+        return
     running = ", ".join(str(i) for i in active_run_ids)
     entries: list[LedgerEntry] = []
     followers = [f.at for f in due[1:]] + [plan.next_fire_time]

@@ -140,11 +140,18 @@ class FireRequest:
     timeout_seconds: int
     max_retries: int
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self, iso: dict[datetime, str] | None = None) -> dict[str, Any]:
+        """Its JSON row; `iso` caches instants already written out (a batch of fires
+        mostly shares one fire time)."""
+        fire_time = iso.get(self.fire_time) if iso is not None else None
+        if fire_time is None:
+            fire_time = self.fire_time.isoformat()
+            if iso is not None:
+                iso[self.fire_time] = fire_time
         return {
             "schedule_id": str(self.schedule_id),
             "job_id": str(self.job_id),
-            "fire_time": self.fire_time.isoformat(),
+            "fire_time": fire_time,
             "run_at": self.run_at.isoformat(),
             "handler": self.handler,
             "args": self.args,
@@ -293,12 +300,13 @@ def submit_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     """(new) -> pending, one run per fire; None where that fire already has a run."""
     if not fires:
         return []
-    rows = conn.execute(
-        query("runs", "run_submit_fires"),
-        {"fires": _json_batch([f.as_row() for f in fires])},
-    ).fetchall()
+    iso: dict[datetime, str] = {}
+    params = {"fires": _json_batch([f.as_row(iso) for f in fires])}
+    # Plain tuples: a batch of fires returns thousands of rows, and dicts cost more.
+    with conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(query("runs", "run_submit_fires"), params).fetchall()
     TRANSITIONS.labels("run_submit").inc(len(rows))
-    created = {(r["schedule_id"], r["fire_time"]): r["id"] for r in rows}
+    created = {(schedule_id, fire_time): run_id for run_id, schedule_id, fire_time in rows}
     return [created.get((f.schedule_id, f.fire_time)) for f in fires]
 
 

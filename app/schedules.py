@@ -453,14 +453,15 @@ def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = N
     """Write ledger rows in one statement; fires already recorded are left alone."""
     if not records:
         return
+    iso: dict[datetime, str] = {}
     rows = [
         {
-            "schedule_id": r.schedule_id,
-            "fire_time": r.fire_time,
-            "local_time": r.local_time,
+            "schedule_id": str(r.schedule_id),
+            "fire_time": iso_text(iso, r.fire_time),
+            "local_time": iso_text(iso, r.local_time),
             "outcome": r.outcome.value,
             "run_id": r.run_id,
-            "dag_run_id": r.dag_run_id,
+            "dag_run_id": None if r.dag_run_id is None else str(r.dag_run_id),
             "coalesced_count": r.coalesced_count,
             "manual": r.manual,
             "detail": r.detail,
@@ -468,6 +469,15 @@ def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = N
         for r in records
     ]
     conn.execute(query("schedules", "fire_record_many"), {"fires": json_rows(rows), "now": now})
+
+
+def iso_text(cache: dict[datetime, str], moment: datetime) -> str:
+    """`moment` in ISO 8601, remembered in `cache`: the rows of one batch mostly share a
+    few instants, and writing one out costs more than looking it up."""
+    text = cache.get(moment)
+    if text is None:
+        text = cache[moment] = moment.isoformat()
+    return text
 
 
 def json_rows(rows: list[dict[str, Any]]) -> str:

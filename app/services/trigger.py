@@ -33,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -52,7 +53,14 @@ from app.fires import (
     plan_fires,
 )
 from app.lease import LeaderLease, new_holder_id
-from app.schedules import FireRecord, db_now, json_rows, record_fires, recurrence_of
+from app.schedules import (
+    FireRecord,
+    db_now,
+    iso_text,
+    json_rows,
+    record_fires,
+    recurrence_of,
+)
 from app.services.periodic import run_periodic
 from app.sql import query
 from app.workflows import Shape
@@ -150,10 +158,14 @@ class Trigger:
             for _, plan in plans:
                 for run_id in plan.cancel_run_ids:
                     runs.cancel(conn, run_id)
-            started = self._start(conn, plans, shapes)
-            records = _ledger(plans, started)
-            record_fires(conn, records, now)
-            self._advance(conn, plans)
+            # Pipelined: PostgreSQL moves the schedules on while the runs are prepared
+            # here, and writes the ledger while this process goes on; errors still end
+            # the transaction (they are raised when the pipeline syncs, before commit).
+            with conn.pipeline():
+                self._advance(conn, plans)
+                started = self._start(conn, plans, shapes)
+                records = _ledger(plans, started)
+                record_fires(conn, records, now)
         _log_catchups(plans)
         created = sum(1 for s in started.values() if s.run_id or s.dag_run_id)
         last = (rows[-1]["next_fire_time"], rows[-1]["id"])
@@ -194,11 +206,14 @@ class Trigger:
         return {(s.schedule["id"], s.fire_time): r for s, r in zip(starts, started, strict=True)}
 
     def _advance(self, conn: Conn, plans: Planned) -> None:
+        iso: dict[datetime, str] = {}
         moves = [
             {
-                "id": row["id"],
-                "previous": row["next_fire_time"],
-                "next_fire_time": plan.next_fire_time,
+                "id": str(row["id"]),
+                "previous": iso_text(iso, row["next_fire_time"]),
+                "next_fire_time": (
+                    None if plan.next_fire_time is None else iso_text(iso, plan.next_fire_time)
+                ),
                 "resume": plan.resume,
             }
             for row, plan in plans
@@ -280,11 +295,19 @@ def _due(row: Mapping[str, Any]) -> DueSchedule:
         paused_note=row["paused_note"],
         catchup=row["catchup"],
         catchup_limit=row["catchup_limit"],
-        catchup_window=timedelta(seconds=window) if window else None,
-        overlap=OverlapPolicy(row["overlap"]),
-        spread=timedelta(seconds=0 if row["exact_minute"] else row["spread_seconds"]),
+        catchup_window=_seconds(window) if window else None,
+        overlap=_OVERLAP_POLICIES[row["overlap"]],
+        spread=_seconds(0 if row["exact_minute"] else row["spread_seconds"]),
         has_queued_fire=row["has_queued_fire"],
     )
+
+
+_OVERLAP_POLICIES = {policy.value: policy for policy in OverlapPolicy}
+
+
+@lru_cache(maxsize=256)
+def _seconds(seconds: int) -> timedelta:
+    return timedelta(seconds=seconds)
 
 
 def _ledger(plans: Planned, started: Mapping[tuple[Any, datetime], Started]) -> list[FireRecord]:
