@@ -451,10 +451,19 @@ class FireRecord:
 
 def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
     """Write ledger rows in one statement; fires already recorded are left alone."""
-    if not records:
-        return
+    write_fire_rows(conn, fire_rows(records), now)
+
+
+def write_fire_rows(conn: Conn, rows: list[dict[str, Any]], now: datetime | None = None) -> None:
+    """`record_fires` for rows already made by `fire_rows`."""
+    if rows:
+        conn.execute(query("schedules", "fire_record_many"), {"fires": json_rows(rows), "now": now})
+
+
+def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
+    """The JSON rows of ledger records (a run or DAG run id is a string in them)."""
     iso: dict[datetime, str] = {}
-    rows = [
+    return [
         {
             "schedule_id": str(r.schedule_id),
             "fire_time": iso_text(iso, r.fire_time),
@@ -468,7 +477,6 @@ def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = N
         }
         for r in records
     ]
-    conn.execute(query("schedules", "fire_record_many"), {"fires": json_rows(rows), "now": now})
 
 
 def iso_text(cache: dict[datetime, str], moment: datetime) -> str:

@@ -46,7 +46,6 @@ from app.fire_starts import Start, Started, start_fires, workflow_shapes
 from app.fires import (
     DueSchedule,
     FireOutcome,
-    LedgerEntry,
     OverlapPolicy,
     Plan,
     PlanLimits,
@@ -56,10 +55,11 @@ from app.lease import LeaderLease, new_holder_id
 from app.schedules import (
     FireRecord,
     db_now,
+    fire_rows,
     iso_text,
     json_rows,
-    record_fires,
     recurrence_of,
+    write_fire_rows,
 )
 from app.services.periodic import run_periodic
 from app.sql import query
@@ -158,14 +158,17 @@ class Trigger:
             for _, plan in plans:
                 for run_id in plan.cancel_run_ids:
                     runs.cancel(conn, run_id)
-            # Pipelined: PostgreSQL moves the schedules on while the runs are prepared
-            # here, and writes the ledger while this process goes on; errors still end
-            # the transaction (they are raised when the pipeline syncs, before commit).
+            # Pipelined: PostgreSQL moves the schedules on while the ledger rows and the
+            # runs are prepared here; the ledger rows get their run ids once the runs
+            # exist. Errors still end the transaction (they are raised when the pipeline
+            # syncs, before the commit).
             with conn.pipeline():
                 self._advance(conn, plans)
+                records, links = _ledger(plans)
+                ledger = fire_rows(records)
                 started = self._start(conn, plans, shapes)
-                records = _ledger(plans, started)
-                record_fires(conn, records, now)
+                _link_runs(ledger, links, started)
+                write_fire_rows(conn, ledger, now)
         _log_catchups(plans)
         created = sum(1 for s in started.values() if s.run_id or s.dag_run_id)
         last = (rows[-1]["next_fire_time"], rows[-1]["id"])
@@ -310,30 +313,46 @@ def _seconds(seconds: int) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _ledger(plans: Planned, started: Mapping[tuple[Any, datetime], Started]) -> list[FireRecord]:
-    return [_record(row["id"], entry, started) for row, plan in plans for entry in plan.entries]
+def _ledger(plans: Planned) -> tuple[list[FireRecord], list[tuple[int, tuple[Any, datetime]]]]:
+    """The ledger rows of the plans, made before their runs exist, and for each row that
+    links a run the (schedule id, fire time) of that run's fire: an enqueued fire links its
+    own run, a coalesced one the run of the fire that covered it."""
+    records: list[FireRecord] = []
+    links: list[tuple[int, tuple[Any, datetime]]] = []
+    for row, plan in plans:
+        schedule_id = row["id"]
+        for entry in plan.entries:
+            fire = entry.fire
+            if entry.outcome is FireOutcome.ENQUEUED:
+                links.append((len(records), (schedule_id, fire.at)))
+            elif entry.covered_by is not None:
+                links.append((len(records), (schedule_id, entry.covered_by)))
+            records.append(
+                FireRecord(
+                    schedule_id,
+                    fire.at,
+                    fire.local,
+                    entry.outcome,
+                    None,
+                    entry.coalesced_count,
+                    detail=entry.detail,
+                )
+            )
+    return records, links
 
 
-def _record(
-    schedule_id: uuid.UUID, entry: LedgerEntry, started: Mapping[tuple[Any, datetime], Started]
-) -> FireRecord:
-    """The ledger row of one fire; an enqueued fire links its run, a coalesced one the run
-    of the fire that covered it."""
-    run = Started()
-    if entry.outcome is FireOutcome.ENQUEUED:
-        run = started.get((schedule_id, entry.fire.at), run)
-    elif entry.covered_by is not None:
-        run = started.get((schedule_id, entry.covered_by), run)
-    return FireRecord(
-        schedule_id,
-        entry.fire.at,
-        entry.fire.local,
-        entry.outcome,
-        run.run_id,
-        entry.coalesced_count,
-        detail=entry.detail,
-        dag_run_id=run.dag_run_id,
-    )
+def _link_runs(
+    rows: list[dict[str, Any]],
+    links: Sequence[tuple[int, tuple[Any, datetime]]],
+    started: Mapping[tuple[Any, datetime], Started],
+) -> None:
+    """Put the run (or DAG run) each linked fire created into its ledger row; a fire that
+    already had its run links none."""
+    for i, key in links:
+        run = started.get(key)
+        if run is not None:
+            rows[i]["run_id"] = run.run_id
+            rows[i]["dag_run_id"] = None if run.dag_run_id is None else str(run.dag_run_id)
 
 
 def _log_catchups(plans: Planned) -> None:
