@@ -1,6 +1,6 @@
 """Trigger benchmark: materialise the top-of-hour fires of many schedules.
 
-    .venv/bin/python -m bench.trigger_fires [--schedules 100000] [--batch 500]
+    .venv/bin/python -m bench.trigger_fires [--schedules 100000] [--batch 2000]
 
 Creates a scratch database (see `bench.bench_db`), bulk-inserts that many `0 * * * *`
 schedules (each with its own job definition, across several time zones, default 60 s
