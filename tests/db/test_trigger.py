@@ -110,17 +110,14 @@ def test_every_fire_is_enqueued_exactly_once_over_many_ticks(conn: Conn) -> None
     assert all(r["run_id"] is not None for r in ledger(conn, sid))
 
 
-def test_two_leaders_at_once_still_fire_each_once(db_url: str) -> None:
-    """Split brain: both triggers believe they lead and tick at the same instants on their
-    own connections. Row locks and the unique keys still give one run per fire."""
-    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as setup:
-        ids = [add(setup, f"s{i}", cron="* * * * *") for i in range(60)]
-    instants = [T0 + timedelta(seconds=30 + 20 * k) for k in range(30)]  # ten minutes
+def tick_as_two_leaders(db_url: str, instants: list[datetime], config: Any) -> None:
+    """Split brain: two triggers that both believe they lead tick at the same instants, each
+    on its own connection."""
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
 
     def lead(holder: str) -> None:
-        trigger = Trigger(settings(trigger_batch_size=7), holder=holder)
+        trigger = Trigger(config, holder=holder)
         trigger.lease.hold = lambda conn, now=None: True  # type: ignore[method-assign]
         trigger.lease.still_held = lambda conn, now=None: True  # type: ignore[method-assign]
         try:
@@ -138,6 +135,15 @@ def test_two_leaders_at_once_still_fire_each_once(db_url: str) -> None:
     for t in threads:
         t.join(timeout=120)
     assert errors == []
+
+
+def test_two_leaders_at_once_still_fire_each_once(db_url: str) -> None:
+    """Split brain: both triggers believe they lead and tick at the same instants on their
+    own connections. Row locks and the unique keys still give one run per fire."""
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as setup:
+        ids = [add(setup, f"s{i}", cron="* * * * *") for i in range(60)]
+    instants = [T0 + timedelta(seconds=30 + 20 * k) for k in range(30)]  # ten minutes
+    tick_as_two_leaders(db_url, instants, settings(trigger_batch_size=7))
     expected = [utc("2026-05-01T10:00") + timedelta(minutes=k) for k in range(10)]
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         for sid in ids:
@@ -444,28 +450,7 @@ def test_two_leaders_at_once_fire_a_workflow_schedule_once_per_fire_time(db_url:
             overlap=OverlapPolicy.ALLOW,
         )
     instants = [T0 + timedelta(seconds=30 + 20 * k) for k in range(15)]  # five minutes
-    barrier = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def lead(holder: str) -> None:
-        trigger = Trigger(settings(), holder=holder)
-        trigger.lease.hold = lambda conn, now=None: True  # type: ignore[method-assign]
-        trigger.lease.still_held = lambda conn, now=None: True  # type: ignore[method-assign]
-        try:
-            with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-                for now in instants:
-                    barrier.wait(timeout=30)
-                    trigger.run_once(conn, now=now)
-        except BaseException as exc:
-            errors.append(exc)
-            barrier.abort()
-
-    threads = [threading.Thread(target=lead, args=(h,)) for h in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert errors == []
+    tick_as_two_leaders(db_url, instants, settings())
     expected = [utc("2026-05-01T10:00") + timedelta(minutes=k) for k in range(5)]
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         dag_runs = conn.execute(
