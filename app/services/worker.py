@@ -55,6 +55,7 @@ Conn = psycopg.Connection[dict[str, Any]]
 LOOP_LAG_SAMPLE_SECONDS = 1.0
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable)
 MAX_IDLE_SLEEP_SECONDS = 5.0
+MIN_IDLE_SLEEP_SECONDS = 0.005
 # During a database outage at shutdown, finishes and hand-backs are retried this long past
 # the grace period; then the worker exits and the reaper re-runs what it could not record.
 GIVE_UP_AFTER_GRACE_SECONDS = 10.0
@@ -284,9 +285,9 @@ class Worker:
         except DB_ERRORS:
             return
         if next_at is not None:
-            timeout = min(max(next_at, 0.0), MAX_IDLE_SLEEP_SECONDS)
-        if timeout <= 0:
-            return
+            # Due runs that the claim did not get are locked by another worker's claim in
+            # progress: wait a moment (or for a notification) rather than spin.
+            timeout = min(max(next_at, MIN_IDLE_SLEEP_SECONDS), MAX_IDLE_SLEEP_SECONDS)
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
         except TimeoutError:
