@@ -346,3 +346,47 @@ FOR UPDATE;
 -- (no status change) an upstream that belonged to no DAG run joins the new run's.
 UPDATE job_runs SET dag_run_id = %(dag_run_id)s
 WHERE id = ANY(%(ids)s::bigint[]) AND dag_run_id IS NULL;
+
+-- name: run_stage_prepare
+-- (no status change) this session's staging table for large bulk submits: created on first
+-- use, emptied at each commit. COPY into it is several times cheaper per row than
+-- parsing the batch from JSON.
+DO $$
+BEGIN
+    IF to_regclass('pg_temp.run_stage') IS NULL THEN
+        CREATE TEMP TABLE run_stage (
+            n int, handler text, args jsonb, execution_model text, priority smallint,
+            run_at timestamptz, delay float8, max_retries int, timeout_seconds int, job_id uuid
+        ) ON COMMIT DELETE ROWS;
+    END IF;
+    DELETE FROM run_stage;  -- empty already, unless a transaction submits twice
+END
+$$;
+
+-- name: run_stage_copy
+-- (no status change) the staged runs, in input order.
+COPY run_stage (
+    n, handler, args, execution_model, priority, run_at, delay, max_retries, timeout_seconds,
+    job_id
+) FROM STDIN;
+
+-- name: run_submit_staged
+-- (new) -> pending: a large bulk submit of runs without idempotency keys, from the
+-- staging table, ids in input order.
+WITH new AS (
+    INSERT INTO job_runs (
+        handler, args, execution_model, priority, base_priority, run_at,
+        max_retries, timeout_seconds, job_id, status
+    )
+    SELECT
+        s.handler, s.args, s.execution_model, s.priority, s.priority,
+        coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
+                           + make_interval(secs => coalesce(s.delay, 0))),
+        s.max_retries, s.timeout_seconds, s.job_id, 'pending'
+    FROM run_stage s
+    ORDER BY s.n
+    RETURNING id
+)
+SELECT new.id FROM new
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true
+ORDER BY new.id;

@@ -62,12 +62,40 @@ def test_delay_and_run_at_use_the_database_clock(conn: Conn) -> None:
     assert runs.claim(conn, "w", 10, 30) == []  # nothing due yet
 
 
-def test_submit_many_returns_ids_in_input_order(conn: Conn) -> None:
-    batch = [NewRun("noop", {"i": i}) for i in range(500)]
+@pytest.mark.parametrize("size", [500, runs.COPY_THRESHOLD + 1500])  # JSON path, COPY path
+def test_submit_many_returns_ids_in_input_order(conn: Conn, size: int) -> None:
+    now = db_now(conn)
+    batch = [
+        NewRun(
+            "noop",
+            {"i": i},
+            priority=i % 7,
+            delay=60 if i % 3 == 0 else None,
+            run_at=now + timedelta(hours=1) if i % 3 == 1 else None,
+            idempotency_key=f"k{i}" if i % 10 == 0 else None,
+            execution_model="thread" if i % 2 else "async",
+        )
+        for i in range(size)
+    ]
+    runs.submit(conn, NewRun("noop", {"i": 0}, idempotency_key="k0"))  # an existing key
     submitted = runs.submit_many(conn, batch)
-    assert len(submitted) == 500
-    for i, s in enumerate(submitted):
-        assert row(conn, s.id)["args"] == {"i": i}
+    assert len(submitted) == size
+    rows = {
+        r["id"]: r
+        for r in conn.execute(
+            "SELECT * FROM job_runs WHERE id = ANY(%s)", ([s.id for s in submitted],)
+        )
+    }
+    for i, s in enumerate(submitted[1:], start=1):  # [0] is the run that held key k0
+        r = rows[s.id]
+        assert r["args"] == {"i": i} and r["priority"] == i % 7
+        assert r["execution_model"] == ("thread" if i % 2 else "async")
+        if i % 3 == 1:
+            assert r["run_at"] == now + timedelta(hours=1)
+        if i % 3 == 0:
+            assert r["run_at"] - r["created_at"] >= timedelta(seconds=59)
+    assert submitted[0].created is False and all(s.created for s in submitted[1:])
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": size}
 
 
 @pytest.mark.parametrize(
@@ -366,3 +394,13 @@ def test_notifications_wake_workers_once_per_statement_and_carry_no_args(
         received = list(listener.notifies(timeout=1.0))
     assert len(received) == 1
     assert received[0].payload == ""
+
+
+def test_a_large_batch_with_bad_args_is_refused_and_nothing_is_written(conn: Conn) -> None:
+    batch = [NewRun("noop", {"i": i}) for i in range(runs.COPY_THRESHOLD + 10)]
+    batch[-1] = NewRun("noop", {"when": object()})
+    with pytest.raises(SubmitError, match="must be JSON-serialisable"):
+        runs.submit_many(conn, batch)
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
+    # the session's staging table is usable again afterwards
+    assert len(runs.submit_many(conn, batch[:-1])) == runs.COPY_THRESHOLD + 9
