@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -99,8 +100,7 @@ def embedded_database_url(data_dir: Path) -> str:
     The server outlives the process that started it, so web, worker, trigger and reaper
     started separately all share it; `sundial db stop` ends it.
     """
-    import pgserver  # imported lazily: only needed when no DATABASE_URL is given
-
+    pgserver = _import_pgserver()
     pgdata = (data_dir / "pgdata").resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -117,14 +117,23 @@ def embedded_database_url(data_dir: Path) -> str:
 
 def stop_embedded(data_dir: Path) -> bool:
     """Stop the embedded server in `data_dir`; False when none was running."""
-    import pgserver
-
+    pgserver = _import_pgserver()
     pgdata = (data_dir / "pgdata").resolve()
     if not (pgdata / "postmaster.pid").exists():
         return False
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
     server.cleanup()
     return True
+
+
+def _import_pgserver() -> Any:
+    """pgserver, imported lazily (only needed without DATABASE_URL) and quietly: on import
+    it warns when XDG_RUNTIME_DIR is unset, which says nothing a Sundial user can act on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        import pgserver
+
+    return pgserver
 
 
 def _ensure_database(admin_url: str, name: str) -> None:
