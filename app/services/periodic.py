@@ -15,8 +15,7 @@ from typing import Any
 
 import psycopg
 
-from app.backoff import Backoff
-from app.db import DatabaseUnavailable, connect
+from app.services.reconnecting import DB_ERRORS, Reconnecting
 
 log = logging.getLogger(__name__)
 
@@ -38,33 +37,15 @@ def stop_on_signals() -> threading.Event:
 
 def run_periodic(name: str, url: str, interval: float, step: Step, stop: threading.Event) -> None:
     """Call `step(conn)` every `interval` seconds until `stop` is set."""
-    backoff = Backoff()
-    conn: psycopg.Connection[dict[str, Any]] | None = None
+    conn = Reconnecting(url, name, stop.is_set, wait=stop.wait)
     log.info("%s started", name)
     try:
         while not stop.is_set():
             try:
-                if conn is None or conn.closed:
-                    conn = connect(url, autocommit=True)
-                    if backoff.failures:
-                        log.info("%s reconnected to the database", name)
-                    backoff.reset()
-                step(conn)
-            except (DatabaseUnavailable, psycopg.OperationalError) as exc:
-                delay = backoff.next_delay()
-                log.warning(
-                    "%s: database unavailable (%s); retrying in %.1fs",
-                    name,
-                    str(exc).strip().splitlines()[-1:],
-                    delay,
-                )
-                if conn is not None:
-                    conn.close()
-                conn = None
-                stop.wait(delay)
-                continue
+                conn.call(step)
+            except DB_ERRORS:
+                break  # raised only once stopping, during an outage
             stop.wait(interval)
     finally:
-        if conn is not None:
-            conn.close()
+        conn.close()
         log.info("%s stopped", name)

@@ -30,30 +30,26 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from app import runs
-from app.backoff import Backoff
 from app.config import Settings
-from app.db import DatabaseUnavailable, connect
 from app.executors import Executors
 from app.handlers import default_registry, load_modules
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from app.runs import Finish
+from app.services.reconnecting import DB_ERRORS, Reconnecting
 from app.sql import query
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 Conn = psycopg.Connection[dict[str, Any]]
 
 LOOP_LAG_SAMPLE_SECONDS = 1.0
-DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable)
 MAX_IDLE_SLEEP_SECONDS = 5.0
 MIN_IDLE_SLEEP_SECONDS = 0.005
 # During a database outage at shutdown, finishes and hand-backs are retried this long past
@@ -67,50 +63,6 @@ class WorkerCrashed(RuntimeError):
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-class Reconnecting:
-    """One psycopg connection used from one thread at a time, reopened after errors.
-
-    `call(fn, *args)` runs `fn(conn, *args)`; on a connection error it reconnects with
-    backoff and tries again until it succeeds or `stopped()` says to give up.
-    """
-
-    def __init__(self, url: str, name: str, stopped: Callable[[], bool]) -> None:
-        self.url = url
-        self.name = name
-        self.stopped = stopped
-        self._conn: Conn | None = None
-        self._backoff = Backoff()
-
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
-        while True:
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = connect(self.url, autocommit=True)
-                    if self._backoff.failures:
-                        log.info("%s reconnected to the database", self.name)
-                    self._backoff.reset()
-                return fn(self._conn, *args)
-            except DB_ERRORS as exc:
-                self.close()
-                if self.stopped():
-                    raise
-                delay = self._backoff.next_delay()
-                log.warning(
-                    "%s: database unavailable (%s); retrying in %.1fs",
-                    self.name,
-                    " ".join(str(exc).split())[:200],
-                    delay,
-                )
-                time.sleep(delay)
-
-    def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            finally:
-                self._conn = None
 
 
 @dataclass
@@ -395,17 +347,21 @@ class Worker:
     # ---- notifications (own thread) ------------------------------------------------------------
 
     def _listen_loop(self) -> None:
-        backoff = Backoff()
+        stop = self._threads_stop
+        listener = Reconnecting(self.url, "worker listener", stop.is_set, wait=stop.wait)
+        try:
+            listener.call(self._relay_notifications)
+        except DB_ERRORS:
+            pass  # raised only once stopping, during an outage
+        finally:
+            listener.close()
+
+    def _relay_notifications(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        """Wake the fetcher on every notification until the worker stops."""
+        conn.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
         while not self._threads_stop.is_set():
-            try:
-                with connect(self.url, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
-                    backoff.reset()
-                    while not self._threads_stop.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=1):
-                            self._loop.call_soon_threadsafe(self._wake.set)
-            except DB_ERRORS:
-                self._threads_stop.wait(backoff.next_delay())
+            for _ in conn.notifies(timeout=0.5, stop_after=1):
+                self._loop.call_soon_threadsafe(self._wake.set)
 
     async def _measure_loop_lag(self) -> None:
         while True:
