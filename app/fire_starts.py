@@ -23,8 +23,7 @@ Conn = psycopg.Connection[dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """A fire to start. `schedule` holds the schedule's id, name, job_id, workflow_id and,
-    for a job schedule, its job definition's columns (handler, args, limits)."""
+    """A fire to start. `schedule` holds the schedule's id, name, job_id and workflow_id."""
 
     schedule: Mapping[str, Any]
     fire_time: datetime
@@ -65,18 +64,11 @@ def start_fires(
 
 
 def _fire_request(start: Start) -> runs.FireRequest:
-    job = start.schedule
     return runs.FireRequest(
-        schedule_id=job["id"],
-        job_id=job["job_id"],
+        schedule_id=start.schedule["id"],
+        job_id=start.schedule["job_id"],
         fire_time=start.fire_time,
         run_at=start.run_at,
-        handler=job["handler"],
-        args=job["args"],
-        execution_model=job["execution_model"],
-        priority=job["priority"],
-        timeout_seconds=job["timeout_seconds"],
-        max_retries=job["max_retries"],
     )
 
 

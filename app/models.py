@@ -130,6 +130,14 @@ class Schedule(SQLModel, table=True):
             "id",
             postgresql_where=sa.text("auto_pause_after IS NOT NULL"),
         ),
+        # Cascades from job definitions and workflows. Partial: moving a schedule's next
+        # fire writes an entry in every index a row is in, and it is in one of these two.
+        sa.Index("ix_schedules_job_id", "job_id", postgresql_where=sa.text("job_id IS NOT NULL")),
+        sa.Index(
+            "ix_schedules_workflow_id",
+            "workflow_id",
+            postgresql_where=sa.text("workflow_id IS NOT NULL"),
+        ),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
@@ -459,11 +467,9 @@ class ScheduleFire(SQLModel, table=True):
         ),
     )
 
-    schedule_id: uuid.UUID = Field(
-        sa_column=sa.Column(
-            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), primary_key=True
-        )
-    )
+    # No foreign key (it cost the trigger's inserts dearly): the statement trigger
+    # `schedules_delete_fires` (migration 0004) deletes a schedule's ledger with it.
+    schedule_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
     fire_time: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), primary_key=True))
     # The wall-clock time in the schedule's zone this fire stands for (02:30 even when DST
     # moved the fire to 03:00).

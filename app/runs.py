@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from app.backoff import full_jitter
 from app.errors import UsageError
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
+from app.json_rows import encode_json, iso_text, json_rows
 from app.metrics import FENCE_LOST, TRANSITIONS
 from app.sql import query
 from app.states import ExecutionModel
@@ -128,38 +129,21 @@ class Submitted:
 
 @dataclass(frozen=True, slots=True)
 class FireRequest:
-    """A schedule's fire to turn into a run (see the trigger)."""
+    """A schedule's fire to turn into a run of its job definition (see the trigger)."""
 
     schedule_id: uuid.UUID
     job_id: uuid.UUID
     fire_time: datetime
     run_at: datetime
-    handler: str
-    args: dict[str, Any]
-    execution_model: str
-    priority: int
-    timeout_seconds: int
-    max_retries: int
 
-    def as_row(self, iso: dict[datetime, str] | None = None) -> dict[str, Any]:
+    def as_row(self, iso: dict[datetime, str]) -> dict[str, Any]:
         """Its JSON row; `iso` caches instants already written out (a batch of fires
         mostly shares one fire time)."""
-        fire_time = iso.get(self.fire_time) if iso is not None else None
-        if fire_time is None:
-            fire_time = self.fire_time.isoformat()
-            if iso is not None:
-                iso[self.fire_time] = fire_time
         return {
             "schedule_id": str(self.schedule_id),
             "job_id": str(self.job_id),
-            "fire_time": fire_time,
+            "fire_time": iso_text(iso, self.fire_time),
             "run_at": self.run_at.isoformat(),
-            "handler": self.handler,
-            "args": self.args,
-            "execution_model": self.execution_model,
-            "priority": self.priority,
-            "timeout_seconds": self.timeout_seconds,
-            "max_retries": self.max_retries,
         }
 
 
@@ -181,14 +165,6 @@ class HeartbeatResult:
 
 def _now(now: datetime | None) -> dict[str, datetime | None]:
     return {"now": now}
-
-
-_encode_json = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def _json_batch(rows: list[dict[str, Any]]) -> str:
-    """A batch of rows as one JSON array, expanded server-side by jsonb_to_recordset."""
-    return _encode_json(rows)
 
 
 # ---- submit ------------------------------------------------------------------------------
@@ -251,7 +227,7 @@ def _copy_runs(conn: Conn, new_runs: list[NewRun], now: datetime | None) -> list
     with conn.cursor().copy(query("runs", "run_stage_copy")) as copy:
         for n, run in enumerate(new_runs):
             try:
-                args = _encode_json(run.args) if run.args else "{}"
+                args = encode_json(run.args) if run.args else "{}"
             except (TypeError, ValueError) as exc:
                 raise SubmitError(
                     f"args of a {run.handler!r} run must be JSON-serialisable: {exc}"
@@ -307,7 +283,7 @@ def _insert_runs(
 
 def _rows_json(rows: list[dict[str, Any]]) -> str:
     try:
-        return _json_batch(rows)
+        return json_rows(rows)
     except (TypeError, ValueError):
         for row in rows:
             try:
@@ -344,7 +320,7 @@ def submit_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     if not fires:
         return []
     iso: dict[datetime, str] = {}
-    params = {"fires": _json_batch([f.as_row(iso) for f in fires])}
+    params = {"fires": json_rows([f.as_row(iso) for f in fires])}
     # Plain tuples: a batch of fires returns thousands of rows, and dicts cost more.
     with conn.cursor(row_factory=tuple_row) as cur:
         rows = cur.execute(query("runs", "run_submit_fires"), params).fetchall()
@@ -680,7 +656,7 @@ def submit_workflow_fires(conn: Conn, fires: Sequence[WorkflowFire]) -> list[uui
 
 def _create_dag_runs(conn: Conn, dag_runs: list[dict[str, Any]]) -> list[uuid.UUID]:
     rows = conn.execute(
-        query("dags", "dag_run_create_many"), {"dag_runs": _json_batch(dag_runs)}
+        query("dags", "dag_run_create_many"), {"dag_runs": json_rows(dag_runs)}
     ).fetchall()
     return [r["id"] for r in rows]
 

@@ -37,6 +37,7 @@ from app.cron import (
 from app.errors import UsageError
 from app.fire_starts import Start, Started, start_fires, workflow_shapes
 from app.fires import DEFAULT_SPREAD_SECONDS, FireOutcome, OverlapPolicy
+from app.json_rows import iso_text, json_rows
 from app.sql import query
 from app.states import ExecutionModel
 
@@ -394,14 +395,7 @@ def run_now(conn: Conn, name: str, now: datetime | None = None) -> Started:
             raise ScheduleError(f"schedule {name!r} already fired at this very instant; try again")
         local = at.astimezone(zone_named(row["timezone"])).replace(tzinfo=None)
         record = FireRecord(
-            row["id"],
-            at,
-            local,
-            FireOutcome.ENQUEUED,
-            started.run_id,
-            manual=True,
-            detail="run now",
-            dag_run_id=started.dag_run_id,
+            row["id"], at, local, FireOutcome.ENQUEUED, link=at, manual=True, detail="run now"
         )
         record_fires(conn, [record], now)
         return started
@@ -436,17 +430,17 @@ def _lock(conn: Conn, name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class FireRecord:
-    """One ledger row to write."""
+    """One ledger row to write. `link` is the fire time of the run (or DAG run) the row
+    links, a run made earlier in the same transaction."""
 
     schedule_id: uuid.UUID
     fire_time: datetime
     local_time: datetime
     outcome: FireOutcome
-    run_id: int | None = None
+    link: datetime | None = None
     coalesced_count: int = 0
     manual: bool = False
     detail: str | None = None
-    dag_run_id: uuid.UUID | None = None  # for a workflow schedule: the DAG run
 
 
 def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
@@ -461,7 +455,7 @@ def write_fire_rows(conn: Conn, rows: list[dict[str, Any]], now: datetime | None
 
 
 def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
-    """The JSON rows of ledger records (a run or DAG run id is a string in them)."""
+    """The JSON rows of ledger records."""
     iso: dict[datetime, str] = {}
     return [
         {
@@ -469,29 +463,13 @@ def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
             "fire_time": iso_text(iso, r.fire_time),
             "local_time": iso_text(iso, r.local_time),
             "outcome": r.outcome.value,
-            "run_id": r.run_id,
-            "dag_run_id": None if r.dag_run_id is None else str(r.dag_run_id),
+            "link": None if r.link is None else iso_text(iso, r.link),
             "coalesced_count": r.coalesced_count,
             "manual": r.manual,
             "detail": r.detail,
         }
         for r in records
     ]
-
-
-def iso_text(cache: dict[datetime, str], moment: datetime) -> str:
-    """`moment` in ISO 8601, remembered in `cache`: the rows of one batch mostly share a
-    few instants, and writing one out costs more than looking it up."""
-    text = cache.get(moment)
-    if text is None:
-        text = cache[moment] = moment.isoformat()
-    return text
-
-
-def json_rows(rows: list[dict[str, Any]]) -> str:
-    """Rows as one JSON array for `jsonb_to_recordset`: one parameter however many rows,
-    several times cheaper to send than one array parameter per column."""
-    return json.dumps(rows, separators=(",", ":"), default=str)
 
 
 def list_schedules(conn: Conn) -> list[dict[str, Any]]:

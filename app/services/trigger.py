@@ -51,13 +51,12 @@ from app.fires import (
     PlanLimits,
     plan_fires,
 )
+from app.json_rows import iso_text, json_rows
 from app.lease import LeaderLease, new_holder_id
 from app.schedules import (
     FireRecord,
     db_now,
     fire_rows,
-    iso_text,
-    json_rows,
     recurrence_of,
     write_fire_rows,
 )
@@ -158,19 +157,17 @@ class Trigger:
             for _, plan in plans:
                 for run_id in plan.cancel_run_ids:
                     runs.cancel(conn, run_id)
-            # Pipelined: PostgreSQL moves the schedules on while the ledger rows and the
-            # runs are prepared here; the ledger rows get their run ids once the runs
-            # exist. Errors still end the transaction (they are raised when the pipeline
-            # syncs, before the commit).
+            # Pipelined: the statements go out together and PostgreSQL runs them in turn;
+            # the ledger finds the runs it links by their fire times, so nothing waits for
+            # another statement's result. Errors still end the transaction (they are
+            # raised when the pipeline syncs, before the commit).
             with conn.pipeline():
                 self._advance(conn, plans)
-                records, links = _ledger(plans)
-                ledger = fire_rows(records)
                 started = self._start(conn, plans, shapes)
-                _link_runs(ledger, links, started)
-                write_fire_rows(conn, ledger, now)
+                records = _ledger(plans)
+                write_fire_rows(conn, fire_rows(records), now)
         _log_catchups(plans)
-        created = sum(1 for s in started.values() if s.run_id or s.dag_run_id)
+        created = sum(1 for s in started if s.run_id or s.dag_run_id)
         last = (rows[-1]["next_fire_time"], rows[-1]["id"])
         return Batch(len(rows), len(records), created, last)
 
@@ -190,7 +187,7 @@ class Trigger:
             except RecurrenceError as exc:
                 note = f"stopped by the trigger: {exc}"
                 log.error("schedule %s %s", row["name"], note, extra={"schedule_id": row["id"]})
-                broken.append({"id": row["id"], "note": note})
+                broken.append({"id": str(row["id"]), "note": note})
                 continue
             plan = plan_fires(due, row["now"], row["active_run_ids"] or (), self.limits)
             plans.append((row, plan))
@@ -198,15 +195,14 @@ class Trigger:
 
     def _start(
         self, conn: Conn, plans: Planned, shapes: Mapping[uuid.UUID, Shape]
-    ) -> dict[tuple[Any, datetime], Started]:
+    ) -> list[Started]:
         """Create the runs (or DAG runs) of the fires the plans enqueue."""
         starts = [
             Start(row, entry.fire.at, entry.run_at or entry.fire.at)
             for row, plan in plans
             for entry in plan.runs_wanted
         ]
-        started = start_fires(conn, starts, shapes)
-        return {(s.schedule["id"], s.fire_time): r for s, r in zip(starts, started, strict=True)}
+        return start_fires(conn, starts, shapes)
 
     def _advance(self, conn: Conn, plans: Planned) -> None:
         iso: dict[datetime, str] = {}
@@ -238,13 +234,8 @@ class Trigger:
             rows = [r for r in rows if r["workflow_id"] is None or r["workflow_id"] in shapes]
             started = start_fires(conn, [Start(r, r["fire_time"], at) for r in rows], shapes)
             released = [
-                {
-                    "schedule_id": row["id"],
-                    "fire_time": row["fire_time"],
-                    "run_id": s.run_id,
-                    "dag_run_id": s.dag_run_id,
-                }
-                for row, s in zip(rows, started, strict=True)
+                {"schedule_id": str(row["id"]), "fire_time": row["fire_time"].isoformat()}
+                for row in rows
             ]
             conn.execute(
                 query("schedules", "fire_release_many"), {"fires": json_rows(released), "now": now}
@@ -313,46 +304,27 @@ def _seconds(seconds: int) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _ledger(plans: Planned) -> tuple[list[FireRecord], list[tuple[int, tuple[Any, datetime]]]]:
-    """The ledger rows of the plans, made before their runs exist, and for each row that
-    links a run the (schedule id, fire time) of that run's fire: an enqueued fire links its
-    own run, a coalesced one the run of the fire that covered it."""
+def _ledger(plans: Planned) -> list[FireRecord]:
+    """The ledger rows of the plans. An enqueued fire links its own run, a coalesced one
+    the run of the fire that covered it."""
     records: list[FireRecord] = []
-    links: list[tuple[int, tuple[Any, datetime]]] = []
     for row, plan in plans:
         schedule_id = row["id"]
         for entry in plan.entries:
             fire = entry.fire
-            if entry.outcome is FireOutcome.ENQUEUED:
-                links.append((len(records), (schedule_id, fire.at)))
-            elif entry.covered_by is not None:
-                links.append((len(records), (schedule_id, entry.covered_by)))
+            link = fire.at if entry.outcome is FireOutcome.ENQUEUED else entry.covered_by
             records.append(
                 FireRecord(
                     schedule_id,
                     fire.at,
                     fire.local,
                     entry.outcome,
-                    None,
+                    link,
                     entry.coalesced_count,
                     detail=entry.detail,
                 )
             )
-    return records, links
-
-
-def _link_runs(
-    rows: list[dict[str, Any]],
-    links: Sequence[tuple[int, tuple[Any, datetime]]],
-    started: Mapping[tuple[Any, datetime], Started],
-) -> None:
-    """Put the run (or DAG run) each linked fire created into its ledger row; a fire that
-    already had its run links none."""
-    for i, key in links:
-        run = started.get(key)
-        if run is not None:
-            rows[i]["run_id"] = run.run_id
-            rows[i]["dag_run_id"] = None if run.dag_run_id is None else str(run.dag_run_id)
+    return records
 
 
 def _log_catchups(plans: Planned) -> None:

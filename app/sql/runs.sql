@@ -45,19 +45,19 @@ ORDER BY new.id;
 SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: run_submit_fires
--- (new) -> pending: one run per schedule fire; a fire that already has a run is left alone.
+-- (new) -> pending: one run per schedule fire, from the schedule's job definition as it is
+-- now; a fire that already has a run is left alone.
 WITH new AS (
     INSERT INTO job_runs (
         schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
         priority, base_priority, timeout_seconds, max_retries, status
     )
     SELECT
-        f.schedule_id, f.job_id, f.fire_time, f.run_at, f.handler, f.args, f.execution_model,
-        f.priority, f.priority, f.timeout_seconds, f.max_retries, 'pending'
-    FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
-        schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz, handler text,
-        args jsonb, execution_model text, priority smallint, timeout_seconds int, max_retries int
-    )
+        f.schedule_id, j.id, f.fire_time, f.run_at, j.handler, j.args, j.execution_model,
+        j.priority, j.priority, j.timeout_seconds, j.max_retries, 'pending'
+    FROM jsonb_to_recordset(%(fires)s::jsonb)
+        AS f(schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz)
+    JOIN job_definitions j ON j.id = f.job_id
     ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
     DO NOTHING
     RETURNING id, schedule_id, fire_time

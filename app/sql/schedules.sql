@@ -4,21 +4,18 @@
 -- ---- the trigger ------------------------------------------------------------------------
 
 -- name: schedule_lock_due
--- Lock up to %(limit)s schedules whose next fire is due, with their job definitions (none
--- for a workflow schedule), the runs that are still active (for the overlap policy: a job
--- schedule's runs, or the steps of a workflow schedule's DAG runs) and whether a fire is
--- queued;
--- schedules another trigger has locked are skipped, not waited for. Within a tick, batches
--- resume after the last (next_fire_time, id) seen, so no batch rescans the index entries
--- that earlier batches left behind.
+-- Lock up to %(limit)s schedules whose next fire is due, with the runs that are still
+-- active (for the overlap policy: a job schedule's runs, or the steps of a workflow
+-- schedule's DAG runs) and whether a fire is queued; schedules another trigger has locked
+-- are skipped, not waited for. Within a tick, batches resume after the last
+-- (next_fire_time, id) seen, so no batch rescans the index entries that earlier batches
+-- left behind.
 WITH due AS (
     SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
            s.end_at, s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
            s.overlap, s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped,
-           s.dst_repeated, s.exact_minute, s.spread_seconds,
-           j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
+           s.dst_repeated, s.exact_minute, s.spread_seconds
     FROM schedules s
-    LEFT JOIN job_definitions j ON j.id = s.job_id
     WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
       AND (s.next_fire_time, s.id) > (
           coalesce(%(after_time)s::timestamptz, '-infinity'),
@@ -26,7 +23,7 @@ WITH due AS (
       )
     ORDER BY s.next_fire_time, s.id
     LIMIT %(limit)s
-    FOR UPDATE OF s SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 )
 SELECT due.*,
        coalesce(%(now)s::timestamptz, now()) AS now,
@@ -66,27 +63,37 @@ FROM jsonb_to_recordset(%(schedules)s::jsonb) AS b(id uuid, note text)
 WHERE s.id = b.id;
 
 -- name: fire_record_many
--- Write ledger rows; a fire already recorded (by another trigger) is left as it is.
+-- Write ledger rows; a fire already recorded (by another trigger) is left as it is. A row
+-- with a `link` fire time names the run (or a workflow schedule's DAG run) it links,
+-- created earlier in this transaction: an enqueued fire's own, or for a coalesced fire the
+-- run of the fire that covered it.
 INSERT INTO schedule_fires (
     schedule_id, fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual,
     detail, recorded_at, updated_at
 )
-SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome, f.run_id, f.dag_run_id,
+-- (Lookups as subqueries: one probe of a unique index per linked row, whatever the planner
+-- guesses about the size of the batch.)
+SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome,
+       CASE WHEN f.link IS NOT NULL THEN (
+           SELECT r.id FROM job_runs r
+           WHERE r.schedule_id = f.schedule_id AND r.fire_time = f.link AND r.dag_run_id IS NULL
+       ) END,
+       CASE WHEN f.link IS NOT NULL THEN (
+           SELECT d.id FROM dag_runs d WHERE d.schedule_id = f.schedule_id AND d.fire_time = f.link
+       ) END,
        f.coalesced_count, f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now())
 FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
-    schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text, run_id bigint,
-    dag_run_id uuid, coalesced_count int, manual bool, detail text
+    schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text,
+    link timestamptz, coalesced_count int, manual bool, detail text
 )
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 
 -- name: fire_lock_releasable
 -- Lock queued fires of active schedules that no longer wait behind a pending or running run.
-SELECT f.schedule_id, f.fire_time, s.id, s.name, s.job_id, s.workflow_id,
-       j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds, j.max_retries
+SELECT f.schedule_id, f.fire_time, s.id, s.name, s.job_id, s.workflow_id
 FROM schedule_fires f
 JOIN schedules s ON s.id = f.schedule_id
-LEFT JOIN job_definitions j ON j.id = s.job_id
 WHERE f.outcome = 'queued' AND s.active
   AND NOT EXISTS (
       SELECT 1 FROM job_runs r
@@ -99,12 +106,18 @@ FOR UPDATE OF f SKIP LOCKED;
 -- name: fire_release_many
 -- queued -> enqueued, linking the run (or DAG run) just created for each fire.
 UPDATE schedule_fires f
-SET outcome = 'enqueued', run_id = r.run_id, dag_run_id = r.dag_run_id,
+SET outcome = 'enqueued',
+    run_id = (
+        SELECT r.id FROM job_runs r
+        WHERE r.schedule_id = f.schedule_id AND r.fire_time = f.fire_time AND r.dag_run_id IS NULL
+    ),
+    dag_run_id = (
+        SELECT d.id FROM dag_runs d WHERE d.schedule_id = f.schedule_id AND d.fire_time = f.fire_time
+    ),
     updated_at = coalesce(%(now)s::timestamptz, now()),
     detail = concat_ws('; ', f.detail, 'enqueued when the run ahead of it ended')
-FROM jsonb_to_recordset(%(fires)s::jsonb)
-    AS r(schedule_id uuid, fire_time timestamptz, run_id bigint, dag_run_id uuid)
-WHERE f.schedule_id = r.schedule_id AND f.fire_time = r.fire_time AND f.outcome = 'queued';
+FROM jsonb_to_recordset(%(fires)s::jsonb) AS q(schedule_id uuid, fire_time timestamptz)
+WHERE f.schedule_id = q.schedule_id AND f.fire_time = q.fire_time AND f.outcome = 'queued';
 
 -- name: schedule_failing_streaks
 -- Active job schedules with auto-pause whose last N finished runs since they were last

@@ -224,6 +224,17 @@ def test_delete_removes_the_ledger_and_its_own_job_but_runs_keep_history(conn: C
     assert conn.execute("SELECT id FROM job_runs").fetchone() == {"id": run_id}
 
 
+def test_a_schedule_deleted_by_a_cascade_takes_only_its_own_ledger(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    create_schedule(conn, spec(name="hourly"), now=NOW)
+    schedules.run_now(conn, "nightly", now=NOW)
+    schedules.run_now(conn, "hourly", now=NOW)
+    conn.execute("DELETE FROM job_definitions WHERE name = 'nightly'")  # cascades to schedules
+    assert count(conn, "schedules") == 1
+    [left] = conn.execute("SELECT schedule_id FROM schedule_fires").fetchall()
+    assert left["schedule_id"] == conn.execute("SELECT id FROM schedules").fetchone()["id"]
+
+
 def test_deleting_the_only_schedule_of_its_own_job_deletes_the_job(conn: Conn) -> None:
     create_schedule(conn, spec(), now=NOW)
     schedules.delete(conn, "nightly")
@@ -243,7 +254,7 @@ def test_run_now_copies_the_job_definition_into_the_run(conn: Conn) -> None:
         0,
     )
     [fire] = schedules.list_fires(conn, "nightly")
-    assert (fire["outcome"], fire["manual"]) == (FireOutcome.ENQUEUED, True)
+    assert (fire["outcome"], fire["manual"], fire["run_id"]) == (FireOutcome.ENQUEUED, True, run_id)
 
 
 # ---- parsing ------------------------------------------------------------------------------
