@@ -23,6 +23,9 @@ DEFAULT_PRIORITY_AGING_SECONDS = 300.0
 DEFAULT_PRIORITY_AGING_MAX_BOOST = 5
 DEFAULT_TRIGGER_LEASE_SECONDS = 15.0  # a dead trigger leader is replaced within this
 DEFAULT_TRIGGER_BATCH_SIZE = 2000  # due schedules locked and fired per transaction
+# Connections firing batches at once in a big tick: while PostgreSQL writes one batch,
+# Python plans the next.
+DEFAULT_TRIGGER_CONNECTIONS = 2
 DEFAULT_TRIGGER_CATCHUP_MAX = 1000  # most missed fires one schedule backfills after downtime
 DEFAULT_MAX_RESULT_BYTES = 64 * 1024
 DEFAULT_LOG_LEVEL = "INFO"
@@ -55,6 +58,7 @@ class Settings:
     trigger_lease_seconds: float
     trigger_batch_size: int
     trigger_catchup_max: int
+    trigger_connections: int
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -101,6 +105,9 @@ class Settings:
             ),
             trigger_catchup_max=_int(
                 env, "SUNDIAL_TRIGGER_CATCHUP_MAX", DEFAULT_TRIGGER_CATCHUP_MAX, minimum=1
+            ),
+            trigger_connections=_int(
+                env, "SUNDIAL_TRIGGER_CONNECTIONS", DEFAULT_TRIGGER_CONNECTIONS, minimum=1
             ),
         )
 

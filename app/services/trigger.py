@@ -31,6 +31,7 @@ import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -74,15 +75,54 @@ Planned = Sequence[tuple[Mapping[str, Any], Plan]]  # each locked schedule row w
 _DOWNTIME_OUTCOMES = frozenset({FireOutcome.COALESCED, FireOutcome.MISSED})
 
 
-BatchKey = tuple[datetime, uuid.UUID] | None  # (next_fire_time, id) of a batch's last row
-
-
 @dataclass(frozen=True, slots=True)
 class Batch:
+    """What firing one or more batches of due schedules did."""
+
     schedules: int = 0  # due schedules locked and planned
     fires: int = 0  # ledger rows written
     runs: int = 0  # runs created
-    last: BatchKey = None
+
+    def __add__(self, other: Batch) -> Batch:
+        return Batch(
+            self.schedules + other.schedules, self.fires + other.fires, self.runs + other.runs
+        )
+
+
+class DueCursor:
+    """Where the next batch of due schedules starts, shared by the connections firing
+    them. Batches are locked one at a time and each starts after the (next_fire_time, id)
+    of the one before, so none rescans the index entries that earlier batches left behind.
+    A batch smaller than the limit was the last."""
+
+    def __init__(self, now: datetime | None, limit: int) -> None:
+        self.now = now
+        self.limit = limit
+        self.exhausted = False
+        self._after: tuple[datetime, uuid.UUID] | None = None
+        self._mutex = threading.Lock()
+
+    def lock_next(self, conn: Conn) -> list[dict[str, Any]]:
+        """Lock the next batch in `conn`'s open transaction."""
+        with self._mutex:
+            if self.exhausted:
+                return []
+            after_time, after_id = self._after or (None, None)
+            params = {
+                "now": self.now,
+                "limit": self.limit,
+                "after_time": after_time,
+                "after_id": after_id,
+            }
+            rows = conn.execute(query("schedules", "schedule_lock_due"), params).fetchall()
+            self.exhausted = len(rows) < self.limit
+            if rows:
+                self._after = (rows[-1]["next_fire_time"], rows[-1]["id"])
+            return rows
+
+    def stop(self) -> None:
+        with self._mutex:
+            self.exhausted = True
 
 
 @dataclass(slots=True)
@@ -99,13 +139,19 @@ class TickReport:
 
 
 class Trigger:
-    def __init__(self, settings: Settings, holder: str | None = None) -> None:
+    def __init__(
+        self, settings: Settings, holder: str | None = None, url: str | None = None
+    ) -> None:
+        """`url`: the database, for the helper connections of big ticks (without it, one
+        connection does all the work)."""
         self.settings = settings
+        self.url = url
         self.lease = LeaderLease(
             LEASE_NAME, holder or new_holder_id(), settings.trigger_lease_seconds
         )
         self.limits = PlanLimits(catchup_max=settings.trigger_catchup_max)
         self.batch_size = settings.trigger_batch_size
+        self.helpers = settings.trigger_connections - 1
 
     def run_once(self, conn: Conn, now: datetime | None = None) -> TickReport:
         """One tick on an autocommit connection; `now` replaces the database clock."""
@@ -114,40 +160,66 @@ class Trigger:
             return report
         report.leader = True
         report.released = self.release_queued(conn, now)
-        after: BatchKey = None
-        while True:
-            if not self.lease.hold(conn, now):
-                return report
-            batch = self.fire_batch(conn, now, after)
-            report.schedules += batch.schedules
-            report.fires += batch.fires
-            report.runs += batch.runs
-            if batch.schedules < self.batch_size:
-                break
-            after = batch.last
+        fired = self.fire_due(conn, now)
+        report.schedules, report.fires, report.runs = fired.schedules, fired.fires, fired.runs
+        if not self.lease.leading:
+            return report
         report.auto_paused = self.auto_pause(conn, now)
         report.resumed = self.resume_expired(conn, now)
         return report
 
     def run_forever(self, url: str, stop: threading.Event) -> None:
+        self.url = url
         run_periodic("trigger", url, self.settings.trigger_interval_seconds, self.run_once, stop)
         self._resign(url)
 
     # ---- due schedules ------------------------------------------------------------------
 
-    def fire_batch(self, conn: Conn, now: datetime | None = None, after: BatchKey = None) -> Batch:
-        """Plan and fire one batch of due schedules, those after the key `after`."""
+    def fire_due(self, conn: Conn, now: datetime | None = None) -> Batch:
+        """Fire every due schedule, batch after batch, renewing the lease in between.
+
+        When one batch is not enough and the trigger knows the database URL, helper
+        connections fire batches alongside this one: PostgreSQL writes one batch while
+        Python plans the next, which a single connection can only do in turn."""
+        cursor = DueCursor(now, self.batch_size)
+        fired = self.fire_batch(conn, cursor)
+        if cursor.exhausted or not self.helpers or self.url is None:
+            return fired + self._fire_batches(conn, cursor)
+        with ThreadPoolExecutor(self.helpers, thread_name_prefix="trigger-helper") as pool:
+            helpers = [pool.submit(self._help, self.url, cursor) for _ in range(self.helpers)]
+            try:
+                fired += self._fire_batches(conn, cursor)
+            finally:
+                cursor.stop()  # on an error here, the helpers finish their batch and stop
+            for helper in helpers:
+                fired += helper.result()  # a helper's error is raised here
+        return fired
+
+    def _fire_batches(self, conn: Conn, cursor: DueCursor) -> Batch:
+        fired = Batch()
+        while not cursor.exhausted:
+            if not self.lease.hold(conn, cursor.now):
+                cursor.stop()
+                break
+            fired += self.fire_batch(conn, cursor)
+        return fired
+
+    def _help(self, url: str, cursor: DueCursor) -> Batch:
+        fired = Batch()
+        with connect(url, autocommit=True) as conn:
+            while not cursor.exhausted:
+                fired += self.fire_batch(conn, cursor)
+        return fired
+
+    def fire_batch(self, conn: Conn, cursor: DueCursor) -> Batch:
+        """Lock, plan and fire the cursor's next batch of due schedules, in one
+        transaction."""
+        now = cursor.now
         with conn.transaction():
             if not self.lease.still_held(conn, now):
+                cursor.stop()
                 return Batch()
-            after_time, after_id = after or (None, None)
-            params = {
-                "now": now,
-                "limit": self.batch_size,
-                "after_time": after_time,
-                "after_id": after_id,
-            }
-            rows = conn.execute(query("schedules", "schedule_lock_due"), params).fetchall()
+            rows = cursor.lock_next(conn)
             if not rows:
                 return Batch()
             shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
@@ -168,8 +240,7 @@ class Trigger:
                 write_fire_rows(conn, fire_rows(records), now)
         _log_catchups(plans)
         created = sum(1 for s in started if s.run_id or s.dag_run_id)
-        last = (rows[-1]["next_fire_time"], rows[-1]["id"])
-        return Batch(len(rows), len(records), created, last)
+        return Batch(len(rows), len(records), created)
 
     def _plan(
         self, rows: Sequence[Mapping[str, Any]], shapes: Mapping[uuid.UUID, Shape]

@@ -19,10 +19,11 @@ from app.cron import DstRepeated
 from app.fires import OverlapPolicy, spread_offset
 from app.jobs import Outcome, OutcomeStatus
 from app.schedules import ScheduleSpec, create_schedule
-from app.services.trigger import Trigger
+from app.services.trigger import Batch, DueCursor, Trigger
 
 Conn = psycopg.Connection[dict[str, Any]]
 T0 = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
 
 
 def utc(text: str) -> datetime:
@@ -151,6 +152,83 @@ def test_two_leaders_at_once_still_fire_each_once(db_url: str) -> None:
             rows = ledger(conn, sid)
             assert [r["fire_time"] for r in rows] == expected
             assert {r["outcome"] for r in rows} == {"enqueued"}
+
+
+class RecordingTrigger(Trigger):
+    """Notes which thread fired each batch, and can act after a given batch."""
+
+    def __init__(self, *args: Any, after_batch: Any = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.threads: list[str] = []
+        self.after_batch = after_batch
+
+    def fire_batch(self, conn: Conn, cursor: DueCursor) -> Batch:
+        fired = super().fire_batch(conn, cursor)
+        if fired.schedules:
+            self.threads.append(threading.current_thread().name)
+            if self.after_batch:
+                self.after_batch(len(self.threads))
+        return fired
+
+
+def test_a_big_tick_fires_each_schedule_once_across_helper_connections(db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        ids = [add(conn, f"s{i}", cron="* * * * *") for i in range(150)]
+        config = settings(trigger_batch_size=4, trigger_connections=3)
+        trigger = RecordingTrigger(config, url=db_url)
+        for minute in range(3):
+            report = trigger.run_once(conn, now=utc("2026-05-01T10:00:05") + minute * MINUTE)
+            assert (report.schedules, report.runs, report.fires) == (150, 150, 150)
+        expected = [utc("2026-05-01T10:00") + k * MINUTE for k in range(3)]
+        for sid in ids:
+            assert run_fire_times(conn, sid) == expected
+            assert [r["fire_time"] for r in ledger(conn, sid)] == expected
+    assert any(name.startswith("trigger-helper") for name in trigger.threads)
+    assert any(not name.startswith("trigger-helper") for name in trigger.threads)
+
+
+def test_a_tick_that_loses_the_lease_stops_its_helpers_too(db_url: str) -> None:
+    stolen_after: list[int] = []
+
+    def steal_lease(batches: int) -> None:
+        if batches == 2:
+            with psycopg.connect(db_url, autocommit=True) as thief:
+                thief.execute("UPDATE leader_leases SET holder = 'thief', term = term + 1")
+            stolen_after.append(len(trigger.threads))
+
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        for i in range(200):
+            add(conn, f"s{i}", cron="0 * * * *")
+        config = settings(trigger_batch_size=2, trigger_connections=2)
+        trigger = RecordingTrigger(config, url=db_url, after_batch=steal_lease)
+        trigger.run_once(conn, now=utc("2026-05-01T10:00:05"))
+        fired = conn.execute("SELECT count(*) AS n FROM schedule_fires").fetchone()
+        runs_made = conn.execute("SELECT count(*) AS n FROM job_runs").fetchone()
+        moved = conn.execute(
+            "SELECT count(*) AS n FROM schedules WHERE next_fire_time > %s",
+            (utc("2026-05-01T10:00"),),
+        ).fetchone()
+    assert trigger.lease.term is None
+    assert fired == runs_made == moved == {"n": 2 * len(trigger.threads)}
+    # Once the lease is gone, each connection at most finishes the batch it had under way.
+    assert len(trigger.threads) <= stolen_after[0] + 2 < 100
+
+
+def test_an_error_in_a_helper_connection_fails_the_tick(db_url: str) -> None:
+    def fail_in_helper(_batches: int) -> None:
+        if threading.current_thread().name.startswith("trigger-helper"):
+            raise RuntimeError("helper broke")
+
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        for i in range(40):
+            add(conn, f"s{i}", cron="0 * * * *")
+        config = settings(trigger_batch_size=2, trigger_connections=2)
+        trigger = RecordingTrigger(config, url=db_url, after_batch=fail_in_helper)
+        with pytest.raises(RuntimeError, match="helper broke"):
+            trigger.run_once(conn, now=utc("2026-05-01T10:00:05"))
+        # The main connection went on alone: every schedule still fired once.
+        rows = conn.execute("SELECT count(*) AS n FROM job_runs").fetchone()
+    assert rows == {"n": 40}
 
 
 def test_a_clock_that_jumps_back_fires_nothing_again(conn: Conn) -> None:
