@@ -1,0 +1,41 @@
+"""Every benchmark still runs end to end, at a tiny size: the figures are not checked
+(they belong to quiet machines), only that each completes and prints them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY_RUNS = {
+    "trigger_fires": (
+        ["-m", "bench.trigger_fires", "--schedules", "300", "--rounds", "1", "--batch", "40"],
+        ["fires materialised:   300 runs, 300 ledger rows", "every schedule fired once"],
+    ),
+    "dags": (
+        ["-m", "bench.dags", "--nodes", "12", "--rounds", "1"],
+        ["wide DAG, 12 no-op nodes", "deep DAG, 12 no-op nodes"],
+    ),
+    "throughput": (
+        ["-m", "bench.throughput", "--runs", "300", "--rounds", "1", "--latency-samples", "5"],
+        ["bulk submit:", "2 worker process(es)", "enqueue->start latency, idle: p50"],
+    ),
+    "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TINY_RUNS))
+def test_benchmark_runs_and_prints_its_figures(name: str, server_url: str) -> None:
+    args, expected = TINY_RUNS[name]
+    env = {**os.environ, "BENCH_DATABASE_URL": server_url, "SUNDIAL_LOG_FORMAT": "text"}
+    done = subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    for line in expected:
+        assert line in done.stdout
