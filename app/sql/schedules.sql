@@ -120,23 +120,50 @@ FROM jsonb_to_recordset(%(fires)s::jsonb) AS q(schedule_id uuid, fire_time times
 WHERE f.schedule_id = q.schedule_id AND f.fire_time = q.fire_time AND f.outcome = 'queued';
 
 -- name: schedule_failing_streaks
--- Active job schedules with auto-pause whose last N finished runs since they were last
--- resumed all failed (cancelled and skipped runs neither break nor extend a streak).
+-- Active schedules with auto-pause whose last N finished fires since they were last
+-- resumed all failed, with the newest failed run and its error. A job schedule's fire is
+-- its run; a workflow schedule's is its DAG run, finished when every step has ended, failed
+-- when a step failed or timed out. Cancelled (and skipped) fires neither break nor extend
+-- a streak.
 SELECT s.id, s.name, s.auto_pause_after, last.run_id, last.error
 FROM schedules s
 CROSS JOIN LATERAL (
     SELECT count(*) AS finished,
-           count(*) FILTER (WHERE r.status IN ('failed', 'timed_out')) AS failed,
-           (array_agg(r.id ORDER BY r.fire_time DESC))[1] AS run_id,
-           (array_agg(r.last_error ORDER BY r.fire_time DESC))[1] AS error
+           count(*) FILTER (WHERE f.failed) AS failed,
+           (array_agg(f.run_id ORDER BY f.fire_time DESC))[1] AS run_id,
+           (array_agg(f.error ORDER BY f.fire_time DESC))[1] AS error
     FROM (
-        SELECT id, status, fire_time, last_error FROM job_runs
-        WHERE schedule_id = s.id AND dag_run_id IS NULL
-          AND status IN ('completed', 'failed', 'timed_out')
-          AND fire_time > coalesce(s.resumed_at, '-infinity')
-        ORDER BY fire_time DESC
+        SELECT r.fire_time, r.status <> 'completed' AS failed, r.id AS run_id,
+               r.last_error AS error
+        FROM job_runs r
+        WHERE s.job_id IS NOT NULL AND r.schedule_id = s.id AND r.dag_run_id IS NULL
+          AND r.status IN ('completed', 'failed', 'timed_out')
+          AND r.fire_time > coalesce(s.resumed_at, '-infinity')
+        ORDER BY r.fire_time DESC
         LIMIT s.auto_pause_after
-    ) r
+    ) f
+    UNION ALL
+    SELECT count(*), count(*) FILTER (WHERE f.failed),
+           (array_agg(f.run_id ORDER BY f.fire_time DESC))[1],
+           (array_agg(f.error ORDER BY f.fire_time DESC))[1]
+    FROM (
+        SELECT d.fire_time, steps.failed, steps.run_id, steps.error
+        FROM dag_runs d
+        CROSS JOIN LATERAL (
+            SELECT bool_and(r.status NOT IN ('pending', 'blocked', 'running')) AS ended,
+                   bool_or(r.status IN ('failed', 'timed_out')) AS failed,
+                   bool_and(r.status = 'completed') AS completed,
+                   min(r.id) FILTER (WHERE r.status IN ('failed', 'timed_out')) AS run_id,
+                   (array_agg(concat('step ', r.dag_node, ': ', r.last_error) ORDER BY r.id)
+                       FILTER (WHERE r.status IN ('failed', 'timed_out')))[1] AS error
+            FROM job_runs r WHERE r.dag_run_id = d.id
+        ) steps
+        WHERE s.workflow_id IS NOT NULL AND d.schedule_id = s.id
+          AND d.fire_time > coalesce(s.resumed_at, '-infinity')
+          AND steps.ended AND (steps.failed OR steps.completed)
+        ORDER BY d.fire_time DESC
+        LIMIT s.auto_pause_after
+    ) f
 ) last
 WHERE s.auto_pause_after IS NOT NULL AND s.active
   AND last.finished = s.auto_pause_after AND last.failed = s.auto_pause_after;

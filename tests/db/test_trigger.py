@@ -496,6 +496,36 @@ def test_auto_pause_after_consecutive_failures_records_why(conn: Conn) -> None:
     assert outcomes(conn, sid)[-1] == "enqueued"
 
 
+def test_a_workflow_schedule_auto_pauses_after_consecutive_failed_dag_runs(conn: Conn) -> None:
+    define_etl(conn)
+    sid = add(conn, "etl", cron="* * * * *", handler=None, workflow="etl", auto_pause_after=2)
+    trigger = Trigger(settings())
+    trigger.run_once(conn, now=utc("2026-05-01T10:00:10"))
+    fail_pending_runs(conn, utc("2026-05-01T10:00:20"))  # extract fails, load is skipped
+    trigger.run_once(conn, now=utc("2026-05-01T10:01:10"))
+    complete_pending_runs(conn)  # extract done, which releases load
+    complete_pending_runs(conn)  # load done: a good DAG run breaks the streak
+    for minute in (2, 3):
+        report = trigger.run_once(conn, now=utc("2026-05-01T10:00:10") + minute * MINUTE)
+        assert report.auto_paused == 0
+        fail_pending_runs(conn, utc("2026-05-01T10:00:20") + minute * MINUTE)
+    report = trigger.run_once(conn, now=utc("2026-05-01T10:03:50"))
+    assert report.auto_paused == 1
+    row = conn.execute("SELECT active, paused_note FROM schedules").fetchone()
+    assert row is not None and not row["active"]
+    assert row["paused_note"].startswith("auto-paused after 2 consecutive failed runs")
+    assert "step extract: boom" in row["paused_note"]
+    trigger.run_once(conn, now=utc("2026-05-01T10:04:10"))
+    assert outcomes(conn, sid)[-1] == "paused"
+
+
+def complete_pending_runs(conn: Conn) -> None:
+    # On the database clock: a released step is due at the database's now.
+    claimed = runs.claim(conn, "test-worker", 10, 30)
+    done = Outcome(OutcomeStatus.COMPLETED)
+    runs.finish_many(conn, "test-worker", [runs.Finish(j.run_id, j.attempt, done) for j in claimed])
+
+
 def fail_pending_runs(conn: Conn, now: datetime) -> None:
     claimed = runs.claim(conn, "test-worker", 10, 30, now=now)
     failure = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
