@@ -15,6 +15,7 @@ from typing import Any
 from app.config import Settings
 from app.cron import DstRepeated, DstSkipped, zone_named
 from app.db import resolve_database_url, transaction
+from app.errors import UsageError
 from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 from app.states import ExecutionModel
 
@@ -64,6 +65,81 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
         f"{format_local(created.next_fire_time, args.timezone)}"
     )
     return 0
+
+
+def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
+    from app import schedules
+
+    with transaction(resolve_database_url(settings)) as conn:
+        now = schedules.db_now(conn)
+        zone = args.timezone or schedules.zone_of(conn, args.name)
+        changes = _changes(args, zone, now)
+        if not changes:
+            raise UsageError("nothing to change: give at least one option (see --help)")
+        updated = schedules.update_schedule(conn, args.name, changes)
+    for warning in updated.warnings:
+        print(f"sundial schedule update: warning: {warning}", file=sys.stderr)
+    if not updated.changed:
+        print(f"schedule {args.name!r} already was as asked; nothing changed")
+        return 0
+    next_fire = (
+        format_local(updated.next_fire_time, zone) if updated.next_fire_time else "none (ended)"
+    )
+    print(f"schedule {args.name!r} updated ({', '.join(updated.changed)}); next fire {next_fire}")
+    return 0
+
+
+def _changes(args: argparse.Namespace, zone: str, now: datetime) -> dict[str, Any]:
+    """The `update` options given, as `update_schedule` changes; `none`/`off` clear one."""
+    from app import schedules
+
+    def when(text: str) -> datetime | None:
+        return None if _clears(text) else schedules.parse_when(text, zone, now)
+
+    changes: dict[str, Any] = {}
+    if args.cron is not None:
+        changes["cron"] = args.cron
+    if args.every is not None:
+        changes["every_seconds"] = args.every
+    if args.timezone is not None:
+        changes["timezone"] = args.timezone
+    if args.start is not None:
+        changes["start_at"] = when(args.start)
+    if args.end is not None:
+        changes["end_at"] = when(args.end)
+    if args.catchup is not None:
+        changes["catchup"], changes["catchup_limit"] = schedules.parse_catchup(args.catchup)
+    if args.catchup_window is not None:
+        changes["catchup_window_seconds"] = _count(args.catchup_window, "--catchup-window")
+    if args.overlap is not None:
+        changes["overlap"] = OverlapPolicy(args.overlap)
+    if args.exact_minute:
+        changes["exact_minute"] = True
+    if args.spread is not None:
+        changes.update(exact_minute=False, spread_seconds=args.spread)
+    if args.dst_skipped is not None:
+        changes["dst_skipped"] = DstSkipped(args.dst_skipped)
+    if args.dst_repeated is not None:
+        changes["dst_repeated"] = DstRepeated(args.dst_repeated)
+    if args.auto_pause_after is not None:
+        changes["auto_pause_after"] = _count(args.auto_pause_after, "--auto-pause-after")
+    return changes
+
+
+def _clears(text: str) -> bool:
+    return text.strip().lower() in {"none", "off"}
+
+
+def _count(text: str, option: str) -> int | None:
+    """A whole number, or None for `none`/`off`."""
+    if _clears(text):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(
+            f"{option} takes a whole number, or none to clear it; got {text!r}"
+        ) from None
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
@@ -213,6 +289,14 @@ def add_schedule_commands(sub: Any) -> None:
     _add_add_options(
         add("add", cmd_add, "create a schedule of a new job (--handler), a job or a workflow")
     )
+    _add_timing_options(
+        add(
+            "update",
+            cmd_update,
+            "change when a schedule fires or its policies; options not given stay as they are",
+        ),
+        updating=True,
+    )
     add("list", cmd_list, "list schedules with their next fire in their own time zone", named=False)
     pause = add("pause", cmd_pause, "pause a schedule: its fires are recorded as paused")
     pause.add_argument("--note", help="why, shown in `schedule list` and the dashboard")
@@ -225,55 +309,12 @@ def add_schedule_commands(sub: Any) -> None:
 
 
 def _add_add_options(p: argparse.ArgumentParser) -> None:
-    when = p.add_mutually_exclusive_group(required=True)
-    when.add_argument("--cron", help="5-field cron expression or alias like @hourly")
-    when.add_argument("--every", type=int, metavar="SECONDS", help="fire every SECONDS")
     job = p.add_mutually_exclusive_group(required=True)
     job.add_argument("--handler", help="create a job definition running this handler")
     job.add_argument("--job", help="schedule an existing job definition by name")
     job.add_argument("--workflow", help="schedule a workflow: each fire is one DAG run")
     p.add_argument("--args", default="{}", help="handler arguments as a JSON object")
-    p.add_argument("--timezone", default="UTC", help="IANA time zone (default UTC)")
-    p.add_argument("--start", help=f"no fire before: {TIME_HELP}")
-    p.add_argument("--end", help=f"no fire after: {TIME_HELP}")
-    p.add_argument(
-        "--catchup",
-        default="latest",
-        metavar="latest|all|N",
-        help="after downtime run the latest missed fire (default), all, or the newest N",
-    )
-    p.add_argument(
-        "--catchup-window", type=int, metavar="SECONDS", help="fires older than this are missed"
-    )
-    p.add_argument(
-        "--overlap",
-        default=OverlapPolicy.SKIP.value,
-        choices=[o.value for o in OverlapPolicy],
-        help="while an earlier run is active: skip the fire (default), allow it, queue one, "
-        "or cancel the earlier run",
-    )
-    p.add_argument("--exact-minute", action="store_true", help="no spread: run_at = fire time")
-    p.add_argument(
-        "--spread",
-        type=int,
-        default=DEFAULT_SPREAD_SECONDS,
-        metavar="SECONDS",
-        help=f"spread run_at by a stable per-schedule offset below this (default "
-        f"{DEFAULT_SPREAD_SECONDS})",
-    )
-    p.add_argument(
-        "--dst-skipped",
-        default=DstSkipped.SHIFT.value,
-        choices=[o.value for o in DstSkipped],
-        help="a local time spring-forward skips: fire when the clocks jump (default) or skip",
-    )
-    p.add_argument(
-        "--dst-repeated",
-        default=DstRepeated.FIRST.value,
-        choices=[o.value for o in DstRepeated],
-        help="a local time fall-back repeats: fire the first time (default) or both",
-    )
-    p.add_argument("--auto-pause-after", type=int, metavar="N", help="pause after N failed runs")
+    _add_timing_options(p, updating=False)
     p.add_argument("--priority", type=int, default=1, help="higher runs first (default 1)")
     p.add_argument("--timeout", type=int, default=300, help="seconds (default 300)")
     p.add_argument("--max-retries", type=int, default=3, help="retries after the first try")
@@ -282,4 +323,69 @@ def _add_add_options(p: argparse.ArgumentParser) -> None:
         default=ExecutionModel.ASYNC.value,
         choices=[m.value for m in ExecutionModel],
         help="where the handler runs (default async)",
+    )
+
+
+def _add_timing_options(p: argparse.ArgumentParser, *, updating: bool) -> None:
+    """When a schedule fires, and its policies. For `update` nothing is required and
+    nothing has a default (an option not given stays as it is), and `none` clears a bound,
+    the catch-up window or auto-pause."""
+
+    def default(value: Any) -> Any:
+        return None if updating else value
+
+    clear = " (none: clear it)" if updating else ""
+    count = str if updating else int
+    when = p.add_mutually_exclusive_group(required=not updating)
+    when.add_argument("--cron", help="5-field cron expression or alias like @hourly")
+    when.add_argument("--every", type=int, metavar="SECONDS", help="fire every SECONDS")
+    p.add_argument("--timezone", default=default("UTC"), help="IANA time zone (default UTC)")
+    p.add_argument("--start", help=f"no fire before: {TIME_HELP}{clear}")
+    p.add_argument("--end", help=f"no fire after: {TIME_HELP}{clear}")
+    p.add_argument(
+        "--catchup",
+        default=default("latest"),
+        metavar="latest|all|N",
+        help="after downtime run the latest missed fire (default), all, or the newest N",
+    )
+    p.add_argument(
+        "--catchup-window",
+        type=count,
+        metavar="SECONDS",
+        help=f"fires older than this are missed{clear}",
+    )
+    p.add_argument(
+        "--overlap",
+        default=default(OverlapPolicy.SKIP.value),
+        choices=[o.value for o in OverlapPolicy],
+        help="while an earlier run is active: skip the fire (default), allow it, queue one, "
+        "or cancel the earlier run",
+    )
+    spread = p.add_mutually_exclusive_group()
+    spread.add_argument("--exact-minute", action="store_true", help="no spread: run_at = fire time")
+    spread.add_argument(
+        "--spread",
+        type=int,
+        default=default(DEFAULT_SPREAD_SECONDS),
+        metavar="SECONDS",
+        help=f"spread run_at by a stable per-schedule offset below this (default "
+        f"{DEFAULT_SPREAD_SECONDS})",
+    )
+    p.add_argument(
+        "--dst-skipped",
+        default=default(DstSkipped.SHIFT.value),
+        choices=[o.value for o in DstSkipped],
+        help="a local time spring-forward skips: fire when the clocks jump (default) or skip",
+    )
+    p.add_argument(
+        "--dst-repeated",
+        default=default(DstRepeated.FIRST.value),
+        choices=[o.value for o in DstRepeated],
+        help="a local time fall-back repeats: fire the first time (default) or both",
+    )
+    p.add_argument(
+        "--auto-pause-after",
+        type=count,
+        metavar="N",
+        help=f"pause after N failed runs{' (off: never)' if updating else ''}",
     )

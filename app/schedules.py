@@ -200,6 +200,97 @@ def create_schedule(conn: Conn, spec: ScheduleSpec, now: datetime | None = None)
     return Created(row["id"], first.at, warnings + job_warnings)
 
 
+@dataclass(frozen=True, slots=True)
+class Updated:
+    next_fire_time: datetime | None
+    changed: list[str]  # the columns whose value changed
+    warnings: list[str]
+
+
+# What `update_schedule` may change: when a schedule fires and its policies. What it runs
+# is its job definition's or workflow's business.
+EDITABLE = frozenset(
+    {
+        "cron",
+        "every_seconds",
+        "timezone",
+        "start_at",
+        "end_at",
+        "overlap",
+        "catchup",
+        "catchup_limit",
+        "catchup_window_seconds",
+        "exact_minute",
+        "spread_seconds",
+        "dst_skipped",
+        "dst_repeated",
+        "auto_pause_after",
+    }
+)
+# Columns of the rule itself: changing one recomputes the next fire.
+_RULE_COLUMNS = frozenset(
+    {"cron", "interval_seconds", "timezone", "start_at", "end_at", "dst_skipped", "dst_repeated"}
+)
+
+
+def update_schedule(
+    conn: Conn, name: str, changes: Mapping[str, Any], now: datetime | None = None
+) -> Updated:
+    """Change when schedule `name` fires or its policies, validated like a new schedule.
+
+    A changed rule (cron or interval, zone, bounds, DST options) applies from now: the next
+    fire is the new rule's first after now, and fires the old rule had due but not yet
+    made are not made. Policies alone leave the next fire where it is. A paused schedule
+    stays paused; the ledger is kept."""
+    unknown = sorted(set(changes) - EDITABLE)
+    if unknown:
+        raise ScheduleError(f"a schedule's {', '.join(unknown)} cannot be changed here")
+    with conn.transaction():
+        row = _lock(conn, name)
+        at = db_now(conn, now)
+        spec = replace(_spec_of(row), **changes)
+        if changes.get("cron") is not None:
+            spec = replace(spec, every_seconds=None)
+        if changes.get("every_seconds") is not None:
+            spec = replace(spec, cron=None)
+        warnings = _validate_fields(spec)
+        new = _schedule_row(spec, row["created_at"])
+        del new["id"], new["created_at"]
+        changed = [column for column, value in new.items() if value != row[column]]
+        next_fire_time = row["next_fire_time"]
+        if _RULE_COLUMNS.intersection(changed):
+            rule = recurrence_of({**row, **new})
+            first = next_fire(rule, at)
+            if first is None:
+                raise ScheduleError(_never_fires(spec, rule, at))
+            next_fire_time = first.at
+        if changed:
+            params = {**new, "id": row["id"], "next_fire_time": next_fire_time, "now": now}
+            conn.execute(query("schedules", "schedule_update"), params)
+    return Updated(next_fire_time, changed, warnings)
+
+
+def _spec_of(row: Mapping[str, Any]) -> ScheduleSpec:
+    """The timing and policies of a `schedules` row, as a spec."""
+    return ScheduleSpec(
+        name=row["name"],
+        cron=row["cron"],
+        every_seconds=row["interval_seconds"],
+        timezone=row["timezone"],
+        start_at=row["start_at"],
+        end_at=row["end_at"],
+        overlap=OverlapPolicy(row["overlap"]),
+        catchup=row["catchup"],
+        catchup_limit=row["catchup_limit"],
+        catchup_window_seconds=row["catchup_window_seconds"],
+        exact_minute=row["exact_minute"],
+        spread_seconds=row["spread_seconds"],
+        dst_skipped=DstSkipped(row["dst_skipped"]),
+        dst_repeated=DstRepeated(row["dst_repeated"]),
+        auto_pause_after=row["auto_pause_after"],
+    )
+
+
 def _validate_fields(spec: ScheduleSpec) -> list[str]:
     name = spec.name.strip()
     if not name or len(name) > MAX_NAME_LENGTH or name != spec.name:

@@ -232,6 +232,18 @@ LEFT JOIN job_definitions j ON j.id = s.job_id
 WHERE s.name = %(name)s
 FOR UPDATE OF s;
 
+-- name: schedule_update
+-- A schedule's new rule and policies, with the next fire the caller computed for them.
+UPDATE schedules
+SET cron = %(cron)s, interval_seconds = %(interval_seconds)s, timezone = %(timezone)s,
+    start_at = %(start_at)s, end_at = %(end_at)s, overlap = %(overlap)s, catchup = %(catchup)s,
+    catchup_limit = %(catchup_limit)s, catchup_window_seconds = %(catchup_window_seconds)s,
+    dst_skipped = %(dst_skipped)s, dst_repeated = %(dst_repeated)s,
+    exact_minute = %(exact_minute)s, spread_seconds = %(spread_seconds)s,
+    auto_pause_after = %(auto_pause_after)s, next_fire_time = %(next_fire_time)s,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s;
+
 -- name: schedule_pause
 -- active -> paused (or a new note / expiry for a paused schedule).
 UPDATE schedules

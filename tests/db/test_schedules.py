@@ -257,6 +257,72 @@ def test_run_now_copies_the_job_definition_into_the_run(conn: Conn) -> None:
     assert (fire["outcome"], fire["manual"], fire["run_id"]) == (FireOutcome.ENQUEUED, True, run_id)
 
 
+def schedule_row(conn: Conn) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM schedules").fetchone()
+    assert row is not None
+    return row
+
+
+def test_update_of_the_rule_recomputes_the_next_fire_and_keeps_the_ledger(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)  # 02:30 UTC daily
+    schedules.run_now(conn, "nightly", now=NOW)
+    later = NOW + timedelta(hours=1)
+    updated = schedules.update_schedule(
+        conn, "nightly", {"cron": "0 9 * * *", "timezone": "Europe/Berlin"}, now=later
+    )
+    assert updated.changed == ["cron", "timezone"]
+    # 09:00 in Berlin (CEST, UTC+2) on the day after `later`, 2026-05-01 10:59:30 UTC
+    assert updated.next_fire_time == datetime(2026, 5, 2, 7, 0, tzinfo=UTC)
+    row = schedule_row(conn)
+    assert (row["cron"], row["timezone"], row["next_fire_time"], row["updated_at"]) == (
+        "0 9 * * *",
+        "Europe/Berlin",
+        updated.next_fire_time,
+        later,
+    )
+    assert len(schedules.list_fires(conn, "nightly")) == 1
+
+
+def test_update_from_cron_to_an_interval_and_of_policies_alone(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    before = schedule_row(conn)["next_fire_time"]
+    policies = {"overlap": OverlapPolicy.QUEUE, "catchup": True, "catchup_limit": 5}
+    updated = schedules.update_schedule(conn, "nightly", policies, now=NOW)
+    assert updated.changed == ["overlap", "catchup", "catchup_limit"]
+    assert updated.next_fire_time == before  # the rule did not change
+    updated = schedules.update_schedule(conn, "nightly", {"every_seconds": 600}, now=NOW)
+    row = schedule_row(conn)
+    assert (row["cron"], row["interval_seconds"], row["overlap"]) == (None, 600, "queue")
+    assert updated.next_fire_time is not None and updated.next_fire_time > NOW
+
+
+def test_a_paused_schedule_stays_paused_when_updated(conn: Conn) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    schedules.pause(conn, "nightly", note="audit", now=NOW)
+    schedules.update_schedule(conn, "nightly", {"cron": "0 3 * * *"}, now=NOW)
+    row = schedule_row(conn)
+    assert (row["active"], row["paused_note"], row["cron"]) == (False, "audit", "0 3 * * *")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"cron": "0 0 31 2 *"}, "never fires"),
+        ({"timezone": "Nowhere/City"}, "unknown time zone"),
+        ({"every_seconds": -5}, "positive number of seconds"),
+        ({"catchup_limit": 3}, "needs catch-up on"),
+        ({"end_at": NOW - timedelta(days=1)}, "has passed"),
+        ({"handler": "fail"}, "handler cannot be changed here"),
+    ],
+)
+def test_a_bad_update_changes_nothing(conn: Conn, changes: dict[str, Any], message: str) -> None:
+    create_schedule(conn, spec(), now=NOW)
+    before = schedule_row(conn)
+    with pytest.raises(ScheduleError, match=message):
+        schedules.update_schedule(conn, "nightly", changes, now=NOW)
+    assert schedule_row(conn) == before
+
+
 # ---- parsing ------------------------------------------------------------------------------
 
 
@@ -359,6 +425,38 @@ def test_schedule_commands_end_to_end(db_url: str) -> None:
     deleted = run_sundial(db_url, "schedule", "delete", "berlin-report")
     assert deleted.returncode == 0, deleted.stderr
     assert run_sundial(db_url, "schedule", "list").stdout.strip() == "no schedules"
+
+
+def test_schedule_update_command(db_url: str, conn: Conn) -> None:
+    added = run_sundial(
+        db_url, "schedule", "add", "report", "--cron", "0 6 * * *", "--handler", "noop",
+        "--end", "2099-01-01T00:00", "--auto-pause-after", "3",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    updated = run_sundial(
+        db_url, "schedule", "update", "report", "--cron", "30 7 * * 1-5",
+        "--timezone", "America/New_York", "--end", "none", "--auto-pause-after", "off",
+        "--exact-minute",
+    )  # fmt: skip
+    assert updated.returncode == 0, updated.stderr
+    assert re.match(
+        r"schedule 'report' updated \(cron, timezone, end_at, exact_minute, auto_pause_after\); "
+        r"next fire \S+ 07:30 E[SD]T",
+        updated.stdout,
+    )
+    row = schedule_row(conn)
+    assert (row["end_at"], row["auto_pause_after"], row["exact_minute"]) == (None, None, True)
+    again = run_sundial(db_url, "schedule", "update", "report", "--exact-minute")
+    assert "nothing changed" in again.stdout
+    for args, message in (
+        ([], "nothing to change"),
+        (["--cron", "61 * * * *"], "sundial schedule: error:"),
+        (["--catchup-window", "soon"], "--catchup-window takes a whole number"),
+    ):
+        failed = run_sundial(db_url, "schedule", "update", "report", *args)
+        assert failed.returncode == 2 and message in failed.stderr, failed.stderr
+    missing = run_sundial(db_url, "schedule", "update", "ghost", "--every", "60")
+    assert missing.returncode == 2 and "there is no schedule named 'ghost'" in missing.stderr
 
 
 @pytest.mark.parametrize(
