@@ -28,6 +28,12 @@ DEFAULT_TRIGGER_BATCH_SIZE = 2000  # due schedules locked and fired per transact
 DEFAULT_TRIGGER_CONNECTIONS = 2
 DEFAULT_TRIGGER_CATCHUP_MAX = 1000  # most missed fires one schedule backfills after downtime
 DEFAULT_MAX_RESULT_BYTES = 64 * 1024
+# History the reaper keeps, in days (0: forever): runs that ended well or were cancelled or
+# skipped; dead letters (failed, timed out), kept longer for the people who triage them;
+# the schedules' fire ledger.
+DEFAULT_KEEP_RUNS_DAYS = 14.0
+DEFAULT_KEEP_FAILED_DAYS = 30.0
+DEFAULT_KEEP_FIRES_DAYS = 90.0
 DEFAULT_LOG_LEVEL = "INFO"
 DEV_SECRET_KEY = "sundial-dev-secret-change-me"
 
@@ -59,6 +65,9 @@ class Settings:
     trigger_batch_size: int
     trigger_catchup_max: int
     trigger_connections: int
+    keep_runs_days: float | None  # None: forever
+    keep_failed_days: float | None
+    keep_fires_days: float | None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -109,6 +118,9 @@ class Settings:
             trigger_connections=_int(
                 env, "SUNDIAL_TRIGGER_CONNECTIONS", DEFAULT_TRIGGER_CONNECTIONS, minimum=1
             ),
+            keep_runs_days=_days(env, "SUNDIAL_KEEP_RUNS_DAYS", DEFAULT_KEEP_RUNS_DAYS),
+            keep_failed_days=_days(env, "SUNDIAL_KEEP_FAILED_DAYS", DEFAULT_KEEP_FAILED_DAYS),
+            keep_fires_days=_days(env, "SUNDIAL_KEEP_FIRES_DAYS", DEFAULT_KEEP_FIRES_DAYS),
         )
 
 
@@ -136,6 +148,22 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name} must be greater than 0, got {value}")
     return value
+
+
+def _days(env: Mapping[str, str], name: str, default: float) -> float | None:
+    """A retention in days; 0 keeps forever (None)."""
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(
+            f"{name} must be a number of days (0: keep forever), got {raw!r}"
+        ) from None
+    if value < 0:
+        raise ConfigError(f"{name} must be 0 (keep forever) or more days, got {value}")
+    return value or None
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -272,11 +272,17 @@ class JobRun(SQLModel, table=True):
         sa.Index(
             "ix_job_runs_dag_run", "dag_run_id", postgresql_where=sa.text("dag_run_id IS NOT NULL")
         ),
-        # Dead letters, newest first.
+        # Dead letters, newest first; the reaper prunes the oldest past their retention.
         sa.Index(
             "ix_job_runs_dead_letters",
             "finished_at",
             postgresql_where=sa.text("status IN ('failed', 'timed_out')"),
+        ),
+        # The other ended runs, which the reaper prunes past their retention.
+        sa.Index(
+            "ix_job_runs_ended",
+            "finished_at",
+            postgresql_where=sa.text("status IN ('completed', 'cancelled', 'skipped')"),
         ),
     )
 

@@ -495,6 +495,30 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
     return reaped
 
 
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    runs: int  # runs deleted, DAG steps included
+    dag_runs: int
+
+
+def prune(
+    conn: Conn,
+    *,
+    runs_before: datetime | None,
+    failed_before: datetime | None,
+    limit: int = 1000,
+) -> Pruned:
+    """Delete up to `limit` runs outside DAGs and `limit` DAG runs whose retention has
+    passed (see `run_prune`): ended well, cancelled or skipped before `runs_before`, failed
+    or timed out before `failed_before`; None keeps that kind forever."""
+    params = {"runs_before": runs_before, "failed_before": failed_before, "limit": limit}
+    with conn.transaction():
+        lone = conn.execute(query("runs", "run_prune"), params).fetchone()
+        dags = conn.execute(query("runs", "dag_run_prune"), params).fetchone()
+    assert lone is not None and dags is not None
+    return Pruned(int(lone["runs"]) + int(dags["runs"]), int(dags["dag_runs"]))
+
+
 def age_priorities(
     conn: Conn,
     *,

@@ -563,6 +563,17 @@ def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
     ]
 
 
+def prune_fires(
+    conn: Conn, before: datetime, after: uuid.UUID | None, limit: int = 500
+) -> tuple[int, uuid.UUID | None]:
+    """Delete the ledger rows of fires before `before` for the `limit` schedules after id
+    `after`; returns how many went and the slice's last schedule id (None at the end)."""
+    params = {"before": before, "after": after, "limit": limit}
+    row = conn.execute(query("schedules", "fire_prune"), params).fetchone()
+    assert row is not None
+    return int(row["fires"]), row["last"]
+
+
 def list_schedules(conn: Conn) -> list[dict[str, Any]]:
     return conn.execute(query("schedules", "schedule_list")).fetchall()
 

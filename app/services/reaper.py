@@ -1,9 +1,12 @@
-"""The reaper: returns runs whose lease expired to pending (or failed), ages priorities.
+"""The reaper: returns runs whose lease expired to pending (or failed), ages priorities,
+prunes history.
 
 Purpose: a worker that dies, stalls or loses its network stops heartbeating; once its
 lease expires the reaper hands the run to another worker (or ends it when its attempts
 are exhausted, or when it was cancelled). It also raises the effective priority of runs
-that have waited too long, so low-priority work cannot starve.
+that have waited too long, so low-priority work cannot starve. Every few minutes it
+deletes the history past its retention (SUNDIAL_KEEP_RUNS_DAYS, SUNDIAL_KEEP_FAILED_DAYS,
+SUNDIAL_KEEP_FIRES_DAYS), a bounded amount per pass so reaping leases is never held up.
 
 Use: `sundial reaper`; any number may run: each step is a conditional UPDATE over rows
 locked with SKIP LOCKED, so two reapers never handle the same run.
@@ -18,13 +21,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
-from app import runs
+from app import runs, schedules
 from app.config import Settings
 from app.metrics import LEASE_EXPIRIES
 from app.services.periodic import run_periodic
@@ -32,17 +37,32 @@ from app.services.periodic import run_periodic
 log = logging.getLogger(__name__)
 
 REAP_BATCH = 1000
+PRUNE_INTERVAL_SECONDS = 300.0
+PRUNE_BATCH = 1000  # runs (and DAG runs) per statement
+PRUNE_BATCHES = 20  # statements per pass, at most
+FIRE_PRUNE_SLICE = 500  # schedules whose ledger one statement prunes
+FIRE_PRUNE_SLICES = 20  # statements per pass, at most
+
+
+@dataclass(frozen=True)
+class PrunedHistory:
+    runs: int = 0  # DAG steps included
+    dag_runs: int = 0
+    fires: int = 0
 
 
 @dataclass(frozen=True)
 class ReaperReport:
     reaped: list[runs.Reaped]
     aged: int
+    pruned: PrunedHistory | None  # None: no prune pass this tick
 
 
 class Reaper:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._last_prune: float | None = None  # monotonic time of the last prune pass
+        self._fires_after: uuid.UUID | None = None  # where the ledger walk goes on
 
     def run_once(
         self, conn: psycopg.Connection[dict[str, Any]], now: datetime | None = None
@@ -63,7 +83,53 @@ class Reaper:
         )
         if aged:
             log.info("raised the priority of %d long-waiting runs", aged, extra={"count": aged})
-        return ReaperReport(reaped, aged)
+        pruned = None
+        started = time.monotonic()
+        if self._last_prune is None or started - self._last_prune >= PRUNE_INTERVAL_SECONDS:
+            self._last_prune = started
+            pruned = self.prune(conn, now)
+        return ReaperReport(reaped, aged, pruned)
+
+    def prune(
+        self, conn: psycopg.Connection[dict[str, Any]], now: datetime | None = None
+    ) -> PrunedHistory:
+        """One bounded pass over the history past its retention, on the database clock."""
+        at = schedules.db_now(conn, now)
+        runs_before = _before(at, self.settings.keep_runs_days)
+        failed_before = _before(at, self.settings.keep_failed_days)
+        pruned_runs = pruned_dags = 0
+        if runs_before or failed_before:
+            for _ in range(PRUNE_BATCHES):
+                batch = runs.prune(
+                    conn, runs_before=runs_before, failed_before=failed_before, limit=PRUNE_BATCH
+                )
+                pruned_runs += batch.runs
+                pruned_dags += batch.dag_runs
+                if batch.runs < PRUNE_BATCH and batch.dag_runs < PRUNE_BATCH:
+                    break
+        fires = 0
+        fires_before = _before(at, self.settings.keep_fires_days)
+        if fires_before:
+            for _ in range(FIRE_PRUNE_SLICES):
+                count, self._fires_after = schedules.prune_fires(
+                    conn, fires_before, self._fires_after, FIRE_PRUNE_SLICE
+                )
+                fires += count
+                if self._fires_after is None:  # walked every schedule: start over next pass
+                    break
+        pruned = PrunedHistory(pruned_runs, pruned_dags, fires)
+        if pruned != PrunedHistory():
+            log.info(
+                "pruned history: %d runs (%d DAG runs), %d ledger rows",
+                pruned.runs,
+                pruned.dag_runs,
+                pruned.fires,
+            )
+        return pruned
 
     def run_forever(self, url: str, stop: threading.Event) -> None:
         run_periodic("reaper", url, self.settings.reaper_interval_seconds, self.run_once, stop)
+
+
+def _before(now: datetime, days: float | None) -> datetime | None:
+    return None if days is None else now - timedelta(days=days)

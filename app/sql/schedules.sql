@@ -186,6 +186,22 @@ WHERE paused_until <= coalesce(%(now)s::timestamptz, now()) AND NOT active
   AND (next_fire_time IS NULL OR next_fire_time > coalesce(%(now)s::timestamptz, now()))
 RETURNING id, name;
 
+-- name: fire_prune
+-- Ledger rows of fires before %(before)s, for the %(limit)s schedules after %(after)s in id
+-- order (the reaper walks all schedules a slice at a time; each slice is a range scan of
+-- the ledger's key per schedule). Queued fires stay until they are enqueued.
+WITH slice AS (
+    SELECT id FROM schedules
+    WHERE id > coalesce(%(after)s::uuid, '00000000-0000-0000-0000-000000000000')
+    ORDER BY id
+    LIMIT %(limit)s
+), gone AS (
+    DELETE FROM schedule_fires f USING slice
+    WHERE f.schedule_id = slice.id AND f.fire_time < %(before)s AND f.outcome <> 'queued'
+    RETURNING 1
+)
+SELECT (SELECT max(id::text)::uuid FROM slice) AS last, (SELECT count(*) FROM gone) AS fires;
+
 -- ---- operations by people (CLI, web) ---------------------------------------------------
 
 -- name: db_now

@@ -47,6 +47,16 @@ def test_settings_defaults() -> None:
     assert settings.data_dir == Path(".sundial")
     assert settings.handler_modules == ()
     assert settings.enable_shell_handler is False
+    assert (settings.keep_runs_days, settings.keep_failed_days, settings.keep_fires_days) == (
+        14,
+        30,
+        90,
+    )
+
+
+def test_a_retention_of_zero_days_keeps_forever() -> None:
+    settings = Settings.from_env({"SUNDIAL_KEEP_RUNS_DAYS": "0", "SUNDIAL_KEEP_FIRES_DAYS": "0.5"})
+    assert (settings.keep_runs_days, settings.keep_fires_days) == (None, 0.5)
 
 
 def test_settings_read_environment() -> None:
@@ -78,6 +88,8 @@ def test_settings_read_environment() -> None:
         ({"SUNDIAL_LEASE_SECONDS": "-1"}, "SUNDIAL_LEASE_SECONDS must be greater than 0"),
         ({"SUNDIAL_ENABLE_SHELL_HANDLER": "maybe"}, "must be true or false"),
         ({"SUNDIAL_LOG_FORMAT": "xml"}, "SUNDIAL_LOG_FORMAT must be one of"),
+        ({"SUNDIAL_KEEP_RUNS_DAYS": "-3"}, "must be 0 \\(keep forever\\) or more days"),
+        ({"SUNDIAL_KEEP_FAILED_DAYS": "a month"}, "must be a number of days"),
     ],
 )
 def test_settings_reject_bad_values(env: dict[str, str], message: str) -> None:

@@ -1,0 +1,132 @@
+"""The reaper prunes history past its retention, and nothing else: runs that ended (dead
+letters kept longer), whole DAG runs only once every step ended, the fire ledger."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from app import runs, schedules
+from app.config import Settings
+from app.fires import FireOutcome
+from app.jobs import Outcome, OutcomeStatus
+from app.runs import Finish, NewRun
+from app.schedules import FireRecord, ScheduleSpec, create_schedule
+from app.services import reaper
+from app.services.reaper import PrunedHistory, Reaper
+
+Conn = psycopg.Connection[Any]
+DAY = timedelta(days=1)
+FAIL = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
+
+
+def settings(**overrides: Any) -> Settings:
+    return dataclasses.replace(Settings.from_env({}), **overrides)
+
+
+def db_now(conn: Conn) -> datetime:
+    return schedules.db_now(conn)
+
+
+def run_ids(conn: Conn) -> set[int]:
+    return {r["id"] for r in conn.execute("SELECT id FROM job_runs").fetchall()}
+
+
+def attempt_run_ids(conn: Conn) -> set[int]:
+    return {r["run_id"] for r in conn.execute("SELECT run_id FROM job_run_attempts").fetchall()}
+
+
+def finish_next(conn: Conn, run_id: int, outcome: Outcome) -> None:
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
+    (job,) = runs.claim(conn, "w", 1, 30)
+    assert job.run_id == run_id
+    runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)])
+    conn.execute("UPDATE job_runs SET priority = 1 WHERE id = %s", (run_id,))
+
+
+def test_ended_runs_go_after_their_retention_and_dead_letters_later(conn: Conn) -> None:
+    done, failed, cancelled, waiting, running = (
+        runs.submit(conn, NewRun("noop")).id for _ in range(5)
+    )
+    finish_next(conn, done, Outcome.completed())
+    finish_next(conn, failed, FAIL)
+    runs.cancel(conn, cancelled)
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (running,))
+    assert [j.run_id for j in runs.claim(conn, "w", 1, 30)] == [running]
+    now = db_now(conn)
+    keeper = Reaper(settings())
+
+    assert keeper.prune(conn, now + 13 * DAY) == PrunedHistory()
+    assert keeper.prune(conn, now + 15 * DAY) == PrunedHistory(runs=2)
+    assert run_ids(conn) == {failed, waiting, running}
+    assert attempt_run_ids(conn) == {failed}
+    assert keeper.prune(conn, now + 31 * DAY) == PrunedHistory(runs=1)
+    assert run_ids(conn) == {waiting, running}  # never ended: never pruned
+    assert attempt_run_ids(conn) == set()
+
+
+def test_a_dag_run_goes_whole_once_every_step_ended(conn: Conn) -> None:
+    nodes = {name: NewRun("noop") for name in "ABC"}
+    dag = runs.submit_dag(conn, nodes, [("A", "B"), ("B", "C")])
+    finish_next(conn, dag.run_ids["A"], Outcome.completed())
+    keeper = Reaper(settings())
+    # A ended long ago in this future, but B and C still wait on it.
+    assert keeper.prune(conn, db_now(conn) + 365 * DAY) == PrunedHistory()
+    finish_next(conn, dag.run_ids["B"], Outcome.completed())
+    finish_next(conn, dag.run_ids["C"], Outcome.completed())
+    assert keeper.prune(conn, db_now(conn) + 15 * DAY) == PrunedHistory(runs=3, dag_runs=1)
+    assert run_ids(conn) == set()
+    for table in ("dag_runs", "job_run_deps", "job_run_attempts"):
+        assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone() == {"n": 0}
+
+
+def test_a_dag_run_with_a_failed_step_is_kept_as_long_as_dead_letters(conn: Conn) -> None:
+    dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
+    finish_next(conn, dag.run_ids["A"], FAIL)  # B is skipped
+    keeper = Reaper(settings())
+    assert keeper.prune(conn, db_now(conn) + 15 * DAY) == PrunedHistory()
+    assert keeper.prune(conn, db_now(conn) + 31 * DAY) == PrunedHistory(runs=2, dag_runs=1)
+
+
+def test_a_retention_of_none_keeps_everything(conn: Conn) -> None:
+    finish_next(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
+    forever = settings(keep_runs_days=None, keep_failed_days=None, keep_fires_days=None)
+    assert Reaper(forever).prune(conn, db_now(conn) + 3650 * DAY) == PrunedHistory()
+    assert len(run_ids(conn)) == 1
+
+
+def test_the_ledger_is_pruned_a_slice_of_schedules_at_a_time(
+    conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = db_now(conn)
+    ids = [
+        create_schedule(conn, ScheduleSpec(name=f"s{i}", cron="0 * * * *", handler="noop")).id
+        for i in range(3)
+    ]
+    old, recent = now - 100 * DAY, now - 10 * DAY
+    records = [
+        FireRecord(sid, at, at.replace(tzinfo=None), FireOutcome.ENQUEUED)
+        for sid in ids
+        for at in (old, recent)
+    ]
+    records.append(FireRecord(ids[0], old - DAY, old.replace(tzinfo=None), FireOutcome.QUEUED))
+    schedules.record_fires(conn, records)
+    monkeypatch.setattr(reaper, "FIRE_PRUNE_SLICE", 1)
+    monkeypatch.setattr(reaper, "FIRE_PRUNE_SLICES", 2)
+    keeper = Reaper(settings())
+    assert keeper.prune(conn, now).fires == 2  # two schedules' slices this pass
+    assert keeper.prune(conn, now).fires == 1  # the third, and the walk starts over
+    left = conn.execute("SELECT fire_time, outcome FROM schedule_fires").fetchall()
+    assert sorted((r["fire_time"], r["outcome"]) for r in left) == sorted(
+        [(old - DAY, "queued")] + [(recent, "enqueued")] * 3
+    )
+
+
+def test_the_reaper_prunes_once_per_interval(conn: Conn) -> None:
+    keeper = Reaper(settings())
+    assert keeper.run_once(conn).pruned == PrunedHistory()
+    assert keeper.run_once(conn).pruned is None
