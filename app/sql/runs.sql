@@ -391,14 +391,12 @@ SELECT new.id FROM new
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true
 ORDER BY new.id;
 
--- ---- retention ---------------------------------------------------------------------------
--- Not transitions: the history of runs that ended long ago, deleted with their attempts
--- (and, by cascade, their dependency edges). A run that ended well, was cancelled or skipped
--- goes once it ended before %(runs_before)s; a dead letter (failed, timed out) once it
--- ended before %(failed_before)s. A NULL cutoff keeps that kind forever.
-
 -- name: run_prune
--- Up to %(limit)s runs outside any DAG whose retention has passed.
+-- Up to %(limit)s runs outside any DAG whose retention has passed. Not a transition: the
+-- history of runs that ended long ago, deleted with their attempts (and, by cascade, their
+-- dependency edges). A run that ended well, was cancelled or skipped goes once it ended
+-- before the runs_before cutoff; a dead letter (failed, timed out) once it ended before
+-- failed_before. A NULL cutoff keeps that kind forever.
 WITH doomed AS (
     SELECT id FROM job_runs
     WHERE dag_run_id IS NULL

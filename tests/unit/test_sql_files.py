@@ -1,0 +1,25 @@
+"""The named SQL statements: what a comment mentions as a parameter, the statement uses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app.sql import SQL_DIR, load
+
+PARAMETER = re.compile(r"%\((\w+)\)s")
+
+
+@pytest.mark.parametrize("file", sorted(p.stem for p in Path(SQL_DIR).glob("*.sql")))
+def test_no_comment_names_a_parameter_its_statement_does_not_take(file: str) -> None:
+    # psycopg reads %(name)s in comments too: a stray one makes every call of that
+    # statement fail for a missing parameter.
+    for name, statement in load(file).items():
+        lines = statement.splitlines()
+        in_comments = {p for line in lines if line.lstrip().startswith("--")
+                       for p in PARAMETER.findall(line)}  # fmt: skip
+        in_code = {p for line in lines if not line.lstrip().startswith("--")
+                   for p in PARAMETER.findall(line)}  # fmt: skip
+        assert in_comments <= in_code, f"{file}.sql {name}: {sorted(in_comments - in_code)}"
