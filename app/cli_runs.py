@@ -126,9 +126,14 @@ def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
     from app import runs
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
-        if not runs.retry(conn, args.run_id):
+        retried = runs.retry(conn, args.run_id)
+        if retried is None:
             return _not_active(conn, args.run_id, "retry", finished_only=True)
-    print(f"run {args.run_id} queued again")
+    waiting = len(retried.unskipped)
+    print(
+        f"run {args.run_id} queued again"
+        + (f"; {waiting} skipped downstream step(s) wait for it again" if waiting else "")
+    )
     return 0
 
 

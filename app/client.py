@@ -51,7 +51,8 @@ class Sundial:
         return runs.cancel(self.conn, run_id)
 
     def retry(self, run_id: int) -> bool:
-        return runs.retry(self.conn, run_id)
+        """Queue a dead letter again (and, in a DAG, the steps it skipped)."""
+        return runs.retry(self.conn, run_id) is not None
 
     def get(self, run_id: int) -> dict[str, Any] | None:
         """The run's row as a dict, or None."""

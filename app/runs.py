@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,7 +31,7 @@ from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.json_rows import encode_json, iso_text, json_rows
 from app.metrics import FENCE_LOST, TRANSITIONS
 from app.sql import query
-from app.states import ExecutionModel
+from app.states import ACTIVE, ExecutionModel
 
 log = logging.getLogger(__name__)
 
@@ -553,12 +555,66 @@ def cancel(conn: Conn, run_id: int) -> str | None:
     return str(row["status"])
 
 
-def retry(conn: Conn, run_id: int) -> bool:
-    """failed | timed_out | cancelled -> pending, with a fresh retry budget."""
-    row = conn.execute(query("runs", "run_retry"), {"id": run_id}).fetchone()
-    if row is not None:
+@dataclass(frozen=True, slots=True)
+class Retried:
+    run_id: int
+    unskipped: list[int]  # DAG steps skipped because it failed, blocked on it again
+
+
+class RetryBusy(UsageError):
+    """A step of the retried run's DAG kept finishing at that moment; trying again works."""
+
+
+RETRY_TRIES = 5
+
+
+def retry(conn: Conn, run_id: int) -> Retried | None:
+    """failed | timed_out | cancelled -> pending, with a fresh retry budget; None when the
+    run is not one of those. In a DAG, the steps skipped because this run did not complete
+    (transitively) go back to blocked in the same transaction, so the DAG run can still
+    complete: skipped -> blocked where every other upstream of theirs completed or is
+    waiting again too."""
+    for attempt in range(RETRY_TRIES):
+        try:
+            with conn.transaction():
+                row = conn.execute(query("runs", "run_retry"), {"id": run_id}).fetchone()
+                if row is None:
+                    return None
+                unskipped = _unskip_downstream(conn, run_id) if row["dag_run_id"] else []
+        except psycopg.errors.LockNotAvailable:
+            time.sleep(0.05 * (attempt + 1))  # a step of the DAG is finishing right now
+            continue
         TRANSITIONS.labels("run_retry").inc()
-    return row is not None
+        TRANSITIONS.labels("run_unskip").inc(len(unskipped))
+        return Retried(run_id, unskipped)
+    raise RetryBusy(f"run {run_id}'s DAG run kept changing while retrying; try again")
+
+
+def _unskip_downstream(conn: Conn, run_id: int) -> list[int]:
+    edges = conn.execute(query("runs", "run_lock_skipped_downstream"), {"id": run_id}).fetchall()
+    upstreams: dict[int, set[int]] = defaultdict(set)
+    completed, active = set(), set()
+    for edge in edges:
+        upstreams[edge["run_id"]].add(edge["depends_on"])
+        if edge["upstream_status"] == "completed":
+            completed.add(edge["depends_on"])
+        elif edge["upstream_status"] in ACTIVE:
+            active.add(edge["depends_on"])
+    # A skipped step waits again only if none of its upstreams stays ended without
+    # completing: each completed, is still under way, is the retried run, or is another
+    # step waiting again. Drop the others until none is left to drop.
+    waiting = set(upstreams)
+    while True:
+        fine = completed | active | waiting | {run_id}
+        dropped = {step for step in waiting if not upstreams[step] <= fine}
+        if not dropped:
+            break
+        waiting -= dropped
+    if not waiting:
+        return []
+    rows = [{"id": s, "remaining": len(upstreams[s] - completed)} for s in sorted(waiting)]
+    unskipped = conn.execute(query("runs", "run_unskip"), {"waiting": json_rows(rows)})
+    return sorted(r["id"] for r in unskipped.fetchall())
 
 
 # ---- DAGs: dependents move in the transaction of their upstream's ending --------------------

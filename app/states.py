@@ -78,6 +78,8 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
         frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}),
         frozenset({RunStatus.PENDING}),
     ),
+    # A retried DAG step's dependents, skipped because it failed, wait for it again.
+    "run_unskip": (frozenset({RunStatus.SKIPPED}), frozenset({RunStatus.BLOCKED})),
 }
 
 

@@ -245,10 +245,47 @@ WITH retried AS (
     SET status = 'pending', run_at = now(), finished_at = NULL, cancel_requested = false,
         retry_base = attempt, priority = base_priority, lease_owner = NULL, lease_until = NULL
     WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
-    RETURNING id, status
+    RETURNING id, status, dag_run_id
 )
-SELECT retried.id, retried.status FROM retried
+SELECT retried.id, retried.status, retried.dag_run_id FROM retried
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_lock_skipped_downstream
+-- The steps skipped because run %(id)s did not complete, transitively, locked; and every
+-- upstream of theirs with its status, share-locked so none finishes before this retry
+-- commits (its finish then sees them blocked again and releases them). NOWAIT: a step
+-- finishing right now makes the caller try again rather than risk a deadlock.
+WITH RECURSIVE downstream(id) AS (
+    SELECT d.run_id FROM job_run_deps d
+    JOIN job_runs r ON r.id = d.run_id
+    WHERE d.depends_on = %(id)s AND r.status = 'skipped' AND r.skip_reason = 'upstream_failed'
+    UNION
+    SELECT d.run_id FROM job_run_deps d
+    JOIN downstream ON d.depends_on = downstream.id
+    JOIN job_runs r ON r.id = d.run_id
+    WHERE r.status = 'skipped' AND r.skip_reason = 'upstream_failed'
+), skipped AS (
+    SELECT r.id FROM job_runs r
+    WHERE r.id IN (SELECT id FROM downstream)
+    ORDER BY r.id
+    FOR UPDATE NOWAIT
+)
+SELECT d.run_id, d.depends_on, u.status AS upstream_status
+FROM job_run_deps d
+JOIN job_runs u ON u.id = d.depends_on
+WHERE d.run_id IN (SELECT id FROM skipped)
+ORDER BY u.id
+FOR SHARE OF u NOWAIT;
+
+-- name: run_unskip
+-- skipped -> blocked: steps skipped for an upstream that is retried wait for it again, each
+-- with the number of its upstreams not yet completed.
+UPDATE job_runs r
+SET status = 'blocked', upstream_remaining = w.remaining, finished_at = NULL,
+    skip_reason = NULL, last_error = NULL
+FROM jsonb_to_recordset(%(waiting)s::jsonb) AS w(id bigint, remaining int)
+WHERE r.id = w.id AND r.status = 'skipped' AND r.skip_reason = 'upstream_failed'
+RETURNING r.id;
 
 -- name: run_age_priorities
 -- pending -> pending: one priority level per %(age_seconds)s a run has waited past its

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
+from app import runs
+from app.jobs import Outcome, OutcomeStatus
 from tests.conftest import run_sundial
 from tests.processes import run_row
 
@@ -103,6 +107,28 @@ def test_dag_submit_show_and_cancel(db_url: str, tmp_path: Path) -> None:
     assert [r["status"] for r in shown] == ["pending", "blocked", "blocked", "blocked"]
     cancelled = run_sundial(db_url, "dag", "cancel", out["dag_run_id"])
     assert "4 runs cancelled" in cancelled.stdout
+
+
+def test_retry_of_a_failed_dag_step_says_what_waits_for_it_again(
+    db_url: str, tmp_path: Path
+) -> None:
+    doc = {"nodes": {"extract": {"handler": "noop", "max_retries": 0},
+                     "t1": {"handler": "noop", "after": ["extract"]},
+                     "load": {"handler": "noop", "after": ["t1"]}}}  # fmt: skip
+    path = tmp_path / "dag.json"
+    path.write_text(json.dumps(doc))
+    out = json.loads(run_sundial(db_url, "dag", "submit", str(path)).stdout)
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        (job,) = runs.claim(conn, "w", 1, 30)
+        failure = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
+        runs.finish_many(conn, "w", [runs.Finish(job.run_id, job.attempt, failure)])
+    assert run_row(db_url, out["runs"]["load"])["status"] == "skipped"
+    retried = run_sundial(db_url, "retry", str(out["runs"]["extract"]))
+    assert retried.returncode == 0, retried.stderr
+    assert retried.stdout.strip() == (
+        f"run {out['runs']['extract']} queued again; 2 skipped downstream step(s) wait for it again"
+    )
+    assert run_row(db_url, out["runs"]["load"])["status"] == "blocked"
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,82 @@ def test_upstream_failure_skips_exactly_its_transitive_dependents(conn: Conn) ->
     assert row == {"skip_reason": "upstream_failed"}
 
 
+FAILURE = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
+
+
+def remaining(conn: Conn, dag: runs.SubmittedDag, name: str) -> int:
+    row = conn.execute(
+        "SELECT upstream_remaining FROM job_runs WHERE id = %s", (dag.run_ids[name],)
+    ).fetchone()
+    assert row is not None
+    return int(row["upstream_remaining"])
+
+
+def test_retrying_a_failed_step_lets_what_it_skipped_wait_again(conn: Conn) -> None:
+    nodes = {name: NewRun("noop", max_retries=0) for name in "ABCDE"}
+    dag = runs.submit_dag(conn, nodes, [("A", "B"), ("B", "C"), ("C", "D"), ("A", "E")])
+    run_node(conn, dag, "A")
+    run_node(conn, dag, "B", FAILURE)
+    retried = runs.retry(conn, dag.run_ids["B"])
+    assert retried is not None
+    assert retried.unskipped == [dag.run_ids["C"], dag.run_ids["D"]]
+    assert statuses(conn, dag) == {
+        "A": "completed",
+        "B": "pending",
+        "C": "blocked",
+        "D": "blocked",
+        "E": "pending",
+    }
+    assert (remaining(conn, dag, "C"), remaining(conn, dag, "D")) == (1, 1)
+    for name in "BECD":
+        run_node(conn, dag, name)
+    assert set(statuses(conn, dag).values()) == {"completed"}
+
+
+def test_a_step_skipped_by_two_failures_waits_again_only_once_both_are_retried(
+    conn: Conn,
+) -> None:
+    nodes = {name: NewRun("noop", max_retries=0) for name in "BCD"}
+    dag = runs.submit_dag(conn, nodes, [("B", "D"), ("C", "D")])
+    run_node(conn, dag, "B", FAILURE)
+    run_node(conn, dag, "C", FAILURE)
+    first = runs.retry(conn, dag.run_ids["B"])
+    assert first is not None and first.unskipped == []  # C still failed: D stays skipped
+    assert statuses(conn, dag)["D"] == "skipped"
+    second = runs.retry(conn, dag.run_ids["C"])
+    assert second is not None and second.unskipped == [dag.run_ids["D"]]
+    assert (statuses(conn, dag)["D"], remaining(conn, dag, "D")) == ("blocked", 2)
+    run_node(conn, dag, "C")
+    run_node(conn, dag, "B")
+    assert statuses(conn, dag)["D"] == "pending"
+
+
+def test_a_step_waits_again_for_an_upstream_still_under_way(conn: Conn) -> None:
+    nodes = {name: NewRun("noop", max_retries=0) for name in "BCD"}
+    dag = runs.submit_dag(conn, nodes, [("B", "D"), ("C", "D")])
+    run_node(conn, dag, "B", FAILURE)  # D is skipped while C has not run yet
+    assert statuses(conn, dag) == {"B": "failed", "C": "pending", "D": "skipped"}
+    assert runs.retry(conn, dag.run_ids["B"]) is not None
+    assert (statuses(conn, dag)["D"], remaining(conn, dag, "D")) == ("blocked", 2)
+    run_node(conn, dag, "C")
+    run_node(conn, dag, "B")
+    assert statuses(conn, dag)["D"] == "pending"
+
+
+def test_a_retry_that_cannot_lock_the_dag_writes_nothing_and_says_try_again(
+    conn: Conn, db_url: str
+) -> None:
+    nodes = {name: NewRun("noop", max_retries=0) for name in "BCD"}
+    dag = runs.submit_dag(conn, nodes, [("B", "D"), ("C", "D")])
+    run_node(conn, dag, "B", FAILURE)
+    with psycopg.connect(db_url) as finishing:  # holds C's row as a finish would
+        finishing.execute("SELECT 1 FROM job_runs WHERE id = %s FOR UPDATE", (dag.run_ids["C"],))
+        with pytest.raises(runs.RetryBusy, match="try again"):
+            runs.retry(conn, dag.run_ids["B"])
+        assert statuses(conn, dag) == {"B": "failed", "C": "pending", "D": "skipped"}
+    assert runs.retry(conn, dag.run_ids["B"]) is not None
+
+
 def test_a_retrying_upstream_does_not_skip_its_dependents(conn: Conn) -> None:
     dag = runs.submit_dag(
         conn, {"A": NewRun("noop", max_retries=2), "B": NewRun("noop")}, [("A", "B")]

@@ -29,6 +29,7 @@ def test_every_status_written_in_sql_is_a_known_state() -> None:
 def test_every_run_statement_belongs_to_a_named_transition() -> None:
     # reads, and writes that change no status
     reads = {"run_find_by_keys", "run_held_check", "run_lock_upstreams", "run_join_dag"}
+    reads |= {"run_lock_skipped_downstream"}
     reads |= {"run_dag_edges", "run_stage_prepare", "run_stage_copy"}
     reads |= {"run_prune", "dag_run_prune"}  # deletes history of ended runs: no transition
     for name in load("runs"):
