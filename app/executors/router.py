@@ -46,7 +46,8 @@ class Executors:
       event loop.
     - `thread`: `ctx.cancel_event` is set (cooperative) and `run()` returns at once; the
       thread's slot counts as leaked (`stats()["leaked_thread_slots"]`) until the handler
-      returns, and its late result is dropped. Leaked slots still occupy pool threads.
+      returns, and its late result is dropped. A new thread takes the leaked one's place at
+      once, so the pool keeps `thread_workers` threads for new jobs.
     - `process`: the child running it is killed (with its process group) and replaced.
     - `subprocess`: the child's process group is killed.
 
@@ -224,12 +225,14 @@ class Executors:
 
     def stats(self) -> dict[str, Any]:
         """Pool saturation for the workers table and /metrics: `running`, `threads_total`,
-        `threads_busy` (includes leaked), `leaked_thread_slots`, `processes_total`,
+        `threads_alive` (leaked threads included), `threads_busy` (includes leaked),
+        `leaked_thread_slots`, `processes_total`,
         `processes_alive`, `processes_busy`, `process_restarts`, `subprocesses_running`."""
         threads = self._threads
         doc: dict[str, Any] = {
             "running": len(self._active),
             "threads_total": threads.pool.size if threads else 0,
+            "threads_alive": threads.pool.alive() if threads else 0,
             "threads_busy": threads.pool.busy if threads else 0,
             "leaked_thread_slots": threads.leaked_slots() if threads else 0,
             "processes_total": self.process_workers,

@@ -1,9 +1,11 @@
-"""Thread jobs: a fixed pool of daemon threads, and the slots that stopped jobs leak.
+"""Thread jobs: a pool of daemon threads, and the slots that stopped jobs leak.
 
 A thread cannot be killed. A stopped thread job is told through `ctx.cancel_event` and its
 attempt ends at once; its thread stays busy (a leaked slot) until the handler returns, and
-that late result is dropped. The threads are daemons so a handler that never returns
-cannot keep the worker from exiting (ThreadPoolExecutor joins its threads at exit).
+that late result is dropped. The pool starts a thread in its place at once, so jobs
+claimed after it do not queue behind it (and time out without having run); the leaked
+thread exits when its handler returns. The threads are daemons so a handler that never
+returns cannot keep the worker from exiting (ThreadPoolExecutor joins its threads at exit).
 """
 
 from __future__ import annotations
@@ -25,23 +27,46 @@ _WorkItem = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
 
 
 class DaemonThreadPool:
-    """`size` daemon threads taking calls from one queue; `busy` counts running calls."""
+    """`size` daemon threads taking calls from one queue, plus one in place of each call
+    given up on; `busy` counts running calls."""
 
     def __init__(self, size: int, name: str = "sundial-job") -> None:
         self.size = size
+        self.name = name
         self._queue: queue.SimpleQueue[_WorkItem | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._busy = 0
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-            for i in range(size)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._given_up: set[Future[Any]] = set()  # their threads exit when they return
+        self._threads: list[threading.Thread] = []
+        for _ in range(size):
+            self._add_thread()
+
+    def _add_thread(self) -> None:
+        thread = threading.Thread(
+            target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def give_up(self, future: Future[Any]) -> bool:
+        """Stop counting on a running call: a new thread takes its place (for up to `size`
+        calls given up at once, so handlers that never return cannot make threads without
+        bound), and its own thread exits once the call returns. False if the call already
+        returned."""
+        with self._lock:
+            if future.done():
+                return False
+            if len(self._given_up) < self.size:
+                self._given_up.add(future)
+                self._add_thread()
+            return True
 
     @property
     def busy(self) -> int:
         return self._busy
+
+    def alive(self) -> int:
+        return sum(1 for thread in self._threads if thread.is_alive())
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -66,9 +91,13 @@ class DaemonThreadPool:
             except BaseException as exc:
                 future.set_exception(exc)
             finally:
-                del future, fn, args
                 with self._lock:
                     self._busy -= 1
+                    replaced = future in self._given_up
+                    self._given_up.discard(future)
+                del future, fn, args
+            if replaced:
+                return  # a thread took this one's place when its call was given up
 
 
 class ThreadRunner:
@@ -120,6 +149,7 @@ class ThreadRunner:
         return outcome
 
     def _forget(self, job: Future[Any]) -> None:
-        """Drop a stopped job: cancel it if it has not started, else count its slot."""
-        if not job.cancel() and not job.done():
+        """Drop a stopped job: cancel it if it has not started, else count its slot and
+        let a new thread take its place."""
+        if not job.cancel() and self.pool.give_up(job):
             self._leaked.add(job)

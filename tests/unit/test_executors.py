@@ -279,6 +279,33 @@ def test_thread_job_that_ignores_cancellation_leaks_its_slot_until_it_returns() 
     assert after["leaked_thread_slots"] == 0 and after["threads_busy"] == 0
 
 
+def test_a_leaked_thread_is_replaced_so_the_next_job_does_not_wait_behind_it() -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, Outcome, dict[str, Any], dict[str, Any]]:
+        leaked = await ex.run(job("fixture_ignore_cancel", "thread", timeout=0.1, seconds=1.2))
+        # One pool thread, still held by the leaked job for about a second: without a
+        # replacement this job would wait behind it and time out without having run.
+        after_leak = await ex.run(job("noop", "thread", timeout=0.5))
+        during = ex.stats()
+        await asyncio.sleep(1.5)
+        return leaked, after_leak, during, ex.stats()
+
+    leaked, after_leak, during, after = with_executors(scenario, processes=0, threads=1)
+    assert leaked.status is OutcomeStatus.TIMED_OUT
+    assert after_leak.status is OutcomeStatus.COMPLETED
+    assert (during["threads_alive"], during["leaked_thread_slots"]) == (2, 1)
+    assert (after["threads_alive"], after["leaked_thread_slots"]) == (1, 0)  # it exited
+
+
+def test_leaked_threads_are_replaced_at_most_pool_size_at_a_time() -> None:
+    async def scenario(ex: Executors) -> dict[str, Any]:
+        for _ in range(2):  # the second leaks the replacement thread of the first
+            await ex.run(job("fixture_ignore_cancel", "thread", timeout=0.1, seconds=1.0))
+        return ex.stats()
+
+    stats = with_executors(scenario, processes=0, threads=1)
+    assert (stats["threads_alive"], stats["leaked_thread_slots"]) == (2, 2)
+
+
 def test_thread_job_sees_the_cancel_flag() -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any]]:
         # `sleep` checks ctx.cancelled between slices, so its thread frees up quickly
