@@ -9,9 +9,11 @@ Each tick the process renews (or tries to take) the leader lease; only the leade
 1. releases queued fires whose blocking run has ended (overlap policy `queue`);
 2. in batches, locks due schedules (`FOR UPDATE SKIP LOCKED`), plans their fires with the
    pure policies of `app.fires`, creates the runs through `app.runs.submit_fires`, writes
-   the ledger and moves `next_fire_time` forward, all in ONE transaction per batch;
-3. pauses schedules whose last N runs failed (when they ask for it), and resumes pauses
-   that expired.
+   the ledger and moves `next_fire_time` forward, all in ONE transaction per batch; when
+   more than one batch is due, helper connections fire batches alongside (a `DueCursor`
+   hands them out in order), so PostgreSQL writes one while Python plans the next;
+3. pauses schedules whose last N runs (or DAG runs) failed (when they ask for it), and
+   resumes pauses that expired.
 
 Correctness never depends on there being one leader: a due schedule is planned under its
 row lock, `next_fire_time` only moves forward (compare-and-set), and runs and ledger rows
@@ -19,7 +21,7 @@ are unique per (schedule, fire_time). Due decisions use the database clock; `now
 another one. A clock that jumps back finds nothing due.
 
 Options (Settings): `trigger_interval_seconds`, `trigger_lease_seconds`,
-`trigger_batch_size`, `trigger_catchup_max`.
+`trigger_batch_size`, `trigger_catchup_max`, `trigger_connections`.
 
 Telemetry: a log line per leadership change, per catch-up and per auto-pause.
 """
