@@ -7,6 +7,7 @@ nothing half-written.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -334,19 +335,23 @@ def _add_timing_options(p: argparse.ArgumentParser, *, updating: bool) -> None:
     def default(value: Any) -> Any:
         return None if updating else value
 
+    def said(text: str) -> str:
+        """Help text; `update` has no defaults to mention."""
+        return re.sub(r" \(default[^)]*\)", "", text) if updating else text
+
     clear = " (none: clear it)" if updating else ""
     count = str if updating else int
     when = p.add_mutually_exclusive_group(required=not updating)
     when.add_argument("--cron", help="5-field cron expression or alias like @hourly")
     when.add_argument("--every", type=int, metavar="SECONDS", help="fire every SECONDS")
-    p.add_argument("--timezone", default=default("UTC"), help="IANA time zone (default UTC)")
+    p.add_argument("--timezone", default=default("UTC"), help=said("IANA time zone (default UTC)"))
     p.add_argument("--start", help=f"no fire before: {TIME_HELP}{clear}")
     p.add_argument("--end", help=f"no fire after: {TIME_HELP}{clear}")
     p.add_argument(
         "--catchup",
         default=default("latest"),
         metavar="latest|all|N",
-        help="after downtime run the latest missed fire (default), all, or the newest N",
+        help=said("after downtime run the latest missed fire (default), all, or the newest N"),
     )
     p.add_argument(
         "--catchup-window",
@@ -358,8 +363,10 @@ def _add_timing_options(p: argparse.ArgumentParser, *, updating: bool) -> None:
         "--overlap",
         default=default(OverlapPolicy.SKIP.value),
         choices=[o.value for o in OverlapPolicy],
-        help="while an earlier run is active: skip the fire (default), allow it, queue one, "
-        "or cancel the earlier run",
+        help=said(
+            "while an earlier run is active: skip the fire (default), allow it, queue one, "
+            "or cancel the earlier run"
+        ),
     )
     spread = p.add_mutually_exclusive_group()
     spread.add_argument("--exact-minute", action="store_true", help="no spread: run_at = fire time")
@@ -368,20 +375,22 @@ def _add_timing_options(p: argparse.ArgumentParser, *, updating: bool) -> None:
         type=int,
         default=default(DEFAULT_SPREAD_SECONDS),
         metavar="SECONDS",
-        help=f"spread run_at by a stable per-schedule offset below this (default "
-        f"{DEFAULT_SPREAD_SECONDS})",
+        help=said(
+            "spread run_at by a stable per-schedule offset below this "
+            f"(default {DEFAULT_SPREAD_SECONDS})"
+        ),
     )
     p.add_argument(
         "--dst-skipped",
         default=default(DstSkipped.SHIFT.value),
         choices=[o.value for o in DstSkipped],
-        help="a local time spring-forward skips: fire when the clocks jump (default) or skip",
+        help=said("a local time spring-forward skips: fire when the clocks jump (default) or skip"),
     )
     p.add_argument(
         "--dst-repeated",
         default=default(DstRepeated.FIRST.value),
         choices=[o.value for o in DstRepeated],
-        help="a local time fall-back repeats: fire the first time (default) or both",
+        help=said("a local time fall-back repeats: fire the first time (default) or both"),
     )
     p.add_argument(
         "--auto-pause-after",
