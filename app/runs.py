@@ -499,8 +499,13 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
 
 @dataclass(frozen=True, slots=True)
 class Pruned:
-    runs: int  # runs deleted, DAG steps included
+    lone_runs: int  # runs outside DAGs deleted
     dag_runs: int
+    dag_steps: int  # the runs of those DAG runs
+
+    @property
+    def runs(self) -> int:
+        return self.lone_runs + self.dag_steps
 
 
 def prune(
@@ -518,7 +523,7 @@ def prune(
         lone = conn.execute(query("runs", "run_prune"), params).fetchone()
         dags = conn.execute(query("runs", "dag_run_prune"), params).fetchone()
     assert lone is not None and dags is not None
-    return Pruned(int(lone["runs"]) + int(dags["runs"]), int(dags["dag_runs"]))
+    return Pruned(int(lone["runs"]), int(dags["dag_runs"]), int(dags["runs"]))
 
 
 def age_priorities(

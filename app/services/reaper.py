@@ -105,8 +105,8 @@ class Reaper:
                 )
                 pruned_runs += batch.runs
                 pruned_dags += batch.dag_runs
-                if batch.runs < PRUNE_BATCH and batch.dag_runs < PRUNE_BATCH:
-                    break
+                if batch.lone_runs < PRUNE_BATCH and batch.dag_runs < PRUNE_BATCH:
+                    break  # neither statement found a full batch: nothing more is due
         fires = 0
         fires_before = _before(at, self.settings.keep_fires_days)
         if fires_before:

@@ -130,3 +130,17 @@ def test_the_reaper_prunes_once_per_interval(conn: Conn) -> None:
     keeper = Reaper(settings())
     assert keeper.run_once(conn).pruned == PrunedHistory()
     assert keeper.run_once(conn).pruned is None
+
+
+def test_a_pass_prunes_batch_after_batch_up_to_its_bound(
+    conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(7):
+        finish_next(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
+    monkeypatch.setattr(reaper, "PRUNE_BATCH", 2)
+    monkeypatch.setattr(reaper, "PRUNE_BATCHES", 3)
+    keeper = Reaper(settings())
+    later = db_now(conn) + 15 * DAY
+    assert keeper.prune(conn, later).runs == 6  # three full batches: the bound of a pass
+    assert keeper.prune(conn, later).runs == 1
+    assert run_ids(conn) == set()
