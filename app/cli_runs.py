@@ -163,6 +163,37 @@ def _not_active(conn: Any, run_id: int, verb: str, finished_only: bool = False) 
     raise UsageError(f"cannot {verb} run {run_id}: it already ended {row['status']}")
 
 
+def add_job_settings_options(p: argparse.ArgumentParser) -> None:
+    """What a run or a job definition carries besides its handler and args: one set of
+    options and defaults for `submit`, `job add` and `schedule add`."""
+    from app import runs
+
+    p.add_argument(
+        "--priority",
+        type=int,
+        default=runs.DEFAULT_PRIORITY,
+        help=f"higher runs first (default {runs.DEFAULT_PRIORITY})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=runs.DEFAULT_TIMEOUT_SECONDS,
+        help=f"seconds (default {runs.DEFAULT_TIMEOUT_SECONDS})",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=runs.DEFAULT_MAX_RETRIES,
+        help=f"retries after the first try (default {runs.DEFAULT_MAX_RETRIES})",
+    )
+    p.add_argument(
+        "--execution-model",
+        default=ExecutionModel.ASYNC.value,
+        choices=[m.value for m in ExecutionModel],
+        help="where the handler runs (default async)",
+    )
+
+
 def add_run_commands(sub: Any) -> None:
     submit = sub.add_parser(
         "submit", help="submit a run and print its id", description="Submit a run."
@@ -173,22 +204,14 @@ def add_run_commands(sub: Any) -> None:
     when = submit.add_mutually_exclusive_group()
     when.add_argument("--delay", type=float, help="seconds from now before it may start")
     when.add_argument("--at", help="ISO 8601 time with zone at which it may start")
-    submit.add_argument("--priority", type=int, default=1, help="higher runs first (default 1)")
     submit.add_argument("--idempotency-key", help="resubmitting with this key is safe")
-    submit.add_argument("--timeout", type=int, default=300, help="seconds (default 300)")
-    submit.add_argument("--max-retries", type=int, default=3, help="retries after the first try")
+    add_job_settings_options(submit)
     submit.add_argument(
         "--after",
         type=int,
         action="append",
         metavar="RUN_ID",
         help="start only after this run completed (repeatable); skipped if it fails",
-    )
-    submit.add_argument(
-        "--execution-model",
-        default=ExecutionModel.ASYNC.value,
-        choices=[m.value for m in ExecutionModel],
-        help="where the handler runs (default async)",
     )
     dag = sub.add_parser(
         "dag",

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from app.cli_runs import add_job_settings_options
 from app.config import Settings
 from app.cron import DstRepeated, DstSkipped, zone_named
 from app.db import resolve_database_url, transaction
 from app.errors import UsageError
 from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
-from app.states import ExecutionModel
 
 TIME_HELP = (
     "2030-01-31T09:00 (in the schedule's time zone), an ISO time with an offset, "
@@ -316,15 +316,7 @@ def _add_add_options(p: argparse.ArgumentParser) -> None:
     job.add_argument("--workflow", help="schedule a workflow: each fire is one DAG run")
     p.add_argument("--args", default="{}", help="handler arguments as a JSON object")
     _add_timing_options(p, updating=False)
-    p.add_argument("--priority", type=int, default=1, help="higher runs first (default 1)")
-    p.add_argument("--timeout", type=int, default=300, help="seconds (default 300)")
-    p.add_argument("--max-retries", type=int, default=3, help="retries after the first try")
-    p.add_argument(
-        "--execution-model",
-        default=ExecutionModel.ASYNC.value,
-        choices=[m.value for m in ExecutionModel],
-        help="where the handler runs (default async)",
-    )
+    add_job_settings_options(p)
 
 
 def _add_timing_options(p: argparse.ArgumentParser, *, updating: bool) -> None:

@@ -11,12 +11,11 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from app import runs, workflows
-from app.cli_runs import parse_args_json, read_json
+from app.cli_runs import add_job_settings_options, parse_args_json, read_json
 from app.config import Settings
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
 from app.sql import query
-from app.states import ExecutionModel
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
@@ -113,14 +112,7 @@ def add_workflow_commands(sub: Any) -> None:
     job.add_argument("name", nargs="?", default="", help="job definition name")
     job.add_argument("--handler", help="registered handler name (add)")
     job.add_argument("--args", default="{}", help="handler arguments as a JSON object")
-    job.add_argument("--priority", type=int, default=1)
-    job.add_argument("--timeout", type=int, default=300, help="seconds (default 300)")
-    job.add_argument("--max-retries", type=int, default=3)
-    job.add_argument(
-        "--execution-model",
-        default=ExecutionModel.ASYNC.value,
-        choices=[m.value for m in ExecutionModel],
-    )
+    add_job_settings_options(job)
 
     workflow = sub.add_parser(
         "workflow",
