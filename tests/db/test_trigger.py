@@ -519,19 +519,21 @@ def test_a_workflow_schedule_auto_pauses_after_consecutive_failed_dag_runs(conn:
     assert outcomes(conn, sid)[-1] == "paused"
 
 
-def complete_pending_runs(conn: Conn) -> None:
-    # On the database clock: a released step is due at the database's now.
-    claimed = runs.claim(conn, "test-worker", 10, 30)
-    done = Outcome(OutcomeStatus.COMPLETED)
-    runs.finish_many(conn, "test-worker", [runs.Finish(j.run_id, j.attempt, done) for j in claimed])
+def finish_pending_runs(conn: Conn, outcome: Outcome, now: datetime | None = None) -> None:
+    """Claim the due runs and finish them all with `outcome` (`now=None`: the database
+    clock, at which a released DAG step is due)."""
+    claimed = runs.claim(conn, "test-worker", 10, 30, now=now)
+    runs.finish_many(
+        conn, "test-worker", [runs.Finish(j.run_id, j.attempt, outcome) for j in claimed]
+    )
 
 
 def fail_pending_runs(conn: Conn, now: datetime) -> None:
-    claimed = runs.claim(conn, "test-worker", 10, 30, now=now)
-    failure = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
-    runs.finish_many(
-        conn, "test-worker", [runs.Finish(j.run_id, j.attempt, failure) for j in claimed]
-    )
+    finish_pending_runs(conn, Outcome(OutcomeStatus.FAILED, error="boom", retryable=False), now)
+
+
+def complete_pending_runs(conn: Conn) -> None:
+    finish_pending_runs(conn, Outcome(OutcomeStatus.COMPLETED))
 
 
 def test_run_now_is_a_recorded_fire_that_leaves_the_schedule_alone(conn: Conn) -> None:
