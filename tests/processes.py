@@ -1,4 +1,5 @@
-"""Real `sundial` service processes for tests: start, signal, kill, read their logs."""
+"""Real `sundial` service processes for tests: start, signal, kill, read their logs; and
+the reads (and the one in-process finish) that tests make around them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from app import runs
+from app.jobs import Outcome
 from tests.conftest import REPO, sundial_cmd, sundial_env
 
 FAST_SERVICE_ENV = {
@@ -113,3 +116,11 @@ def status_counts(db_url: str) -> dict[str, int]:
 def run_row(db_url: str, run_id: int) -> dict[str, Any]:
     (row,) = query(db_url, "SELECT * FROM job_runs WHERE id = %s", run_id)
     return row
+
+
+def finish_run(conn: psycopg.Connection[Any], run_id: int, outcome: Outcome | None = None) -> None:
+    """Claim exactly that run (it must be pending and due) and finish it, in this process."""
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
+    (job,) = runs.claim(conn, "w", 1, 30)
+    assert job.run_id == run_id, f"run {run_id} was not the next due run"
+    runs.finish_many(conn, "w", [runs.Finish(run_id, job.attempt, outcome or Outcome.completed())])

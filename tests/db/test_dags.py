@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from app import runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import DagError, Finish, NewRun
+from tests.processes import finish_run
 
 Conn = psycopg.Connection[Any]
 
@@ -27,11 +28,7 @@ def statuses(conn: Conn, dag: runs.SubmittedDag) -> dict[str, str]:
 
 def run_node(conn: Conn, dag: runs.SubmittedDag, name: str, outcome: Outcome | None = None) -> None:
     """Claim exactly that node (it must be pending) and finish it."""
-    run_id = dag.run_ids[name]
-    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    (job,) = runs.claim(conn, "w", 1, 30)
-    assert job.run_id == run_id, f"{name} was not the next due run"
-    runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome or Outcome.completed())])
+    finish_run(conn, dag.run_ids[name], outcome)
 
 
 def diamond(conn: Conn) -> runs.SubmittedDag:

@@ -14,10 +14,11 @@ from app import runs, schedules
 from app.config import Settings
 from app.fires import FireOutcome
 from app.jobs import Outcome, OutcomeStatus
-from app.runs import Finish, NewRun
+from app.runs import NewRun
 from app.schedules import FireRecord, ScheduleSpec, create_schedule
 from app.services import reaper
 from app.services.reaper import PrunedHistory, Reaper
+from tests.processes import finish_run
 
 Conn = psycopg.Connection[Any]
 DAY = timedelta(days=1)
@@ -40,20 +41,12 @@ def attempt_run_ids(conn: Conn) -> set[int]:
     return {r["run_id"] for r in conn.execute("SELECT run_id FROM job_run_attempts").fetchall()}
 
 
-def finish_next(conn: Conn, run_id: int, outcome: Outcome) -> None:
-    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    (job,) = runs.claim(conn, "w", 1, 30)
-    assert job.run_id == run_id
-    runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)])
-    conn.execute("UPDATE job_runs SET priority = 1 WHERE id = %s", (run_id,))
-
-
 def test_ended_runs_go_after_their_retention_and_dead_letters_later(conn: Conn) -> None:
     done, failed, cancelled, waiting, running = (
         runs.submit(conn, NewRun("noop")).id for _ in range(5)
     )
-    finish_next(conn, done, Outcome.completed())
-    finish_next(conn, failed, FAIL)
+    finish_run(conn, done, Outcome.completed())
+    finish_run(conn, failed, FAIL)
     runs.cancel(conn, cancelled)
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (running,))
     assert [j.run_id for j in runs.claim(conn, "w", 1, 30)] == [running]
@@ -72,12 +65,12 @@ def test_ended_runs_go_after_their_retention_and_dead_letters_later(conn: Conn) 
 def test_a_dag_run_goes_whole_once_every_step_ended(conn: Conn) -> None:
     nodes = {name: NewRun("noop") for name in "ABC"}
     dag = runs.submit_dag(conn, nodes, [("A", "B"), ("B", "C")])
-    finish_next(conn, dag.run_ids["A"], Outcome.completed())
+    finish_run(conn, dag.run_ids["A"], Outcome.completed())
     keeper = Reaper(settings())
     # A ended long ago in this future, but B and C still wait on it.
     assert keeper.prune(conn, db_now(conn) + 365 * DAY) == PrunedHistory()
-    finish_next(conn, dag.run_ids["B"], Outcome.completed())
-    finish_next(conn, dag.run_ids["C"], Outcome.completed())
+    finish_run(conn, dag.run_ids["B"], Outcome.completed())
+    finish_run(conn, dag.run_ids["C"], Outcome.completed())
     assert keeper.prune(conn, db_now(conn) + 15 * DAY) == PrunedHistory(runs=3, dag_runs=1)
     assert run_ids(conn) == set()
     for table in ("dag_runs", "job_run_deps", "job_run_attempts"):
@@ -86,14 +79,14 @@ def test_a_dag_run_goes_whole_once_every_step_ended(conn: Conn) -> None:
 
 def test_a_dag_run_with_a_failed_step_is_kept_as_long_as_dead_letters(conn: Conn) -> None:
     dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
-    finish_next(conn, dag.run_ids["A"], FAIL)  # B is skipped
+    finish_run(conn, dag.run_ids["A"], FAIL)  # B is skipped
     keeper = Reaper(settings())
     assert keeper.prune(conn, db_now(conn) + 15 * DAY) == PrunedHistory()
     assert keeper.prune(conn, db_now(conn) + 31 * DAY) == PrunedHistory(runs=2, dag_runs=1)
 
 
 def test_a_retention_of_none_keeps_everything(conn: Conn) -> None:
-    finish_next(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
+    finish_run(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
     forever = settings(keep_runs_days=None, keep_failed_days=None, keep_fires_days=None)
     assert Reaper(forever).prune(conn, db_now(conn) + 3650 * DAY) == PrunedHistory()
     assert len(run_ids(conn)) == 1
@@ -136,7 +129,7 @@ def test_a_pass_prunes_batch_after_batch_up_to_its_bound(
     conn: Conn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for _ in range(7):
-        finish_next(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
+        finish_run(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
     monkeypatch.setattr(reaper, "PRUNE_BATCH", 2)
     monkeypatch.setattr(reaper, "PRUNE_BATCHES", 3)
     keeper = Reaper(settings())
