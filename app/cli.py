@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     db = add("db", cmd_db, "embedded database helpers")
     db.add_argument("db_command", choices=["url", "stop"], help="print its URL, or stop it")
 
+    from app.cli_handlers import add_handler_commands
     from app.cli_runs import add_run_commands
     from app.cli_schedules import add_schedule_commands
     from app.cli_workflows import add_workflow_commands
@@ -180,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_commands(sub)
     add_schedule_commands(sub)
     add_workflow_commands(sub)
+    add_handler_commands(sub)
     return parser
 
 

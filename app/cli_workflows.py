@@ -15,6 +15,7 @@ from app.cli_runs import add_job_settings_options, parse_args_json, read_json
 from app.config import Settings
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
+from app.handlers.gate import refuse_disabled_handlers
 from app.sql import query
 
 
@@ -54,6 +55,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
             execution_model=args.execution_model,
         )
         new_run.validate()
+        refuse_disabled_handlers(conn, [new_run.handler])
         created = conn.execute(
             query("schedules", "job_definition_insert"),
             {

@@ -6,10 +6,13 @@ web, worker, trigger and reaper in one place.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_PORT = 8000
 DEFAULT_DATA_DIR = ".sundial"
@@ -57,7 +60,6 @@ class Settings:
     reaper_interval_seconds: float
     trigger_interval_seconds: float
     handler_modules: tuple[str, ...]
-    enable_shell_handler: bool
     priority_aging_seconds: float
     priority_aging_max_boost: int
     max_result_bytes: int
@@ -68,6 +70,9 @@ class Settings:
     keep_runs_days: float | None  # None: forever
     keep_failed_days: float | None
     keep_fires_days: float | None
+    # Where the `http` handler may connect besides public addresses (see app.handlers.webhook).
+    http_allow_hosts: tuple[str, ...] = ()
+    http_allow_networks: tuple[IPNetwork, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -96,7 +101,6 @@ class Settings:
             handler_modules=tuple(
                 m.strip() for m in (env.get("SUNDIAL_HANDLERS") or "").split(",") if m.strip()
             ),
-            enable_shell_handler=_bool(env, "SUNDIAL_ENABLE_SHELL_HANDLER", False),
             priority_aging_seconds=_float(
                 env, "SUNDIAL_PRIORITY_AGING_SECONDS", DEFAULT_PRIORITY_AGING_SECONDS
             ),
@@ -121,7 +125,22 @@ class Settings:
             keep_runs_days=_days(env, "SUNDIAL_KEEP_RUNS_DAYS", DEFAULT_KEEP_RUNS_DAYS),
             keep_failed_days=_days(env, "SUNDIAL_KEEP_FAILED_DAYS", DEFAULT_KEEP_FAILED_DAYS),
             keep_fires_days=_days(env, "SUNDIAL_KEEP_FIRES_DAYS", DEFAULT_KEEP_FIRES_DAYS),
+            http_allow_hosts=tuple(h.lower() for h in _list(env, "SUNDIAL_HTTP_ALLOW_HOSTS")),
+            http_allow_networks=_networks(env, "SUNDIAL_HTTP_ALLOW_NETWORKS"),
         )
+
+
+def _list(env: Mapping[str, str], name: str) -> list[str]:
+    """A comma-separated list, blanks dropped."""
+    return [item.strip() for item in (env.get(name) or "").split(",") if item.strip()]
+
+
+def _networks(env: Mapping[str, str], name: str) -> tuple[IPNetwork, ...]:
+    """Comma-separated networks in CIDR form (`10.0.0.0/8`, `fd00::/8`, `127.0.0.1`)."""
+    try:
+        return tuple(ipaddress.ip_network(item, strict=False) for item in _list(env, name))
+    except ValueError as exc:
+        raise ConfigError(f"{name} must list networks like 10.0.0.0/8 or fd00::/8: {exc}") from None
 
 
 def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
@@ -164,17 +183,6 @@ def _days(env: Mapping[str, str], name: str, default: float) -> float | None:
     if value < 0:
         raise ConfigError(f"{name} must be 0 (keep forever) or more days, got {value}")
     return value or None
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = (env.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
 
 def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:

@@ -588,3 +588,14 @@ class DagRun(SQLModel, table=True):
     schedule_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     fire_time: datetime | None = _ts()
     created_at: datetime | None = _ts(nullable=False, now=True)
+
+
+class FleetSetting(SQLModel, table=True):
+    """A decision that holds for every process at once (e.g. whether `shell` may run),
+    set by an admin command and read where runs are submitted and executed."""
+
+    __tablename__ = "fleet_settings"
+
+    name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    value: Any = _jsonb(None)
+    updated_at: datetime | None = _ts(nullable=False, now=True)

@@ -27,6 +27,7 @@ from psycopg.types.json import Jsonb
 
 from app.backoff import full_jitter
 from app.errors import UsageError
+from app.handlers.gate import refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.json_rows import encode_json, iso_text, json_rows
 from app.metrics import FENCE_LOST, TRANSITIONS
@@ -187,6 +188,7 @@ def submit_many(
     """
     for run in runs:
         run.validate()
+    refuse_disabled_handlers(conn, {run.handler for run in runs})
     by_key: dict[str, NewRun] = {}
     for run in runs:
         key = run.idempotency_key
@@ -693,6 +695,7 @@ def submit_dag(
         node.validate()
         if node.idempotency_key is not None:
             raise DagError("runs inside a DAG cannot carry their own idempotency key")
+    refuse_disabled_handlers(conn, {node.handler for node in nodes.values()})
     dag_id = uuid.uuid4()
     with conn.transaction():
         _create_dag_runs(

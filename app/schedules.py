@@ -37,6 +37,7 @@ from app.cron import (
 from app.errors import UsageError
 from app.fire_starts import Start, Started, start_fires, workflow_shapes
 from app.fires import DEFAULT_SPREAD_SECONDS, FireOutcome, OverlapPolicy
+from app.handlers.gate import refuse_disabled_handlers
 from app.json_rows import iso_text, json_rows
 from app.sql import query
 from app.states import ExecutionModel
@@ -194,6 +195,7 @@ def create_schedule(conn: Conn, spec: ScheduleSpec, now: datetime | None = None)
         if conn.execute(query("schedules", "schedule_by_name"), {"name": spec.name}).fetchone():
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
         target, job_warnings = _target_for(conn, spec)
+        refuse_disabled_handlers(conn, job_id=target["job_id"], workflow_id=target["workflow_id"])
         row.update(target, next_fire_time=first.at)
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
@@ -247,6 +249,7 @@ def update_schedule(
         raise ScheduleError(f"a schedule's {', '.join(unknown)} cannot be changed here")
     with conn.transaction():
         row = _lock(conn, name)
+        refuse_disabled_handlers(conn, job_id=row["job_id"], workflow_id=row["workflow_id"])
         at = db_now(conn, now)
         spec = replace(_spec_of(row), **changes)
         if changes.get("cron") is not None:
@@ -477,6 +480,7 @@ def run_now(conn: Conn, name: str, now: datetime | None = None) -> Started:
     """Start the schedule's job (or workflow) at once, recorded as a manual fire at now."""
     with conn.transaction():
         row = _lock(conn, name)
+        refuse_disabled_handlers(conn, job_id=row["job_id"], workflow_id=row["workflow_id"])
         at = db_now(conn, now)
         shapes = workflow_shapes(conn, [row["workflow_id"]])
         if row["workflow_id"] is not None and row["workflow_id"] not in shapes:

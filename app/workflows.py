@@ -28,6 +28,7 @@ from psycopg.types.json import Jsonb
 from app import runs
 from app.dag_spec import DagSpecError
 from app.errors import UsageError
+from app.handlers.gate import refuse_disabled_handlers
 from app.runs import NewRun
 from app.sql import query
 
@@ -91,6 +92,7 @@ def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUI
     if not spec.name.strip():
         raise WorkflowError("a workflow needs a name")
     jobs = _jobs_named(conn, {s.job for s in spec.steps.values()})
+    refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
     _check_shape(spec)
     with conn.transaction():
         existing = conn.execute(

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import app.handlers.chaos  # noqa: F401  (registers `crash`, for the fault tests)
 from app.handlers import handler
 from app.jobs import JobContext, NonRetryableError
 

@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+import app.handlers.chaos  # noqa: F401  (registers `crash`, for the fault tests)
 from app.handlers import handler
 from app.jobs import JobContext
 

@@ -31,6 +31,15 @@ def string_map(name: str, value: Any) -> dict[str, str]:
     return dict(value)
 
 
+def string_list(name: str, value: Any) -> list[str]:
+    """`value` as a list of strings (`None` is an empty list)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise NonRetryableError(f"argument {name!r} must be a list of strings, got {value!r}")
+    return list(value)
+
+
 def optional_string(name: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise NonRetryableError(f"argument {name!r} must be a string, got {value!r}")

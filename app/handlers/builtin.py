@@ -1,15 +1,14 @@
-"""Handlers every worker has: `noop`, `sleep`, `fail`, `crash`, `http` and `shell`.
+"""Handlers every worker has: `noop`, `sleep`, `fail`, `http` and `shell`.
 
-`noop`, `sleep`, `fail` and `crash` exist for demos, benchmarks and tests; `http` calls a
-webhook; `shell` runs a command and is off unless `SUNDIAL_ENABLE_SHELL_HANDLER` is true.
+`noop`, `sleep` and `fail` are harmless, for demos, benchmarks and tests; `http` calls a
+webhook on a public address (see `app.handlers.webhook`); `shell` runs a command and is
+off until an admin enables it for the fleet (see `app.handlers.gate`). `crash`, which
+kills its process, lives in `app.handlers.chaos` and is loaded only on request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import resource
-import signal
 import time
 from typing import Any
 
@@ -21,7 +20,6 @@ from app.jobs import JobContext, NonRetryableError
 
 SLEEP_SLICE_SECONDS = 0.05  # how often `sleep` looks at the cancel flag
 DEFAULT_FAIL_MESSAGE = "the fail handler always fails"
-CRASH_SIGNALS = ("KILL", "SEGV")
 
 
 async def noop(ctx: JobContext, **_ignored: Any) -> None:
@@ -51,30 +49,10 @@ async def fail(ctx: JobContext, message: Any = None, retryable: Any = True) -> N
     raise RuntimeError(text) if retryable else NonRetryableError(text)
 
 
-def crash(ctx: JobContext, signal: Any = "KILL") -> None:
-    """Kill the process running the job, by SIGKILL or (`signal: "SEGV"`) SIGSEGV.
-
-    Simulates a crash. Under the async and thread models that process is the worker.
-    """
-    name = optional_string("signal", signal) or "KILL"
-    name = name.upper().removeprefix("SIG")
-    if name not in CRASH_SIGNALS:
-        raise NonRetryableError(
-            f"argument 'signal' must be one of {', '.join(CRASH_SIGNALS)}, got {signal!r}"
-        )
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a simulated segfault needs no core file
-    os.kill(os.getpid(), _signal_named(name))
-
-
-def _signal_named(name: str) -> int:
-    return int(getattr(signal, f"SIG{name}"))
-
-
 BUILTINS: dict[str, HandlerFunc] = {
     "noop": noop,
     "sleep": sleep,
     "fail": fail,
-    "crash": crash,
     "http": call_url,
     "shell": run_command,
 }

@@ -1,7 +1,10 @@
 """The `shell` built-in: run a command, killable on cancel and timeout. Off by default.
 
-Running arbitrary commands from job arguments is a deliberate choice of an operator, so
-the handler refuses to run unless `SUNDIAL_ENABLE_SHELL_HANDLER` is true.
+Running arbitrary commands from job arguments is a deliberate choice of an admin, made
+once for the whole deployment (`sundial shell-handler enable`, see `app.handlers.gate`):
+submits are refused while it is off, and the handler reads the decision again before it
+runs a command. The command gets a minimal environment, never the worker's own: Sundial's
+settings (DATABASE_URL, SECRET_KEY, SUNDIAL_*) must not end up in a command or its output.
 """
 
 from __future__ import annotations
@@ -11,16 +14,22 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import IO, Any
 
 from app.config import Settings
-from app.handlers.args import number, optional_string, string_map
+from app.db import connect, resolve_database_url
+from app.handlers.args import number, optional_string, string_list, string_map
+from app.handlers.gate import SHELL_DISABLED_MESSAGE, shell_enabled
 from app.handlers.job_process import is_job_child
 from app.jobs import JobContext, NonRetryableError
 
 OUTPUT_TAIL_BYTES = 4096  # of stdout and of stderr, kept in the result
 POLL_SECONDS = 0.05  # how often a running command checks for cancellation
-DISABLED_MESSAGE = "the shell handler is disabled; set SUNDIAL_ENABLE_SHELL_HANDLER=true"
+# What a command inherits from the worker; anything else only through `env` or `pass_env`.
+BASE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+SUNDIAL_SECRETS = ("DATABASE_URL", "SECRET_KEY")
+SUNDIAL_PREFIX = "SUNDIAL_"
 
 
 class CommandFailed(RuntimeError):
@@ -33,18 +42,21 @@ def run_command(
     timeout: Any = None,
     cwd: Any = None,
     env: Any = None,
+    pass_env: Any = None,
 ) -> dict[str, Any]:
     """Run `command` (a list of strings, or a string for /bin/sh -c).
 
-    Returns `{"returncode", "stdout", "stderr"}` with the tail of each stream. `env` is
-    added to the worker's environment; `timeout` (seconds) bounds the command itself.
+    Returns `{"returncode", "stdout", "stderr"}` with the tail of each stream. The command
+    sees PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR of the worker,
+    the worker's variables named in `pass_env` (a list), and `env` (names to values);
+    `timeout` (seconds) bounds the command itself.
     """
-    if not Settings.from_env().enable_shell_handler:
-        raise NonRetryableError(DISABLED_MESSAGE)
     argv = _argv(command)
     limit = number("timeout", timeout, minimum=0.001, allow_none=True)
     directory = optional_string("cwd", cwd)
-    environment = {**os.environ, **string_map("env", env)}
+    environment = command_environment(env, pass_env, os.environ)
+    if not _enabled_for_the_fleet():
+        raise NonRetryableError(SHELL_DISABLED_MESSAGE)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(
@@ -65,6 +77,29 @@ def run_command(
     if returncode != 0:
         raise CommandFailed(f"command exited with code {returncode}: {stderr or stdout}")
     return {"returncode": returncode, "stdout": stdout, "stderr": stderr}
+
+
+def command_environment(env: Any, pass_env: Any, worker_env: Mapping[str, str]) -> dict[str, str]:
+    """The minimal environment of a command: the base variables, the ones `pass_env`
+    names (never Sundial's own settings), then `env`."""
+    environment = {name: worker_env[name] for name in BASE_ENVIRONMENT if name in worker_env}
+    environment.setdefault("PATH", os.defpath)
+    for name in string_list("pass_env", pass_env):
+        if name in SUNDIAL_SECRETS or name.startswith(SUNDIAL_PREFIX):
+            raise NonRetryableError(
+                f"argument 'pass_env' cannot pass {name}: Sundial's own settings never "
+                "reach a command"
+            )
+        if name in worker_env:
+            environment[name] = worker_env[name]
+    return {**environment, **string_map("env", env)}
+
+
+def _enabled_for_the_fleet() -> bool:
+    """The admin's decision, read when the command is about to run: a run submitted while
+    `shell` was enabled does not run once it is disabled."""
+    with connect(resolve_database_url(Settings.from_env()), autocommit=True) as conn:
+        return shell_enabled(conn)
 
 
 def _argv(command: Any) -> list[str]:

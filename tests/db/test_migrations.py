@@ -29,6 +29,7 @@ EXPECTED_TABLES = {
     "workflow_steps",
     "workflow_edges",
     "dag_runs",
+    "fleet_settings",
     "alembic_version",
 }
 

@@ -46,7 +46,7 @@ def test_settings_defaults() -> None:
     assert settings.port == DEFAULT_PORT
     assert settings.data_dir == Path(".sundial")
     assert settings.handler_modules == ()
-    assert settings.enable_shell_handler is False
+    assert (settings.http_allow_hosts, settings.http_allow_networks) == ((), ())
     assert (settings.keep_runs_days, settings.keep_failed_days, settings.keep_fires_days) == (
         14,
         30,
@@ -68,7 +68,8 @@ def test_settings_read_environment() -> None:
             "SUNDIAL_DATA_DIR": "/var/sundial",
             "SUNDIAL_HANDLERS": "myapp.jobs, other.jobs",
             "SUNDIAL_LEASE_SECONDS": "12.5",
-            "SUNDIAL_ENABLE_SHELL_HANDLER": "yes",
+            "SUNDIAL_HTTP_ALLOW_HOSTS": "Hooks.internal, localhost",
+            "SUNDIAL_HTTP_ALLOW_NETWORKS": "10.0.0.0/8, fd00::/8,127.0.0.1",
         }
     )
     assert settings.database_url == "postgres://x/y"
@@ -77,7 +78,12 @@ def test_settings_read_environment() -> None:
     assert settings.data_dir == Path("/var/sundial")
     assert settings.handler_modules == ("myapp.jobs", "other.jobs")
     assert settings.lease_seconds == 12.5
-    assert settings.enable_shell_handler is True
+    assert settings.http_allow_hosts == ("hooks.internal", "localhost")
+    assert [str(n) for n in settings.http_allow_networks] == [
+        "10.0.0.0/8",
+        "fd00::/8",
+        "127.0.0.1/32",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -86,7 +92,7 @@ def test_settings_read_environment() -> None:
         ({"PORT": "eighty"}, "PORT must be a whole number"),
         ({"PORT": "0"}, "PORT must be at least 1"),
         ({"SUNDIAL_LEASE_SECONDS": "-1"}, "SUNDIAL_LEASE_SECONDS must be greater than 0"),
-        ({"SUNDIAL_ENABLE_SHELL_HANDLER": "maybe"}, "must be true or false"),
+        ({"SUNDIAL_HTTP_ALLOW_NETWORKS": "10.0.0.0/33"}, "must list networks like 10.0.0.0/8"),
         ({"SUNDIAL_LOG_FORMAT": "xml"}, "SUNDIAL_LOG_FORMAT must be one of"),
         ({"SUNDIAL_KEEP_RUNS_DAYS": "-3"}, "must be 0 \\(keep forever\\) or more days"),
         ({"SUNDIAL_KEEP_FAILED_DAYS": "a month"}, "must be a number of days"),

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import itertools
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,10 +33,18 @@ from app.handlers import (
     default_registry,
     load_modules,
 )
-from app.handlers.builtin import crash, fail, noop, sleep
-from app.handlers.shell import DISABLED_MESSAGE, CommandFailed, run_command
-from app.handlers.webhook import RESPONSE_BODY_LIMIT, HttpCallFailed, call_url
+from app.handlers.builtin import BUILTINS, fail, noop, sleep
+from app.handlers.chaos import crash
+from app.handlers.shell import command_environment
+from app.handlers.webhook import (
+    RESPONSE_BODY_LIMIT,
+    AddressRefused,
+    Destinations,
+    HttpCallFailed,
+    call_url,
+)
 from app.jobs import Cancelled, JobContext, JobSpec, NonRetryableError, Outcome, OutcomeStatus
+from tests.conftest import REPO
 
 _run_ids = itertools.count(1)
 PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy")
@@ -129,7 +143,22 @@ def test_async_is_detected_through_partials_and_callable_objects() -> None:
 
 
 def test_default_registry_has_the_builtins() -> None:
-    assert {"noop", "sleep", "fail", "crash", "http", "shell"} <= set(default_registry.names())
+    assert set(BUILTINS) == {"noop", "sleep", "fail", "http", "shell"}
+    assert set(BUILTINS) <= set(default_registry.names())
+
+
+def test_a_default_worker_has_no_handler_that_kills_it() -> None:
+    """`crash` is registered only where `SUNDIAL_HANDLERS` names app.handlers.chaos (a
+    fresh interpreter: this one has loaded the test handler modules)."""
+    code = (
+        "import json; from app.services.worker import default_registry; "
+        "print(json.dumps(default_registry.names()))"
+    )
+    names = json.loads(subprocess.run([sys.executable, "-c", code], check=True,
+                                      capture_output=True, text=True, cwd=REPO).stdout)  # fmt: skip
+    assert sorted(BUILTINS) == names
+    load_modules(["app.handlers.chaos"])
+    assert default_registry.get("crash").fn is crash
 
 
 def test_load_modules_registers_their_handlers() -> None:
@@ -191,85 +220,45 @@ def test_sleep_works_under_the_thread_model() -> None:
     assert run_job("sleep", "thread", seconds=0.05).status is OutcomeStatus.COMPLETED
 
 
-# ---- shell ------------------------------------------------------------------------------
+# ---- shell (running commands needs the database: tests/db/test_handler_gate.py) ---------
 
 
-@pytest.fixture
-def shell_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SUNDIAL_ENABLE_SHELL_HANDLER", "true")
-
-
-def test_shell_is_disabled_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SUNDIAL_ENABLE_SHELL_HANDLER", raising=False)
-    with pytest.raises(NonRetryableError) as caught:
-        run_command(context(), command=["true"])
-    assert str(caught.value) == DISABLED_MESSAGE
-    outcome = run_job("shell", command="true")
-    assert outcome.status is OutcomeStatus.FAILED and not outcome.retryable
-    assert outcome.error is not None and "SUNDIAL_ENABLE_SHELL_HANDLER=true" in outcome.error
-
-
-@pytest.mark.usefixtures("shell_enabled")
-def test_shell_runs_a_list_or_a_string_with_env_and_cwd(tmp_path: Path) -> None:
-    assert run_command(context(), command=["echo", "hello"]) == {
-        "returncode": 0,
-        "stdout": "hello\n",
-        "stderr": "",
+def test_a_command_environment_keeps_only_base_variables_and_what_args_name() -> None:
+    worker_env = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/w",
+        "DATABASE_URL": "postgresql://u:pw@db/app",
+        "SECRET_KEY": "k",
+        "SUNDIAL_HANDLERS": "myapp.jobs",
+        "REPORT_BUCKET": "s3://reports",
+        "OTHER": "x",
     }
-    result = run_command(
-        context(),
-        command="echo $GREETING; pwd; echo oops >&2",
-        env={"GREETING": "hi"},
-        cwd=str(tmp_path),
-    )
-    assert result["stdout"] == f"hi\n{tmp_path}\n" and result["stderr"] == "oops\n"
-
-
-@pytest.mark.usefixtures("shell_enabled")
-def test_shell_non_zero_exit_fails_with_the_stderr_tail() -> None:
-    with pytest.raises(CommandFailed, match="exited with code 3: went wrong"):
-        run_command(context(), command="echo went wrong >&2; exit 3")
-
-
-@pytest.mark.usefixtures("shell_enabled")
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        ({"command": []}, "argument 'command'"),
-        ({"command": 5}, "argument 'command'"),
-        ({"command": ["true"], "env": {"A": 1}}, "argument 'env'"),
-        ({"command": ["true"], "timeout": -1}, "argument 'timeout'"),
-        ({"command": ["/no/such/program"]}, "cannot run '/no/such/program'"),
-    ],
-)
-def test_shell_refuses_bad_arguments(args: dict[str, Any], message: str) -> None:
-    with pytest.raises(NonRetryableError, match=re.escape(message)):
-        run_command(context(), **args)
-
-
-@pytest.mark.usefixtures("shell_enabled")
-def test_shell_kills_the_command_at_its_own_timeout(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
-    with pytest.raises(CommandFailed, match=re.escape("longer than its timeout of 0.2s")):
-        run_command(context(), command=f"echo $$ > {pid_file}; exec sleep 30", timeout=0.2)
-    assert wait_until_gone(int(pid_file.read_text()))
-
-
-@pytest.mark.usefixtures("shell_enabled")
-@pytest.mark.parametrize("model", ["thread", "subprocess"])
-def test_shell_command_is_killed_when_the_job_times_out(tmp_path: Path, model: str) -> None:
-    pid_file = tmp_path / "pid"
-    command = f"echo $$ > {pid_file}; exec sleep 30"
-    outcome = run_job("shell", model, timeout=0.5, command=command)
-    assert outcome.status is OutcomeStatus.TIMED_OUT
-    assert wait_until_gone(int(pid_file.read_text()))
+    assert command_environment(None, None, worker_env) == {"PATH": "/usr/bin", "HOME": "/home/w"}
+    assert command_environment({"A": "1"}, ["REPORT_BUCKET", "ABSENT"], worker_env) == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/w",
+        "REPORT_BUCKET": "s3://reports",
+        "A": "1",
+    }
+    assert command_environment(None, None, {})["PATH"] == os.defpath
+    with pytest.raises(NonRetryableError, match="cannot pass SECRET_KEY"):
+        command_environment(None, ["SECRET_KEY"], worker_env)
 
 
 # ---- http -------------------------------------------------------------------------------
 
 
 class _Handler(BaseHTTPRequestHandler):
+    paths_seen: list[str]  # set per server, by the fixture
+
     def do_GET(self) -> None:
+        self.paths_seen.append(self.path)
+        if self.path.startswith("/redirect?to="):
+            self.send_response(302)
+            self.send_header("Location", self.path.removeprefix("/redirect?to="))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/slow":
             time.sleep(1)
         status, body = {
@@ -282,6 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(status, body.encode())
 
     def do_POST(self) -> None:
+        self.paths_seen.append(self.path)
         data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         echo = {
             "body": data.decode(),
@@ -301,21 +291,41 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+@dataclass
+class LocalServer:
+    port: int
+    paths_seen: list[str]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A local HTTP server on 127.0.0.1 (never any other address); yields its base URL."""
-    for name in PROXY_VARIABLES:
+def local(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
+    """A local HTTP server on 127.0.0.1 (never any other address), with no allowlist set:
+    the `http` handler must refuse it."""
+    for name in (*PROXY_VARIABLES, "SUNDIAL_HTTP_ALLOW_HOSTS", "SUNDIAL_HTTP_ALLOW_NETWORKS"):
         monkeypatch.delenv(name, raising=False)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    paths_seen: list[str] = []
+    handler = type("Recording", (_Handler,), {"paths_seen": paths_seen})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        yield LocalServer(httpd.server_address[1], paths_seen)
     finally:
         httpd.shutdown()
         httpd.server_close()
         thread.join()
+
+
+@pytest.fixture
+def server(local: LocalServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The local server's base URL, with loopback allowed for the `http` handler."""
+    monkeypatch.setenv("SUNDIAL_HTTP_ALLOW_NETWORKS", "127.0.0.0/8")
+    return local.url
 
 
 def call(**args: Any) -> dict[str, Any]:
@@ -384,3 +394,117 @@ def test_http_connection_errors_and_timeouts_are_retryable(server: str) -> None:
 def test_http_refuses_bad_arguments(args: dict[str, Any], message: str) -> None:
     with pytest.raises(NonRetryableError, match=re.escape(message)):
         call(**args)
+
+
+# ---- http: where requests may go --------------------------------------------------------
+
+
+def test_http_refuses_loopback_by_default_in_every_spelling(local: LocalServer) -> None:
+    port = local.port
+    for url in (
+        f"{local.url}/ok",
+        f"http://localhost:{port}/ok",
+        f"http://0x7f000001:{port}/ok",
+        f"http://2130706433:{port}/ok",
+        f"http://127.1:{port}/ok",
+        f"http://017700000001:{port}/ok",
+        f"http://[::1]:{port}/ok",
+        f"http://[::ffff:127.0.0.1]:{port}/ok",
+        f"http://0.0.0.0:{port}/ok",
+    ):
+        with pytest.raises(AddressRefused, match="is not a public address") as caught:
+            call(url=url)
+        assert "SUNDIAL_HTTP_ALLOW_NETWORKS" in str(caught.value), url
+    outcome = run_job("http", url=f"{local.url}/ok")
+    assert outcome.status is OutcomeStatus.FAILED and not outcome.retryable
+    assert outcome.error is not None and f"GET {local.url}/ok refused: 127.0.0.1 is not" in (
+        outcome.error
+    )
+    assert local.paths_seen == []
+
+
+def test_http_allowlists_networks_or_host_names(
+    local: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUNDIAL_HTTP_ALLOW_NETWORKS", "10.0.0.0/8, 127.0.0.0/8")
+    assert call(url=f"{local.url}/ok") == {"status": 200, "body": "hello"}
+    monkeypatch.delenv("SUNDIAL_HTTP_ALLOW_NETWORKS")
+    monkeypatch.setenv("SUNDIAL_HTTP_ALLOW_HOSTS", "LocalHost")
+    assert call(url=f"http://localhost:{local.port}/ok")["status"] == 200
+    with pytest.raises(AddressRefused):  # the name is allowed, not its addresses
+        call(url=f"{local.url}/ok")
+    assert local.paths_seen == ["/ok", "/ok"]
+
+
+def test_http_checks_every_redirect_hop(
+    local: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUNDIAL_HTTP_ALLOW_HOSTS", "127.0.0.1")
+    assert call(url=f"{local.url}/redirect?to=/ok")["status"] == 200  # same host: allowed
+    with pytest.raises(AddressRefused, match=re.escape("localhost (at 127.0.0.1) is not a public")):
+        call(url=f"{local.url}/redirect?to=http://localhost:{local.port}/ok")
+    with pytest.raises(NonRetryableError, match=re.escape("redirected to a non-http(s) URL")):
+        call(url=f"{local.url}/redirect?to=ftp://127.0.0.1:{local.port}/ok")
+    assert local.paths_seen == [
+        "/redirect?to=/ok",
+        "/ok",
+        f"/redirect?to=http://localhost:{local.port}/ok",
+        f"/redirect?to=ftp://127.0.0.1:{local.port}/ok",
+    ]
+
+
+def test_http_connects_to_the_addresses_it_checked(
+    local: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name is resolved once per hop and the socket goes to exactly those addresses: a
+    second lookup (which DNS rebinding would answer differently) never happens."""
+    monkeypatch.setenv("SUNDIAL_HTTP_ALLOW_NETWORKS", "127.0.0.1/32")
+    real_getaddrinfo = socket.getaddrinfo
+    lookups: list[str] = []
+
+    def resolver(host: str, *args: Any, **kwargs: Any) -> Any:
+        lookups.append(host)
+        return real_getaddrinfo("127.0.0.1" if host == "hooks.test" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    assert call(url=f"http://hooks.test:{local.port}/ok")["status"] == 200
+    assert lookups == ["hooks.test"]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",  # cloud metadata
+        "100.64.0.1",  # carrier-grade NAT
+        "0.0.0.0",
+        "224.0.0.1",
+        "255.255.255.255",
+        "::1",
+        "::",
+        "::ffff:127.0.0.1",
+        "::ffff:169.254.169.254",
+        "fd00::1",
+        "fe80::1",
+        "ff02::1",
+        "2002:7f00:1::1",  # 6to4 around 127.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64 around 169.254.169.254
+        "::127.0.0.1",  # IPv4-compatible
+    ],
+)
+def test_private_and_special_addresses_are_refused(address: str) -> None:
+    assert Destinations().refusal("h", ipaddress.ip_address(address)) is not None
+
+
+@pytest.mark.parametrize("address", ["93.184.216.34", "2606:2800:220:1::1", "::ffff:8.8.8.8"])
+def test_public_addresses_are_allowed(address: str) -> None:
+    assert Destinations().refusal("h", ipaddress.ip_address(address)) is None
+
+
+def test_allowlisted_networks_cover_mapped_addresses() -> None:
+    allowed = Destinations(networks=(ipaddress.ip_network("169.254.0.0/16"),))
+    assert allowed.refusal("h", ipaddress.ip_address("::ffff:169.254.169.254")) is None
+    assert allowed.refusal("h", ipaddress.ip_address("127.0.0.1")) is not None
