@@ -597,5 +597,5 @@ class FleetSetting(SQLModel, table=True):
     __tablename__ = "fleet_settings"
 
     name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
-    value: Any = _jsonb(None)
+    value: Any = Field(sa_column=sa.Column(JSONB, nullable=False))
     updated_at: datetime | None = _ts(nullable=False, now=True)
