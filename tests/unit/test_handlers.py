@@ -411,6 +411,7 @@ def test_http_refuses_loopback_by_default_in_every_spelling(local: LocalServer) 
         f"http://[::1]:{port}/ok",
         f"http://[::ffff:127.0.0.1]:{port}/ok",
         f"http://0.0.0.0:{port}/ok",
+        f"https://127.0.0.1:{port}/ok",
     ):
         with pytest.raises(AddressRefused, match="is not a public address") as caught:
             call(url=url)
