@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
-from functools import partial
+from functools import cache, partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -119,7 +119,7 @@ def open_checked_socket(
     for family, kind, proto, _, sockaddr in infos:
         sock = socket.socket(family, kind, proto)
         try:
-            if timeout is not None:
+            if isinstance(timeout, int | float):  # else http.client's "use the default"
                 sock.settimeout(timeout)
             if source_address is not None:
                 sock.bind(source_address)
@@ -171,13 +171,19 @@ class _CheckedHTTPSHandler(urllib.request.HTTPSHandler):
     def __init__(self, destinations: Destinations) -> None:
         super().__init__()
         self.destinations = destinations
-        self.ssl_context = ssl.create_default_context()
+        self.ssl_context = _ssl_context()
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         connection = partial(
             _CheckedHTTPSConnection, destinations=self.destinations, context=self.ssl_context
         )
         return self.do_open(connection, req)
+
+
+@cache
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying context per process: loading the CA store costs more than a request."""
+    return ssl.create_default_context()
 
 
 class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
