@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -18,12 +17,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from app.config import Settings
+from app.resources import STATIC_DIR, TEMPLATES_DIR
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-TEMPLATES_DIR = ROOT / "templates"
-STATIC_DIR = ROOT / "static"
 HEALTH_TIMEOUT_SECONDS = 3.0
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
