@@ -9,19 +9,16 @@ importlib.resources, so `pip install`, pipx and wheels work without the source t
 from __future__ import annotations
 
 from importlib.resources import files
-from importlib.util import find_spec
 from pathlib import Path
 
 CHECKOUT_ROOT = Path(__file__).resolve().parent.parent
-PACKAGED_ASSETS = "app._assets"
 
 
 def assets_root() -> Path:
     """The folder holding templates/, static/, migrations/ and the Procfile."""
-    if find_spec(PACKAGED_ASSETS) is None:  # a checkout or an editable install
-        return CHECKOUT_ROOT
     # Wheels install unpacked, so the packaged assets are a real folder on disk.
-    return Path(str(files(PACKAGED_ASSETS)))
+    packaged = Path(str(files("app") / "_assets"))
+    return packaged if packaged.is_dir() else CHECKOUT_ROOT  # else a checkout or editable
 
 
 ASSETS_ROOT = assets_root()
