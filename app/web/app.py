@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from app.config import Settings
+from app.db import connection_options
 from app.resources import STATIC_DIR, TEMPLATES_DIR
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             database_url,
             min_size=1,
             max_size=10,
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs={"autocommit": True, "row_factory": dict_row, **connection_options()},
             open=False,
         )
         await app.state.pool.open()
