@@ -23,8 +23,8 @@ from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_en
 from tests.processes import query, services, status_counts, wait_until
 
 PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/bin")
-# Fewer server connections than clients, so transactions of different processes really
-# share server connections, as they do on Heroku.
+# Fewer server connections than clients, handed out in turn (server_round_robin), so the
+# transactions of one client really land on different server connections.
 SERVER_POOL_SIZE = 3
 POOLED = {"SUNDIAL_DATABASE_POOLER": "transaction"}
 
@@ -53,6 +53,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = {folder / "userlist.txt"}
 pool_mode = transaction
+server_round_robin = 1
 default_pool_size = {SERVER_POOL_SIZE}
 max_client_conn = 200
 ignore_startup_parameters = extra_float_digits,options
@@ -129,7 +130,11 @@ def test_concurrent_migrations_through_the_pooler_leave_no_lock_behind(
         assert migration.returncode == 0, stderr
         assert f"revision {migrate.head_revision()}" in stdout
     assert migrate.current_revision(empty_db_url) == migrate.head_revision()
-    held = query(empty_db_url, "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'")
+    held = query(
+        empty_db_url,
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
     assert held == [{"n": 0}]
 
 
@@ -174,7 +179,9 @@ def test_workers_trigger_and_bulk_submit_through_the_pooler(
             service=polling,
         )
         listeners = query(
-            db_url, "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE 'LISTEN %%'"
+            db_url,
+            "SELECT count(*) AS n FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query LIKE 'LISTEN %%'",
         )
         logs = [service.log() for service in (polling, listening, trigger)]
     assert set(status_counts(db_url)) <= {"completed", "pending"}, status_counts(db_url)
