@@ -23,6 +23,8 @@ def run_migrations_online() -> None:
         # One transaction, locked before Alembic reads the current revision: a transaction
         # lock ends with the transaction, so none outlives it on a pooled server connection
         # (a session lock taken through a transaction-mode pooler could stay held forever).
+        # A migration using autocommit_block() (CREATE INDEX CONCURRENTLY) would end this
+        # transaction, and the lock with it.
         with context.begin_transaction():
             connection.execute(
                 sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY}
