@@ -17,13 +17,12 @@ from app.config import ConfigError, Settings
 from app.db import DatabaseUnavailable, DatabaseUrlError, redact, resolve_database_url
 from app.errors import UsageError
 from app.logs import configure_logging
+from app.resources import PROCFILE
 
 log = logging.getLogger("sundial")
 
 EXIT_USAGE = 2  # bad input or configuration
 EXIT_UNAVAILABLE = 3  # the database could not be reached
-
-PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
 
 
 Command = Callable[[argparse.Namespace, Settings], int]
@@ -122,7 +121,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     manager = Manager()
     for name, command in procfile.processes.items():
         if name != "release":
-            manager.add_process(name, command, env=env, cwd=str(PROCFILE.parent))
+            manager.add_process(name, command, env=env, cwd=os.getcwd())
     print(f"Sundial dashboard: http://localhost:{env['PORT']}/  (database: {redact(url)})")
     manager.loop()
     return int(manager.returncode or 0)

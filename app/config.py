@@ -39,6 +39,10 @@ DEFAULT_KEEP_FAILED_DAYS = 30.0
 DEFAULT_KEEP_FIRES_DAYS = 90.0
 DEFAULT_LOG_LEVEL = "INFO"
 DEV_SECRET_KEY = "sundial-dev-secret-change-me"
+# What sits between Sundial and PostgreSQL: nothing (or a session-mode pooler), or a
+# transaction-mode pooler such as PgBouncer, which hands each transaction to any server
+# connection (see app/db.py).
+POOLER_MODES = ("none", "transaction")
 
 
 class ConfigError(ValueError):
@@ -48,6 +52,8 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Settings:
     database_url: str | None
+    database_pooler: str
+    direct_database_url: str | None
     port: int
     secret_key: str
     data_dir: Path
@@ -79,6 +85,8 @@ class Settings:
         env = os.environ if environ is None else environ
         return cls(
             database_url=env.get("DATABASE_URL") or None,
+            database_pooler=database_pooler(env),
+            direct_database_url=env.get("SUNDIAL_DIRECT_DATABASE_URL") or None,
             port=_int(env, "PORT", DEFAULT_PORT, minimum=1),
             secret_key=env.get("SECRET_KEY") or DEV_SECRET_KEY,
             data_dir=Path(env.get("SUNDIAL_DATA_DIR") or DEFAULT_DATA_DIR),
@@ -141,6 +149,12 @@ def _networks(env: Mapping[str, str], name: str) -> tuple[IPNetwork, ...]:
         return tuple(ipaddress.ip_network(item, strict=False) for item in _list(env, name))
     except ValueError as exc:
         raise ConfigError(f"{name} must list networks like 10.0.0.0/8 or fd00::/8: {exc}") from None
+
+
+def database_pooler(environ: Mapping[str, str] | None = None) -> str:
+    """SUNDIAL_DATABASE_POOLER: read on its own by every connection Sundial opens."""
+    env = os.environ if environ is None else environ
+    return _choice(env, "SUNDIAL_DATABASE_POOLER", "none", POOLER_MODES)
 
 
 def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:

@@ -3,6 +3,12 @@
 `resolve_database_url` turns configuration into one libpq URL: `DATABASE_URL` when set
 (any of the spellings Heroku and SQLAlchemy use), otherwise the embedded PostgreSQL in
 the data folder, started on first use and shared by every Sundial process on the machine.
+
+Behind a transaction-mode pooler (PgBouncer, Heroku's connection pooling;
+`SUNDIAL_DATABASE_POOLER=transaction`) each transaction may run on a different server
+connection, so nothing may outlive a transaction on the server: no prepared statements
+(`connection_options`), no session-level locks, and LISTEN only on a direct connection
+(`listen_url`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import psycopg
 import sqlalchemy
 from psycopg.rows import dict_row
 
-from app.config import Settings
+from app.config import Settings, database_pooler
 
 log = logging.getLogger(__name__)
 
@@ -143,12 +149,32 @@ def _ensure_database(admin_url: str, name: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def connection_options() -> dict[str, Any]:
+    """The psycopg options of every connection Sundial opens (services, web pool, Alembic).
+
+    psycopg prepares a statement on the server once it has run a few times; that speeds up
+    direct connections, but behind a transaction-mode pooler the next transaction lands on
+    another server connection ("prepared statement does not exist / already exists").
+    """
+    options: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_SECONDS}
+    if database_pooler() == "transaction":
+        options["prepare_threshold"] = None  # never prepare
+    return options
+
+
+def listen_url(settings: Settings, url: str) -> str | None:
+    """Where to LISTEN for notifications: notifications reach the server connection that
+    ran LISTEN, which a transaction-mode pooler does not keep linked to this client, so
+    there it is the direct URL (SUNDIAL_DIRECT_DATABASE_URL), or None: poll only."""
+    if settings.direct_database_url:
+        return normalize_url(settings.direct_database_url)
+    return None if settings.database_pooler == "transaction" else url
+
+
 def connect(url: str, **kwargs: Any) -> psycopg.Connection[dict[str, Any]]:
     """A psycopg connection with dict rows, or DatabaseUnavailable with a clear message."""
     try:
-        return psycopg.connect(
-            url, connect_timeout=CONNECT_TIMEOUT_SECONDS, row_factory=dict_row, **kwargs
-        )
+        return psycopg.connect(url, row_factory=dict_row, **connection_options(), **kwargs)
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(_unavailable_message(url, exc)) from exc
 
@@ -157,7 +183,7 @@ async def connect_async(url: str, **kwargs: Any) -> psycopg.AsyncConnection[dict
     """The asyncio twin of `connect`."""
     try:
         return await psycopg.AsyncConnection.connect(
-            url, connect_timeout=CONNECT_TIMEOUT_SECONDS, row_factory=dict_row, **kwargs
+            url, row_factory=dict_row, **connection_options(), **kwargs
         )
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(_unavailable_message(url, exc)) from exc
@@ -186,6 +212,6 @@ def make_engine(url: str, **kwargs: Any) -> sqlalchemy.Engine:
     return sqlalchemy.create_engine(
         sqlalchemy_url(url),
         pool_pre_ping=True,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
+        connect_args=connection_options(),
         **kwargs,
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -11,8 +9,7 @@ from alembic.script import ScriptDirectory
 
 from app.db import make_engine, sqlalchemy_url
 from app.errors import UsageError
-
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+from app.resources import MIGRATIONS_DIR
 
 
 def alembic_config(url: str) -> Config:

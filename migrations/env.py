@@ -7,6 +7,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 from app import models  # noqa: F401  (registers every table on SQLModel.metadata)
+from app.db import make_engine
 
 # Serialises concurrent `sundial migrate` calls (release phase plus `sundial dev`, say).
 MIGRATION_LOCK_KEY = 0x53554E4449414C  # "SUNDIAL"
@@ -16,24 +17,19 @@ target_metadata = SQLModel.metadata
 
 def run_migrations_online() -> None:
     config = context.config
-    engine = sa.create_engine(
-        config.get_main_option("sqlalchemy.url") or "", poolclass=sa.pool.NullPool
-    )
+    engine = make_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=sa.pool.NullPool)
     with engine.connect() as connection:
-        connection.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
-        connection.commit()
-        try:
-            context.configure(
-                connection=connection,
-                target_metadata=target_metadata,
-                compare_type=True,
-                transaction_per_migration=True,
+        context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+        # One transaction, locked before Alembic reads the current revision: a transaction
+        # lock ends with the transaction, so none outlives it on a pooled server connection
+        # (a session lock taken through a transaction-mode pooler could stay held forever).
+        # A migration using autocommit_block() (CREATE INDEX CONCURRENTLY) would end this
+        # transaction, and the lock with it.
+        with context.begin_transaction():
+            connection.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY}
             )
-            with context.begin_transaction():
-                context.run_migrations()
-        finally:
-            connection.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
-            connection.commit()
+            context.run_migrations()
 
 
 if context.is_offline_mode():

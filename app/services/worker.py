@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from app import runs
 from app.config import Settings
+from app.db import listen_url
 from app.executors import Executors
 from app.handlers import default_registry, load_modules
 from app.jobs import JobSpec, Outcome, OutcomeStatus
@@ -347,8 +348,11 @@ class Worker:
     # ---- notifications (own thread) ------------------------------------------------------------
 
     def _listen_loop(self) -> None:
+        url = listen_url(self.settings, self.url)
+        if url is None:  # behind a transaction pooler with no direct URL: poll only
+            return
         stop = self._threads_stop
-        listener = Reconnecting(self.url, "worker listener", stop.is_set, wait=stop.wait)
+        listener = Reconnecting(url, "worker listener", stop.is_set, wait=stop.wait)
         try:
             listener.call(self._relay_notifications)
         except DB_ERRORS:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -18,12 +17,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from app.config import Settings
+from app.db import connection_options
+from app.resources import STATIC_DIR, TEMPLATES_DIR
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-TEMPLATES_DIR = ROOT / "templates"
-STATIC_DIR = ROOT / "static"
 HEALTH_TIMEOUT_SECONDS = 3.0
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
@@ -80,7 +78,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
             database_url,
             min_size=1,
             max_size=10,
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs={"autocommit": True, "row_factory": dict_row, **connection_options()},
             open=False,
         )
         await app.state.pool.open()

@@ -1,0 +1,31 @@
+"""Sundial's public Python API, under a name that cannot collide with an application's own
+`app` package (the implementation lives in `app/`).
+
+    from sundial import NewRun, Sundial, handler, JobContext
+
+    with Sundial() as client:
+        client.submit("send_invoice", {"invoice": 42}, idempotency_key="invoice-42")
+"""
+
+from app.client import Sundial
+from app.db import DatabaseUnavailable, DatabaseUrlError
+from app.errors import UsageError
+from app.handlers import handler
+from app.jobs import Cancelled, JobContext, NonRetryableError
+from app.runs import DagError, IdempotencyConflict, NewRun, RetryBusy, SubmitError
+
+__all__ = [
+    "Cancelled",
+    "DagError",
+    "DatabaseUnavailable",
+    "DatabaseUrlError",
+    "IdempotencyConflict",
+    "JobContext",
+    "NewRun",
+    "NonRetryableError",
+    "RetryBusy",
+    "SubmitError",
+    "Sundial",
+    "UsageError",
+    "handler",
+]
