@@ -205,7 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sundial",
         description="Sundial: reliable job scheduling on PostgreSQL, with a browser dashboard.",
         epilog="Configuration comes from the environment: DATABASE_URL (embedded PostgreSQL "
-        "in ./.sundial when unset), PORT, SECRET_KEY and SUNDIAL_* settings (see README).",
+        "in $SUNDIAL_DATA_DIR or ~/.local/share/sundial when unset), PORT, SECRET_KEY and "
+        "SUNDIAL_* settings (see README). Exit codes: 2 bad input or configuration, "
+        "3 database unreachable, 4 port in use.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -37,7 +37,7 @@ def assert_one_sentence(result: subprocess.CompletedProcess[str], command: str, 
         (["reaper"], {"SUNDIAL_KEEP_RUNS_DAYS": "1e10"}, "SUNDIAL_KEEP_RUNS_DAYS must be"),
         (["trigger"], {"SUNDIAL_TRIGGER_INTERVAL_SECONDS": "1e300"}, "between 0.01 and 86400"),
         (["web"], {"PORT": "99999"}, "PORT must be between 1 and 65535"),
-        (["submit", "noop"], {"SUNDIAL_POLL_SECONDS": "-inf"}, "SUNDIAL_POLL_SECONDS must be"),
+        (["submit", "noop"], {"SUNDIAL_POLL_SECONDS": "nan"}, "SUNDIAL_POLL_SECONDS must be"),
     ],
 )
 def test_bad_settings_are_one_sentence_and_start_nothing(
