@@ -14,6 +14,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from app.cli_text import safe
 from app.config import MAX_PORT, MAX_WORKER_CONCURRENCY, ConfigError, Settings
@@ -129,15 +130,22 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from app.handlers import HandlerModuleError, load_modules
     from app.services.worker import run_worker
 
-    try:  # a missing module is a configuration error, found before anything starts
+    load_handler_modules(settings)
+    url = service_database(settings)
+    return run_worker(settings, url, concurrency=args.concurrency)
+
+
+def load_handler_modules(settings: Settings) -> None:
+    """Import SUNDIAL_HANDLERS before anything starts: a module that is missing or fails
+    to import is a configuration error, not a worker that dies after starting."""
+    from app.handlers import HandlerModuleError, load_modules
+
+    try:
         load_modules(settings.handler_modules)
     except HandlerModuleError as exc:
         raise ConfigError(str(exc)) from None
-    url = service_database(settings)
-    return run_worker(settings, url, concurrency=args.concurrency)
 
 
 def cmd_trigger(args: argparse.Namespace, settings: Settings) -> int:
@@ -166,6 +174,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from app.db import check_database
     from app.dev_manager import GracefulManager
 
+    load_handler_modules(settings)
     port = args.port or settings.port
     listen_socket("0.0.0.0", port).close()  # taken: say so before starting anything
     url = resolve_database_url(settings)
@@ -182,7 +191,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     for name, command in procfile.processes.items():
         if name != "release":
             manager.add_process(name, command, env=env, cwd=str(PROCFILE.parent))
-    print(f"Sundial dashboard: http://localhost:{env['PORT']}/  (database: {redact(url)})")
+    print(f"Sundial dashboard: http://localhost:{port}/  (database: {safe(redact(url))})")
     manager.loop()
     return int(manager.returncode or 0)
 
@@ -200,8 +209,15 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with what a person typed escaped in its error (it quotes unknown words)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(safe(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sundial",
         description="Sundial: reliable job scheduling on PostgreSQL, with a browser dashboard.",
         epilog="Configuration comes from the environment: DATABASE_URL (embedded PostgreSQL "

@@ -32,6 +32,7 @@ def assert_one_sentence(result: subprocess.CompletedProcess[str], command: str, 
     [
         (["worker"], {"SUNDIAL_LOG_LEVEL": "verbose"}, "SUNDIAL_LOG_LEVEL must be one of"),
         (["worker"], {"SUNDIAL_HANDLERS": "no_such_module"}, "'no_such_module'"),
+        (["dev"], {"SUNDIAL_HANDLERS": "no_such_module"}, "'no_such_module'"),
         (["worker"], {"SUNDIAL_LEASE_SECONDS": "nan"}, "SUNDIAL_LEASE_SECONDS must be between"),
         (["worker"], {"SUNDIAL_LEASE_SECONDS": "inf"}, "SUNDIAL_LEASE_SECONDS must be between"),
         (["reaper"], {"SUNDIAL_KEEP_RUNS_DAYS": "1e10"}, "SUNDIAL_KEEP_RUNS_DAYS must be"),
@@ -195,12 +196,15 @@ def test_names_and_notes_are_printed_escaped(db_url: str, tmp_path: Path) -> Non
     schedule_list = run_sundial(db_url, "schedule", "list")
     workflow_list = run_sundial(db_url, "workflow", "list")
     missing = run_sundial(db_url, "schedule", "fires", f"nope{ESC}")
-    for output in (schedule_list.stdout, workflow_list.stdout, missing.stderr, paused.stdout):
+    unknown = run_sundial(db_url, "schedule", "list", f"extra{ESC}")
+    outputs = (schedule_list.stdout, workflow_list.stdout, missing.stderr, unknown.stderr)
+    for output in (*outputs, paused.stdout):
         assert "\x1b" not in output and "\u202e" not in output, output
     assert "evil\\x1b[2J\\x1b[H" in schedule_list.stdout
     assert "why\\x1b[2J\\x1b[H\\u202e" in schedule_list.stdout
     assert "etl\\x1b[2J\\x1b[H\tsteps=4\tschedules=0\texport\\x1b[2J" in workflow_list.stdout
     assert "nope\\x1b[2J" in missing.stderr
+    assert "unrecognized arguments: extra\\x1b[2J" in unknown.stderr
 
 
 def test_ctrl_c_in_dev_hands_the_running_run_back(db_url: str, tmp_path: Path) -> None:
