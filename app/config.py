@@ -46,6 +46,7 @@ MAX_AGING_BOOST = 1000
 MAX_WORKER_CONCURRENCY = 1000
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 MAX_TRIGGER_BATCH_SIZE = 100_000
+MAX_TRIGGER_CATCHUP = 100_000
 MAX_TRIGGER_CONNECTIONS = 32
 MAX_KEEP_DAYS = 36_500.0  # a hundred years; 0 already means forever
 DEV_SECRET_KEY = "sundial-dev-secret-change-me"
@@ -145,7 +146,7 @@ class Settings:
                 "SUNDIAL_TRIGGER_CATCHUP_MAX",
                 DEFAULT_TRIGGER_CATCHUP_MAX,
                 1,
-                MAX_TRIGGER_BATCH_SIZE,
+                MAX_TRIGGER_CATCHUP,
             ),
             trigger_connections=_int(
                 env,
