@@ -7,13 +7,17 @@ sentence on stderr and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from app.config import ConfigError, Settings
+from app.cli_text import safe
+from app.config import MAX_PORT, MAX_WORKER_CONCURRENCY, ConfigError, Settings
 from app.db import DatabaseUnavailable, DatabaseUrlError, redact, resolve_database_url
 from app.errors import UsageError
 from app.logs import configure_logging
@@ -23,9 +27,55 @@ log = logging.getLogger("sundial")
 
 EXIT_USAGE = 2  # bad input or configuration
 EXIT_UNAVAILABLE = 3  # the database could not be reached
+EXIT_PORT_IN_USE = 4  # the dashboard's port is taken by another process
+
+# Commands that need no migrated schema (or check it themselves); every other command
+# refuses an unmigrated database up front with one sentence.
+CHECK_THEIR_OWN_SCHEMA = frozenset({"migrate", "db", "dev", "web", "worker", "trigger", "reaper"})
 
 
 Command = Callable[[argparse.Namespace, Settings], int]
+
+
+class PortInUse(RuntimeError):
+    """The port the dashboard should listen on is taken."""
+
+
+def port_number(text: str) -> int:
+    """argparse type of --port: a whole number from 1 to 65535."""
+    return _bounded_int(text, 1, MAX_PORT)
+
+
+def concurrency(text: str) -> int:
+    """argparse type of --concurrency."""
+    return _bounded_int(text, 1, MAX_WORKER_CONCURRENCY)
+
+
+def _bounded_int(text: str, minimum: int, maximum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not minimum <= value <= maximum:
+        raise argparse.ArgumentTypeError(f"must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` and listening, or one sentence saying why not.
+
+    Binding before anything starts turns a taken port into PortInUse instead of a server
+    log line after startup; the web server then serves on this very socket."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(
+                f"port {port} is already in use on {host}: stop the process using it or "
+                "choose another port with --port or PORT"
+            ) from None
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -45,8 +95,9 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def service_database(settings: Settings) -> str:
-    """The URL a long-running service uses, once the database answers and its schema is
-    the one this version needs (a clear error now beats failing queries later)."""
+    """The URL a command uses, once the database answers and its schema is the one this
+    version needs: a clear error now beats UndefinedTable later, or a command failing
+    half-way through."""
     from app.db import check_database
     from app.migrate import ensure_current
 
@@ -61,25 +112,39 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
 
     from app.web.app import create_app
 
-    url = service_database(settings)
     port = args.port or settings.port
-    log.info("web listening on http://%s:%d", args.host, port)
-    uvicorn.run(
-        create_app(settings, url),
-        host=args.host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    with listen_socket(args.host, port) as sock:
+        url = service_database(settings)
+        log.info("web listening on http://%s:%d", args.host, port)
+        config = uvicorn.Config(
+            create_app(settings, url),
+            host=args.host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=5,
+        )
+        uvicorn.Server(config).run(sockets=[sock])
     return 0
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.worker import run_worker
 
+    load_handler_modules(settings)
     url = service_database(settings)
     return run_worker(settings, url, concurrency=args.concurrency)
+
+
+def load_handler_modules(settings: Settings) -> None:
+    """Import SUNDIAL_HANDLERS before anything starts: a module that is missing or fails
+    to import is a configuration error, not a worker that dies after starting."""
+    from app.handlers import HandlerModuleError, load_modules
+
+    try:
+        load_modules(settings.handler_modules)
+    except HandlerModuleError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def cmd_trigger(args: argparse.Namespace, settings: Settings) -> int:
@@ -103,26 +168,29 @@ def cmd_reaper(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Embedded database if none, migrate, then every Procfile process under honcho."""
     from honcho.environ import parse_procfile
-    from honcho.manager import Manager
 
     from app import migrate
     from app.db import check_database
+    from app.dev_manager import GracefulManager
 
+    load_handler_modules(settings)
+    port = args.port or settings.port
+    listen_socket("0.0.0.0", port).close()  # taken: say so before starting anything
     url = resolve_database_url(settings)
     check_database(url)
     migrate.upgrade(url)
     env = dict(os.environ)
     env["DATABASE_URL"] = url
-    env["PORT"] = str(args.port or settings.port)
+    env["PORT"] = str(port)
     env.setdefault("SUNDIAL_LOG_FORMAT", "text")
     # Children find `sundial` next to the interpreter running this command.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     procfile = parse_procfile(PROCFILE.read_text())
-    manager = Manager()
+    manager = GracefulManager(settings.shutdown_grace_seconds)
     for name, command in procfile.processes.items():
         if name != "release":
             manager.add_process(name, command, env=env, cwd=os.getcwd())
-    print(f"Sundial dashboard: http://localhost:{env['PORT']}/  (database: {redact(url)})")
+    print(f"Sundial dashboard: http://localhost:{port}/  (database: {safe(redact(url))})")
     manager.loop()
     return int(manager.returncode or 0)
 
@@ -140,12 +208,21 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with what a person typed escaped in its error (it quotes unknown words)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(safe(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sundial",
         description="Sundial: reliable job scheduling on PostgreSQL, with a browser dashboard.",
         epilog="Configuration comes from the environment: DATABASE_URL (embedded PostgreSQL "
-        "in ./.sundial when unset), PORT, SECRET_KEY and SUNDIAL_* settings (see README).",
+        "in $SUNDIAL_DATA_DIR or ~/.local/share/sundial when unset), PORT, SECRET_KEY and "
+        "SUNDIAL_* settings (see README). Exit codes: 2 bad input or configuration, "
+        "3 database unreachable, 4 port in use.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -157,18 +234,20 @@ def build_parser() -> argparse.ArgumentParser:
     add("migrate", cmd_migrate, "apply database migrations (safe to run repeatedly)")
     web = add("web", cmd_web, "serve the dashboard, JSON API, /metrics and /healthz")
     web.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
-    web.add_argument("--port", type=int, default=None, help="port (default $PORT or 8000)")
+    web.add_argument("--port", type=port_number, default=None, help="port (default $PORT or 8000)")
     worker = add("worker", cmd_worker, "claim and execute runs")
     worker.add_argument(
         "--concurrency",
-        type=int,
+        type=concurrency,
         default=None,
         help="runs executed at once (default $SUNDIAL_WORKER_CONCURRENCY or 10)",
     )
     add("trigger", cmd_trigger, "turn due schedules into runs (one leader among many)")
     add("reaper", cmd_reaper, "re-queue runs whose worker lease expired; age priorities")
     dev = add("dev", cmd_dev, "run every Procfile process locally (embedded database if none)")
-    dev.add_argument("--port", type=int, default=None, help="dashboard port (default $PORT)")
+    dev.add_argument(
+        "--port", type=port_number, default=None, help="dashboard port (default $PORT)"
+    )
     db = add("db", cmd_db, "embedded database helpers")
     db.add_argument("db_command", choices=["url", "stop"], help="print its URL, or stop it")
 
@@ -190,15 +269,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         configure_logging(args.process, settings.log_level, settings.log_format)
+        if args.command not in CHECK_THEIR_OWN_SCHEMA:
+            service_database(settings)
         return int(args.func(args, settings))
     except (ConfigError, DatabaseUrlError, UsageError) as exc:
-        print(f"sundial {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _error(args.command, exc, EXIT_USAGE)
     except DatabaseUnavailable as exc:
-        print(f"sundial {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+        return _error(args.command, exc, EXIT_UNAVAILABLE)
+    except PortInUse as exc:
+        return _error(args.command, exc, EXIT_PORT_IN_USE)
     except KeyboardInterrupt:
         return 130
+
+
+def _error(command: str, exc: Exception, code: int) -> int:
+    print(f"sundial {command}: error: {safe(exc)}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from app.cli_runs import add_job_settings_options
+from app.cli_text import safe
 from app.config import Settings
 from app.cron import DstRepeated, DstSkipped, zone_named
 from app.db import resolve_database_url, transaction
@@ -60,7 +61,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
         )
         created = schedules.create_schedule(conn, spec)
     for warning in created.warnings:
-        print(f"sundial schedule add: warning: {warning}", file=sys.stderr)
+        print(f"sundial schedule add: warning: {safe(warning)}", file=sys.stderr)
     print(
         f"schedule {args.name!r} created; first fire "
         f"{format_local(created.next_fire_time, args.timezone)}"
@@ -79,7 +80,7 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError("nothing to change: give at least one option (see --help)")
         updated = schedules.update_schedule(conn, args.name, changes)
     for warning in updated.warnings:
-        print(f"sundial schedule update: warning: {warning}", file=sys.stderr)
+        print(f"sundial schedule update: warning: {safe(warning)}", file=sys.stderr)
     if not updated.changed:
         print(f"schedule {args.name!r} already was as asked; nothing changed")
         return 0
@@ -266,9 +267,11 @@ def format_local(instant: datetime, zone: str, *, seconds: bool = False) -> str:
 
 
 def print_table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *lines, strict=True)]
-    for line in (header, *lines):
-        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    """Columns padded to their widest cell; names, notes and errors printed escaped."""
+    cells = [[safe(c) for c in line] for line in (header, *lines)]
+    widths = [max(len(c) for c in column) for column in zip(*cells, strict=True)]
+    for line in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
 
 
 def add_schedule_commands(sub: Any) -> None:

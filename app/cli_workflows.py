@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 
 from app import runs, workflows
 from app.cli_runs import add_job_settings_options, parse_args_json, read_json
+from app.cli_text import safe
 from app.config import Settings
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
@@ -89,14 +90,17 @@ def cmd_workflow(args: argparse.Namespace, settings: Settings) -> int:
         elif command == "list":
             for row in workflows.list_all(conn):
                 print(
-                    f"{row['name']}\tsteps={row['steps']}\tschedules={row['schedules']}\t"
-                    f"{row['description']}"
+                    f"{safe(row['name'])}\tsteps={row['steps']}\tschedules={row['schedules']}\t"
+                    f"{safe(row['description'])}"
                 )
         elif command == "show":
             print(json.dumps(workflows.show(conn, args.name), indent=2))
         elif command == "delete":
-            workflows.delete(conn, args.name)
-            print(f"workflow {args.name!r} deleted")
+            schedules = workflows.delete(conn, args.name, with_schedules=args.with_schedules)
+            print(
+                f"workflow {args.name!r} deleted"
+                + (f" with schedule(s) {', '.join(map(repr, schedules))}" if schedules else "")
+            )
         else:  # run
             dag = workflows.run_now(conn, args.name)
             print(json.dumps({"dag_run_id": str(dag.id), "runs": dag.run_ids}, indent=2))
@@ -128,3 +132,9 @@ def add_workflow_commands(sub: Any) -> None:
     )
     workflow.add_argument("name", nargs="?", default="", help="workflow name")
     workflow.add_argument("file", nargs="?", help="workflow JSON (add, replace), or - for stdin")
+    workflow.add_argument(
+        "--with-schedules",
+        action="store_true",
+        help="delete: also delete the schedules that run it, with their fire ledger "
+        "(without it, a workflow that schedules run is not deleted)",
+    )

@@ -7,6 +7,7 @@ web, worker, trigger and reaper in one place.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_PORT = 8000
-DEFAULT_DATA_DIR = ".sundial"
+MAX_PORT = 65535
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_POLL_SECONDS = 1.0
 DEFAULT_WORKER_CONCURRENCY = 10
@@ -38,6 +39,19 @@ DEFAULT_KEEP_RUNS_DAYS = 14.0
 DEFAULT_KEEP_FAILED_DAYS = 30.0
 DEFAULT_KEEP_FIRES_DAYS = 90.0
 DEFAULT_LOG_LEVEL = "INFO"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# Bounds of the settings: wide enough for any real deployment, narrow enough that a typo
+# (1e300, nan) is refused at start instead of overflowing a timer or a date later.
+MIN_SECONDS = 0.01
+MAX_SECONDS = 86_400.0  # one day: leases, intervals, grace periods
+MAX_AGING_SECONDS = 365 * 86_400.0
+MAX_AGING_BOOST = 1000
+MAX_WORKER_CONCURRENCY = 1000
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+MAX_TRIGGER_BATCH_SIZE = 100_000
+MAX_TRIGGER_CATCHUP = 100_000
+MAX_TRIGGER_CONNECTIONS = 32
+MAX_KEEP_DAYS = 36_500.0  # a hundred years; 0 already means forever
 DEV_SECRET_KEY = "sundial-dev-secret-change-me"
 # What sits between Sundial and PostgreSQL: nothing (or a session-mode pooler), or a
 # transaction-mode pooler such as PgBouncer, which hands each transaction to any server
@@ -87,48 +101,71 @@ class Settings:
             database_url=env.get("DATABASE_URL") or None,
             database_pooler=database_pooler(env),
             direct_database_url=env.get("SUNDIAL_DIRECT_DATABASE_URL") or None,
-            port=_int(env, "PORT", DEFAULT_PORT, minimum=1),
+            port=_int(env, "PORT", DEFAULT_PORT, 1, MAX_PORT),
             secret_key=env.get("SECRET_KEY") or DEV_SECRET_KEY,
-            data_dir=Path(env.get("SUNDIAL_DATA_DIR") or DEFAULT_DATA_DIR),
-            log_level=(env.get("SUNDIAL_LOG_LEVEL") or DEFAULT_LOG_LEVEL).upper(),
+            data_dir=embedded_data_dir(env),
+            log_level=_choice(env, "SUNDIAL_LOG_LEVEL", DEFAULT_LOG_LEVEL, LOG_LEVELS).upper(),
             log_format=_choice(env, "SUNDIAL_LOG_FORMAT", "json", ("json", "text")),
-            lease_seconds=_float(env, "SUNDIAL_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
-            poll_seconds=_float(env, "SUNDIAL_POLL_SECONDS", DEFAULT_POLL_SECONDS),
+            lease_seconds=_seconds(env, "SUNDIAL_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
+            poll_seconds=_seconds(env, "SUNDIAL_POLL_SECONDS", DEFAULT_POLL_SECONDS),
             worker_concurrency=_int(
-                env, "SUNDIAL_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, minimum=1
+                env,
+                "SUNDIAL_WORKER_CONCURRENCY",
+                DEFAULT_WORKER_CONCURRENCY,
+                1,
+                MAX_WORKER_CONCURRENCY,
             ),
-            shutdown_grace_seconds=_float(
+            shutdown_grace_seconds=_seconds(
                 env, "SUNDIAL_SHUTDOWN_GRACE_SECONDS", DEFAULT_SHUTDOWN_GRACE_SECONDS
             ),
-            reaper_interval_seconds=_float(
+            reaper_interval_seconds=_seconds(
                 env, "SUNDIAL_REAPER_INTERVAL_SECONDS", DEFAULT_REAPER_INTERVAL_SECONDS
             ),
-            trigger_interval_seconds=_float(
+            trigger_interval_seconds=_seconds(
                 env, "SUNDIAL_TRIGGER_INTERVAL_SECONDS", DEFAULT_TRIGGER_INTERVAL_SECONDS
             ),
             handler_modules=tuple(
                 m.strip() for m in (env.get("SUNDIAL_HANDLERS") or "").split(",") if m.strip()
             ),
-            priority_aging_seconds=_float(
-                env, "SUNDIAL_PRIORITY_AGING_SECONDS", DEFAULT_PRIORITY_AGING_SECONDS
+            priority_aging_seconds=_seconds(
+                env,
+                "SUNDIAL_PRIORITY_AGING_SECONDS",
+                DEFAULT_PRIORITY_AGING_SECONDS,
+                maximum=MAX_AGING_SECONDS,
             ),
             priority_aging_max_boost=_int(
-                env, "SUNDIAL_PRIORITY_AGING_MAX_BOOST", DEFAULT_PRIORITY_AGING_MAX_BOOST
+                env,
+                "SUNDIAL_PRIORITY_AGING_MAX_BOOST",
+                DEFAULT_PRIORITY_AGING_MAX_BOOST,
+                0,
+                MAX_AGING_BOOST,
             ),
             max_result_bytes=_int(
-                env, "SUNDIAL_MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES, minimum=1
+                env, "SUNDIAL_MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES, 1, MAX_RESULT_BYTES
             ),
-            trigger_lease_seconds=_float(
+            trigger_lease_seconds=_seconds(
                 env, "SUNDIAL_TRIGGER_LEASE_SECONDS", DEFAULT_TRIGGER_LEASE_SECONDS
             ),
             trigger_batch_size=_int(
-                env, "SUNDIAL_TRIGGER_BATCH_SIZE", DEFAULT_TRIGGER_BATCH_SIZE, minimum=1
+                env,
+                "SUNDIAL_TRIGGER_BATCH_SIZE",
+                DEFAULT_TRIGGER_BATCH_SIZE,
+                1,
+                MAX_TRIGGER_BATCH_SIZE,
             ),
             trigger_catchup_max=_int(
-                env, "SUNDIAL_TRIGGER_CATCHUP_MAX", DEFAULT_TRIGGER_CATCHUP_MAX, minimum=1
+                env,
+                "SUNDIAL_TRIGGER_CATCHUP_MAX",
+                DEFAULT_TRIGGER_CATCHUP_MAX,
+                1,
+                MAX_TRIGGER_CATCHUP,
             ),
             trigger_connections=_int(
-                env, "SUNDIAL_TRIGGER_CONNECTIONS", DEFAULT_TRIGGER_CONNECTIONS, minimum=1
+                env,
+                "SUNDIAL_TRIGGER_CONNECTIONS",
+                DEFAULT_TRIGGER_CONNECTIONS,
+                1,
+                MAX_TRIGGER_CONNECTIONS,
             ),
             keep_runs_days=_days(env, "SUNDIAL_KEEP_RUNS_DAYS", DEFAULT_KEEP_RUNS_DAYS),
             keep_failed_days=_days(env, "SUNDIAL_KEEP_FAILED_DAYS", DEFAULT_KEEP_FAILED_DAYS),
@@ -157,29 +194,50 @@ def database_pooler(environ: Mapping[str, str] | None = None) -> str:
     return _choice(env, "SUNDIAL_DATABASE_POOLER", "none", POOLER_MODES)
 
 
-def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+def embedded_data_dir(env: Mapping[str, str]) -> Path:
+    """Where the embedded PostgreSQL lives: SUNDIAL_DATA_DIR, else one folder per user
+    (`$XDG_DATA_HOME/sundial`, `~/.local/share/sundial`), so every command of one user
+    finds the same database whatever directory it runs from."""
+    if env.get("SUNDIAL_DATA_DIR"):
+        return Path(env["SUNDIAL_DATA_DIR"]).expanduser()
+    xdg = env.get("XDG_DATA_HOME")
+    if xdg and Path(xdg).is_absolute():  # the XDG spec says to ignore a relative one
+        return Path(xdg) / "sundial"
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / ".local" / "share" / "sundial"
+
+
+def check_range(name: str, value: float, minimum: float, maximum: float, unit: str = "") -> None:
+    """Refuse a value outside [minimum, maximum], and nan or infinity, naming `name`."""
+    if not (math.isfinite(value) and minimum <= value <= maximum):
+        raise ConfigError(
+            f"{name} must be between {minimum:g} and {maximum:g}{unit}, got {value:g}"
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int, maximum: int) -> int:
     raw = env.get(name)
     if not raw:
         return default
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+        raise ConfigError(f"{name} must be a whole number, got {raw[:40]!r}") from None
+    check_range(name, value, minimum, maximum)
     return value
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _seconds(
+    env: Mapping[str, str], name: str, default: float, *, maximum: float = MAX_SECONDS
+) -> float:
     raw = env.get(name)
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be greater than 0, got {value}")
+        raise ConfigError(f"{name} must be a number of seconds, got {raw[:40]!r}") from None
+    check_range(name, value, MIN_SECONDS, maximum, " seconds")
     return value
 
 
@@ -192,15 +250,18 @@ def _days(env: Mapping[str, str], name: str, default: float) -> float | None:
         value = float(raw)
     except ValueError:
         raise ConfigError(
-            f"{name} must be a number of days (0: keep forever), got {raw!r}"
+            f"{name} must be a number of days (0: keep forever), got {raw[:40]!r}"
         ) from None
-    if value < 0:
-        raise ConfigError(f"{name} must be 0 (keep forever) or more days, got {value}")
+    if not (math.isfinite(value) and 0 <= value <= MAX_KEEP_DAYS):
+        raise ConfigError(
+            f"{name} must be 0 (keep forever) or a number of days up to {MAX_KEEP_DAYS:g}, "
+            f"got {value:g}"
+        )
     return value or None
 
 
 def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
-    raw = (env.get(name) or default).strip().lower()
-    if raw not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {raw!r}")
-    return raw
+    raw = (env.get(name) or default).strip()
+    if raw.lower() not in (a.lower() for a in allowed):
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {raw[:40]!r}")
+    return raw.lower()

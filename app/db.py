@@ -2,7 +2,8 @@
 
 `resolve_database_url` turns configuration into one libpq URL: `DATABASE_URL` when set
 (any of the spellings Heroku and SQLAlchemy use), otherwise the embedded PostgreSQL in
-the data folder, started on first use and shared by every Sundial process on the machine.
+the data folder (`SUNDIAL_DATA_DIR`, else the user's `~/.local/share/sundial`), started on
+first use and shared by every Sundial command of that user, whatever directory it runs in.
 
 Behind a transaction-mode pooler (PgBouncer, Heroku's connection pooling;
 `SUNDIAL_DATABASE_POOLER=transaction`) each transaction may run on a different server
@@ -13,6 +14,7 @@ connection, so nothing may outlive a transaction on the server: no prepared stat
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import warnings
@@ -97,17 +99,17 @@ def resolve_database_url(settings: Settings) -> str:
     """The libpq URL every process should use, starting the embedded server if needed."""
     if settings.database_url:
         return normalize_url(settings.database_url)
-    return embedded_database_url(settings.data_dir)
+    return embedded_database_url((settings.data_dir / "pgdata").resolve())
 
 
-def embedded_database_url(data_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL in `data_dir` and return its URL.
+@functools.cache  # one command asks more than once; the server is started once
+def embedded_database_url(pgdata: Path) -> str:
+    """Start (or join) the embedded PostgreSQL whose data is in `pgdata`; return its URL.
 
     The server outlives the process that started it, so web, worker, trigger and reaper
     started separately all share it; `sundial db stop` ends it.
     """
     pgserver = _import_pgserver()
-    pgdata = (data_dir / "pgdata").resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     try:
         server = pgserver.get_server(pgdata, cleanup_mode=None)

@@ -10,6 +10,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from app.cli_text import safe_lines
+
 CONTEXT_FIELDS = ("run_id", "attempt", "worker", "schedule_id", "handler", "term", "count")
 
 
@@ -36,6 +38,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """Lines for a terminal: what handlers and people wrote (errors, names) can hold escape
+    sequences, printed escaped; JSON lines are escaped by the JSON encoding itself."""
+
     def __init__(self, process_name: str) -> None:
         super().__init__(f"%(asctime)s {process_name} %(levelname)s %(name)s: %(message)s")
 
@@ -46,7 +51,7 @@ class TextFormatter(logging.Formatter):
             for f in CONTEXT_FIELDS
             if record.__dict__.get(f) is not None
         ]
-        return f"{line} [{' '.join(context)}]" if context else line
+        return safe_lines(f"{line} [{' '.join(context)}]" if context else line)
 
 
 def configure_logging(process_name: str, level: str = "INFO", fmt: str = "json") -> None:

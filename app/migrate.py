@@ -46,8 +46,24 @@ def ensure_current(url: str) -> None:
     """Refuse to run a service against a database that `sundial migrate` has not brought up
     to date: its queries would fail later, one at a time, far from the cause."""
     current, head = current_revision(url), head_revision()
-    if current != head:
+    if current == head:
+        return
+    if current is None:
         raise SchemaOutdated(
-            f"the database schema is at revision {current or 'none (empty database)'} but "
-            f"this version of Sundial needs {head}: run `sundial migrate` first"
+            f"the database has no Sundial tables yet (this version needs revision {head}): "
+            "run `sundial migrate` first"
         )
+    if not _known(current):
+        raise SchemaOutdated(
+            f"the database schema is at revision {current}, which this version of Sundial "
+            "does not know (a newer version migrated it): upgrade Sundial"
+        )
+    raise SchemaOutdated(
+        f"the database schema is at revision {current} but this version of Sundial needs "
+        f"{head}: run `sundial migrate` first"
+    )
+
+
+def _known(revision: str) -> bool:
+    scripts = ScriptDirectory.from_config(alembic_config("postgresql://x/y"))
+    return any(r.revision == revision for r in scripts.walk_revisions())

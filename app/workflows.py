@@ -146,12 +146,29 @@ def _jobs_named(conn: Conn, names: Iterable[str]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def delete(conn: Conn, name: str) -> None:
-    """Delete a workflow; its schedules go with it, its past DAG runs stay as history."""
+def delete(conn: Conn, name: str, *, with_schedules: bool = False) -> list[str]:
+    """Delete a workflow; its past DAG runs stay as history.
+
+    The schedules that run it would go with it, fire ledger and all, so while there are
+    any it is refused, unless `with_schedules` says to delete them too. Returns the names
+    of the schedules deleted with it.
+    """
     with conn.transaction():
-        row = conn.execute(query("workflows", "workflow_delete"), {"name": name}).fetchone()
-    if row is None:
-        raise WorkflowError(f"there is no workflow named {name!r}")
+        # The lock makes a schedule created meanwhile wait, then fail on the missing row.
+        row = conn.execute(query("workflows", "workflow_lock_by_name"), {"name": name}).fetchone()
+        if row is None:
+            raise WorkflowError(f"there is no workflow named {name!r}")
+        schedules = [
+            r["name"]
+            for r in conn.execute(query("workflows", "workflow_schedule_names"), {"id": row["id"]})
+        ]
+        if schedules and not with_schedules:
+            raise WorkflowError(
+                f"workflow {name!r} is run by schedule(s) {', '.join(map(repr, schedules))}: "
+                "delete them first, or delete them with it (--with-schedules)"
+            )
+        conn.execute(query("workflows", "workflow_delete"), {"id": row["id"]})
+    return schedules
 
 
 def list_all(conn: Conn) -> list[dict[str, Any]]:

@@ -24,8 +24,13 @@ FROM unnest(%(ups)s::text[], %(downs)s::text[]) AS e(upstream, downstream);
 -- name: job_definitions_by_names
 SELECT id, name, handler FROM job_definitions WHERE name = ANY(%(names)s::text[]);
 
+-- name: workflow_schedule_names
+-- The schedules that run a workflow: deleting it deletes them (and their fire ledger).
+SELECT name FROM schedules WHERE workflow_id = %(id)s ORDER BY name;
+
 -- name: workflow_delete
-DELETE FROM workflows WHERE name = %(name)s RETURNING id;
+-- A workflow with its steps, edges and (by cascade) schedules; DAG runs keep their history.
+DELETE FROM workflows WHERE id = %(id)s;
 
 -- name: workflow_by_name
 SELECT id, name, description FROM workflows WHERE name = %(name)s;

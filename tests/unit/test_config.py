@@ -44,7 +44,7 @@ def test_settings_defaults() -> None:
     settings = Settings.from_env({})
     assert settings.database_url is None
     assert settings.port == DEFAULT_PORT
-    assert settings.data_dir == Path(".sundial")
+    assert settings.data_dir == Path.home() / ".local" / "share" / "sundial"
     assert settings.handler_modules == ()
     assert (settings.http_allow_hosts, settings.http_allow_networks) == ((), ())
     assert (settings.keep_runs_days, settings.keep_failed_days, settings.keep_fires_days) == (
@@ -90,14 +90,49 @@ def test_settings_read_environment() -> None:
     ("env", "message"),
     [
         ({"PORT": "eighty"}, "PORT must be a whole number"),
-        ({"PORT": "0"}, "PORT must be at least 1"),
-        ({"SUNDIAL_LEASE_SECONDS": "-1"}, "SUNDIAL_LEASE_SECONDS must be greater than 0"),
+        ({"PORT": "0"}, "PORT must be between 1 and 65535, got 0"),
+        ({"PORT": "99999"}, "PORT must be between 1 and 65535, got 99999"),
+        ({"SUNDIAL_LEASE_SECONDS": "-1"}, "SUNDIAL_LEASE_SECONDS must be between 0.01 and 86400"),
+        ({"SUNDIAL_LEASE_SECONDS": "nan"}, "SUNDIAL_LEASE_SECONDS must be between .*, got nan"),
+        ({"SUNDIAL_LEASE_SECONDS": "inf"}, "SUNDIAL_LEASE_SECONDS must be between .*, got inf"),
+        (
+            {"SUNDIAL_TRIGGER_INTERVAL_SECONDS": "1e300"},
+            "TRIGGER_INTERVAL_SECONDS must be between 0.01 and 86400 seconds, got 1e\\+300",
+        ),
+        ({"SUNDIAL_POLL_SECONDS": "-inf"}, "SUNDIAL_POLL_SECONDS must be between"),
+        ({"SUNDIAL_WORKER_CONCURRENCY": "0"}, "SUNDIAL_WORKER_CONCURRENCY must be between 1"),
+        ({"SUNDIAL_WORKER_CONCURRENCY": "100000"}, "SUNDIAL_WORKER_CONCURRENCY must be between"),
+        ({"SUNDIAL_PRIORITY_AGING_MAX_BOOST": "-1"}, "MAX_BOOST must be between 0 and 1000"),
+        ({"SUNDIAL_MAX_RESULT_BYTES": "1e9"}, "SUNDIAL_MAX_RESULT_BYTES must be a whole number"),
+        ({"SUNDIAL_MAX_RESULT_BYTES": "999999999999"}, "MAX_RESULT_BYTES must be between"),
+        ({"SUNDIAL_TRIGGER_BATCH_SIZE": "10000000"}, "TRIGGER_BATCH_SIZE must be between"),
+        ({"SUNDIAL_TRIGGER_CONNECTIONS": "1000"}, "TRIGGER_CONNECTIONS must be between 1 and 32"),
+        ({"SUNDIAL_LOG_LEVEL": "verbose"}, "SUNDIAL_LOG_LEVEL must be one of DEBUG, INFO"),
         ({"SUNDIAL_HTTP_ALLOW_NETWORKS": "10.0.0.0/33"}, "must list networks like 10.0.0.0/8"),
         ({"SUNDIAL_LOG_FORMAT": "xml"}, "SUNDIAL_LOG_FORMAT must be one of"),
-        ({"SUNDIAL_KEEP_RUNS_DAYS": "-3"}, "must be 0 \\(keep forever\\) or more days"),
+        ({"SUNDIAL_KEEP_RUNS_DAYS": "-3"}, "must be 0 \\(keep forever\\) or a number of days"),
+        ({"SUNDIAL_KEEP_RUNS_DAYS": "1e10"}, "KEEP_RUNS_DAYS must be .* up to 36500, got 1e\\+10"),
+        ({"SUNDIAL_KEEP_FIRES_DAYS": "nan"}, "KEEP_FIRES_DAYS must be .* up to 36500, got nan"),
         ({"SUNDIAL_KEEP_FAILED_DAYS": "a month"}, "must be a number of days"),
     ],
 )
 def test_settings_reject_bad_values(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Settings.from_env(env)
+
+
+def test_every_log_level_named_in_the_readme_is_accepted_in_any_case() -> None:
+    for level in ("debug", "INFO", "Warning", "error"):
+        assert Settings.from_env({"SUNDIAL_LOG_LEVEL": level}).log_level == level.upper()
+
+
+def test_the_embedded_database_lives_in_one_folder_per_user() -> None:
+    assert Settings.from_env({"HOME": "/home/ann"}).data_dir == Path(
+        "/home/ann/.local/share/sundial"
+    )
+    xdg = {"HOME": "/home/ann", "XDG_DATA_HOME": "/data/ann"}
+    assert Settings.from_env(xdg).data_dir == Path("/data/ann/sundial")
+    relative_xdg = {"HOME": "/home/ann", "XDG_DATA_HOME": "data"}  # ignored, as XDG says
+    assert Settings.from_env(relative_xdg).data_dir == Path("/home/ann/.local/share/sundial")
+    chosen = {"HOME": "/home/ann", "XDG_DATA_HOME": "/data/ann", "SUNDIAL_DATA_DIR": "/srv/s"}
+    assert Settings.from_env(chosen).data_dir == Path("/srv/s")
