@@ -24,6 +24,35 @@ Conn = psycopg.Connection[dict[str, Any]]
 
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable)
 
+# SQLSTATE class 53: the server is up but short of a resource; reconnecting will not help.
+_INSUFFICIENT_RESOURCES = {
+    "53100": "database disk full",
+    "53200": "database out of memory",
+    "53300": "too many connections to the database",
+    "53400": "a database configuration limit was exceeded",
+}
+
+
+def describe_db_error(exc: BaseException) -> str:
+    """What went wrong, in words: `database disk full (SQLSTATE 53100)`, ... or
+    `database unavailable` for a lost or refused connection."""
+    sqlstate = _sqlstate(exc)
+    if sqlstate is None or not sqlstate.startswith("53"):
+        return "database unavailable"
+    name = _INSUFFICIENT_RESOURCES.get(sqlstate, "database short of resources")
+    return f"{name} (SQLSTATE {sqlstate})"
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of `exc` or of the error it wraps (`DatabaseUnavailable` on connect)."""
+    current: BaseException | None = exc
+    while current is not None:
+        sqlstate = getattr(current, "sqlstate", None)
+        if sqlstate:
+            return str(sqlstate)
+        current = current.__cause__
+    return None
+
 
 class Reconnecting:
     """One psycopg connection used from one thread at a time, reopened after errors.
@@ -55,16 +84,19 @@ class Reconnecting:
                     self._conn = connect(self.url, autocommit=True)
                     if self._backoff.failures:
                         log.info("%s reconnected to the database", self.name)
-                    self._backoff.reset()
-                return fn(self._conn, *args)
+                result = fn(self._conn, *args)
+                # Reset only now: a disk-full server accepts connections, fails statements.
+                self._backoff.reset()
+                return result
             except DB_ERRORS as exc:
                 self.close()
                 if self.stopped():
                     raise
                 delay = self._backoff.next_delay()
                 log.warning(
-                    "%s: database unavailable (%s); retrying in %.1fs",
+                    "%s: %s (%s); retrying in %.1fs",
                     self.name,
+                    describe_db_error(exc),
                     " ".join(str(exc).split())[:200],
                     delay,
                 )
