@@ -271,9 +271,9 @@ def test_heartbeat_renews_own_leases_and_reports_lost_and_cancelled(conn: Conn) 
     runs.reap(conn)
     runs.claim(conn, "w2", 1, 30)
     result = runs.heartbeat(conn, "w1", [(a, 1), (b, 1), (c, 1)], 60)
-    assert result.renewed == {a, b}
-    assert result.cancel_requested == {b}
-    assert result.lost == {c}
+    assert result.renewed == {(a, 1), (b, 1)}
+    assert result.cancel_requested == {(b, 1)}
+    assert result.lost == {(c, 1)}
     assert row(conn, a)["lease_until"] > before
 
 
