@@ -43,6 +43,16 @@ def describe_db_error(exc: BaseException) -> str:
     return f"{name} (SQLSTATE {sqlstate})"
 
 
+# A refused connection carries no SQLSTATE, only the server's message.
+_CONNECT_MESSAGES = {
+    "No space left on device": "53100",
+    "out of memory": "53200",
+    "too many connections": "53300",
+    "too many clients": "53300",
+    "connection slots are reserved": "53300",
+}
+
+
 def _sqlstate(exc: BaseException) -> str | None:
     """The SQLSTATE of `exc` or of the error it wraps (`DatabaseUnavailable` on connect)."""
     current: BaseException | None = exc
@@ -51,7 +61,8 @@ def _sqlstate(exc: BaseException) -> str | None:
         if sqlstate:
             return str(sqlstate)
         current = current.__cause__
-    return None
+    message = str(exc)
+    return next((code for text, code in _CONNECT_MESSAGES.items() if text in message), None)
 
 
 class Reconnecting:

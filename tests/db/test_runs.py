@@ -404,3 +404,19 @@ def test_a_large_batch_with_bad_args_is_refused_and_nothing_is_written(conn: Con
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
     # the session's staging table is usable again afterwards
     assert len(runs.submit_many(conn, batch[:-1])) == runs.COPY_THRESHOLD + 9
+
+
+def test_completing_clears_the_error_of_an_earlier_attempt(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop")).id
+    runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, 1, failed("boom 1"))])
+    conn.execute("UPDATE job_runs SET run_at = now() WHERE id = %s", (run_id,))
+    runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, 2, Outcome.completed("fine"))])
+    done = row(conn, run_id)
+    assert (done["status"], done["result"]) == ("completed", "fine")
+    assert (done["last_error"], done["traceback"]) == (None, None)
+    assert [(h["attempt"], h["outcome"], h["error"]) for h in attempts(conn, run_id)] == [
+        (1, "failed", "boom 1"),
+        (2, "completed", None),
+    ]
