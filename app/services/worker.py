@@ -287,20 +287,18 @@ class Worker:
     def _record(self, conn: Conn, batch: list[Finish]) -> list[Finish]:
         """Write a batch of finishes; if the database refuses the batch, write them one by
         one so that an outcome it cannot store fails its own run and no other."""
-        try:
-            return runs.finish_many(conn, self.id, batch)
-        except DB_ERRORS:
-            raise  # the connection: `Reconnecting` retries the whole batch
-        except Exception as exc:
-            if len(batch) == 1:
-                return self._record_refused(conn, batch[0], exc)
+        won = self._try_finish(conn, batch)
+        if not isinstance(won, Exception):
+            return won
+        if len(batch) > 1:
             log.warning(
                 "a batch of %d finishes was refused (%s: %s); writing them one by one",
                 len(batch),
-                type(exc).__name__,
-                exc,
+                type(won).__name__,
+                won,
             )
-        return [won for finish in batch for won in self._record(conn, [finish])]
+            return [w for finish in batch for w in self._record(conn, [finish])]
+        return self._record_refused(conn, batch[0], won)
 
     def _record_refused(self, conn: Conn, finish: Finish, exc: Exception) -> list[Finish]:
         """Record an outcome the database refused as a failure of its run saying why."""
@@ -309,16 +307,26 @@ class Worker:
             "the outcome could not be stored (%s); recording the run failed", exc, extra=where
         )
         failure = Finish(finish.run_id, finish.attempt, unstorable(finish.outcome, exc))
-        try:
-            return runs.finish_many(conn, self.id, [failure])
-        except DB_ERRORS:
-            raise
-        except Exception:
-            log.exception(
-                "could not record that failure either; the run ends when its lease expires",
+        won = self._try_finish(conn, [failure])
+        if isinstance(won, Exception):
+            log.error(
+                "could not record that failure either (%s); the run ends when its lease expires",
+                won,
                 extra=where,
             )
             return []
+        return won
+
+    def _try_finish(self, conn: Conn, batch: list[Finish]) -> list[Finish] | Exception:
+        """`runs.finish_many`, or the error with which the database refused the outcomes."""
+        try:
+            return runs.finish_many(conn, self.id, batch)
+        except psycopg.errors.ProgramLimitExceeded as exc:  # about the data, not the server
+            return exc
+        except DB_ERRORS:
+            raise  # the connection or the server: `Reconnecting` retries the whole batch
+        except Exception as exc:
+            return exc
 
     def _count(self, batch: list[Finish], won: list[Finish]) -> None:
         completed = sum(1 for f in won if f.outcome.status == OutcomeStatus.COMPLETED)

@@ -18,6 +18,7 @@ from app.handlers import default_registry
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from app.runs import Finish, NewRun
 from app.services.worker import InFlight, Worker
+from tests import fixtures_handlers
 from tests.db.test_worker import MODELS, attempt_outcomes, submit, wait_status
 from tests.processes import query, run_row, services
 
@@ -102,11 +103,12 @@ def claim_all(conn: Conn, worker: Worker, count: int) -> list[JobSpec]:
 def test_an_outcome_the_database_refuses_fails_its_run_alone(db_url: str, conn: Conn) -> None:
     # Written as they are (not through `storable`), as a future bug might let them through.
     worker = in_process_worker(db_url)
-    good, nul, surrogate, failure = claim_all(conn, worker, 4)
+    good, nul, surrogate, deep, failure = claim_all(conn, worker, 5)
     batch = [
         Finish(good.run_id, 1, Outcome.completed({"ok": True})),
         Finish(nul.run_id, 1, Outcome.completed({"body": "a\x00b"})),
         Finish(surrogate.run_id, 1, Outcome(OutcomeStatus.FAILED, error="x\ud800")),
+        Finish(deep.run_id, 1, Outcome.completed(fixtures_handlers.HOSTILE["deeply_nested"]())),
         Finish(failure.run_id, 1, Outcome(OutcomeStatus.FAILED, error="plain", retryable=False)),
     ]
     won = worker._record(conn, batch)
@@ -114,7 +116,7 @@ def test_an_outcome_the_database_refuses_fails_its_run_alone(db_url: str, conn: 
     assert {f.run_id for f in won} == {f.run_id for f in batch}
     assert run_row(db_url, good.run_id)["result"] == {"ok": True}
     assert run_row(db_url, failure.run_id)["last_error"] == "plain"
-    for refused in (nul, surrogate):
+    for refused in (nul, surrogate, deep):
         row = run_row(db_url, refused.run_id)
         assert row["status"] == "failed"  # not retried: the same outcome would be refused
         assert row["last_error"].startswith("the attempt ended ")
