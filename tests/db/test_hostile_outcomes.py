@@ -5,6 +5,9 @@ with its own outcome."""
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,53 @@ def test_a_worker_stores_or_fails_every_hostile_outcome_and_keeps_working(
     assert shell_failed["last_error"] == f"CommandFailed: command exited with code 1: x{REPLACED}y"
     assert all(rows[i]["status"] == "completed" for i in echo_ids)
     assert [r["attempt"] for r in query(db_url, "SELECT attempt FROM job_runs")] == [1] * len(rows)
+
+
+BINARY_PAGES = {"/image": (200, b"\x89PNG\x00\x00\xff\xfe"), "/broken": (500, b"fell\x00over")}
+
+
+class BinaryPages(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        status, body = BINARY_PAGES[self.path]
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def binary_server() -> Iterator[str]:
+    """A local HTTP server on 127.0.0.1 answering with NUL bytes; yields its base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), BinaryPages)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_http_bodies_with_nul_bytes_are_stored(
+    db_url: str, tmp_path: Path, binary_server: str
+) -> None:
+    image, broken = submit(
+        db_url,
+        NewRun("http", {"url": f"{binary_server}/image"}, max_retries=0),
+        NewRun("http", {"url": f"{binary_server}/broken"}, max_retries=0),
+    )
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", no_proxy="127.0.0.1", NO_PROXY="127.0.0.1")
+        stored = wait_status(db_url, image, "completed", service=worker)
+        failed = wait_status(db_url, broken, "failed", service=worker)
+        assert worker.proc.poll() is None
+    assert stored["result"] == {"status": 200, "body": f"\ufffdPNG{REPLACED * 2}\ufffd\ufffd"}
+    assert failed["last_error"].endswith(f"answered 500: fell{REPLACED}over")
 
 
 # ---- one refused outcome in a finish batch ------------------------------------------------
