@@ -119,6 +119,18 @@ class Unprintable(Exception):
         raise RuntimeError("no message for you")
 
 
+class ExitingMessage(Exception):
+    def __str__(self) -> str:
+        raise SystemExit("from __str__")
+
+
+class ExitingDict(dict[str, Any]):
+    """JSON-encoding it calls `items()`, which exits."""
+
+    def items(self) -> Any:
+        raise SystemExit("from items()")
+
+
 class NotAnException(BaseException):
     """A `BaseException` subclass a library might raise."""
 
@@ -141,6 +153,7 @@ HOSTILE_RAISES: dict[str, Callable[[], Any]] = {
     "base_exception": lambda: _raise(NotAnException("custom")),
     "cancelled_by_itself": lambda: _raise(asyncio.CancelledError("by the handler")),
     "unprintable_error": lambda: _raise(Unprintable()),
+    "message_that_exits": lambda: _raise(ExitingMessage()),
     "nul_error": lambda: _raise(RuntimeError("x\x00y")),
     "surrogate_error": lambda: _raise(RuntimeError("x\ud800y")),
 }
@@ -149,6 +162,7 @@ HOSTILE_NOT_JSON: dict[str, Callable[[], Any]] = {
     "nan": lambda: float("nan"),
     "infinity_inside": lambda: {"v": [float("inf")]},
     "deeply_nested": lambda: _nested(100_000),
+    "result_that_exits": lambda: ExitingDict(a=1),
 }
 HOSTILE_TEXT: dict[str, Callable[[], Any]] = {
     "nul_result": lambda: "a\x00b",

@@ -48,18 +48,24 @@ def from_exception(exc: BaseException, entry: RegisteredHandler, args: dict[str,
 
 
 def _message(exc: BaseException) -> str:
-    """`str(exc)`, which is the handler's code and may itself raise."""
+    """`str(exc)`, which is the handler's code and may itself raise (anything)."""
     try:
         return str(exc)
-    except Exception as broken:
+    except BaseException as broken:
         return f"<the exception's message could not be read: {type(broken).__name__}>"
 
 
 def _traceback(exc: BaseException) -> str | None:
     try:
         return "".join(traceback.format_exception(exc))
-    except Exception:
-        return None
+    except BaseException:  # the message raised: the frames, then the type alone
+        try:
+            frames = "".join(traceback.format_tb(exc.__traceback__))
+        except BaseException:
+            return None
+        return (
+            f"Traceback (most recent call last):\n{frames}{type(exc).__name__}: {_message(exc)}\n"
+        )
 
 
 def _accepts(entry: RegisteredHandler, args: dict[str, Any]) -> bool:
@@ -85,7 +91,7 @@ def completed(entry: RegisteredHandler, result: Any) -> Outcome:
     if type(result) is not str and type(result) is not bool:
         try:
             json.dumps(result, allow_nan=False)
-        except Exception as exc:  # TypeError, ValueError, RecursionError, or the value's own
+        except BaseException as exc:  # TypeError, ValueError, RecursionError, or its own
             return not_json(entry.name, exc)
     return Outcome.completed(result)
 
@@ -117,7 +123,7 @@ def storable(outcome: Outcome, max_result_bytes: int) -> Outcome:
             text = json.dumps(result, separators=(",", ":"), allow_nan=False)
             if "\\u0000" in text or "\\ud" in text:  # NUL or a surrogate, maybe lone
                 result = _storable_json(result)
-        except Exception as exc:  # RecursionError, ValueError, TypeError
+        except BaseException as exc:  # RecursionError, ValueError, or the value's own
             return failed(
                 f"the result cannot be stored as JSON: {type(exc).__name__}: {_message(exc)}",
                 retryable=False,

@@ -559,6 +559,7 @@ def test_any_exception_a_handler_raises_fails_only_its_attempt(model: str, handl
         "base_exception": "NotAnException: custom",
         "cancelled_by_itself": "CancelledError: ",
         "unprintable_error": "Unprintable: <the exception's message could not be read: ",
+        "message_that_exits": "ExitingMessage: <the exception's message could not be read: ",
         "nul_error": "RuntimeError: x\x00y",
         "surrogate_error": "RuntimeError: x\ud800y",
     }
