@@ -87,6 +87,9 @@ class Reconnecting:
         self.wait = wait
         self._conn: Conn | None = None
         self._backoff = Backoff()
+        # The last error came from a statement on a working connection (a full disk): a
+        # new connection proves nothing, so only a statement that succeeds resets the backoff.
+        self._statements_failing = False
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         while True:
@@ -95,11 +98,14 @@ class Reconnecting:
                     self._conn = connect(self.url, autocommit=True)
                     if self._backoff.failures:
                         log.info("%s reconnected to the database", self.name)
+                    if not self._statements_failing:
+                        self._backoff.reset()
                 result = fn(self._conn, *args)
-                # Reset only now: a disk-full server accepts connections, fails statements.
+                self._statements_failing = False
                 self._backoff.reset()
                 return result
             except DB_ERRORS as exc:
+                self._statements_failing = self._conn is not None and not self._conn.broken
                 self.close()
                 if self.stopped():
                     raise
