@@ -213,3 +213,30 @@ def test_a_lost_report_of_the_running_attempt_stops_it(db_url: str, conn: Conn) 
     worker._on_heartbeat(runs.heartbeat(conn, worker.id, [(job.run_id, job.attempt)], 30))
 
     assert item.lost and worker.stats.lost == 1
+
+
+# ---- a full disk --------------------------------------------------------------------------
+
+
+def test_a_full_disk_is_named_and_the_finish_is_written_once_space_returns(
+    db_url: str, tmp_path: Path, conn: Conn
+) -> None:
+    conn.execute(
+        "CREATE FUNCTION full_disk() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION "
+        "'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; "
+        "END $$ LANGUAGE plpgsql"
+    )
+    conn.execute(
+        "CREATE TRIGGER full_disk BEFORE UPDATE ON job_runs FOR EACH ROW "
+        "WHEN (NEW.status = 'completed') EXECUTE FUNCTION full_disk()"
+    )
+    (run_id,) = submit(db_url, NewRun("echo", {"disk": "full"}))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        worker.wait_for_log("worker finish: database disk full (SQLSTATE 53100)")
+        assert run_row(db_url, run_id)["status"] == "running"
+        conn.execute("DROP TRIGGER full_disk ON job_runs")
+        row = wait_status(db_url, run_id, "completed", service=worker)
+        assert worker.stop() == 0
+    assert row["result"]["args"] == {"disk": "full"}
+    assert "database unavailable" not in worker.log()
