@@ -161,9 +161,11 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
-    renewed: set[int]
-    cancel_requested: set[int]
-    lost: set[int]  # no longer leased to this worker: stop the job, discard its result
+    """Attempts as (run id, attempt): a report about one attempt never touches another."""
+
+    renewed: set[tuple[int, int]]
+    cancel_requested: set[tuple[int, int]]
+    lost: set[tuple[int, int]]  # no longer leased to this worker: stop the job, drop its result
 
 
 def _now(now: datetime | None) -> dict[str, datetime | None]:
@@ -382,22 +384,26 @@ def heartbeat(
         "lease_seconds": lease_seconds,
     }
     rows = conn.execute(query("runs", "run_heartbeat"), params).fetchall()
-    renewed = {r["id"] for r in rows}
-    cancel = {r["id"] for r in rows if r["cancel_requested"]}
-    missing = [h for h in held if h[0] not in renewed]
-    lost: set[int] = set()
+    renewed = {(r["id"], r["attempt"]) for r in rows}
+    cancel = {(r["id"], r["attempt"]) for r in rows if r["cancel_requested"]}
+    missing = [h for h in held if h not in renewed]
+    lost: set[tuple[int, int]] = set()
     if missing:
-        # Skipped because another statement holds the row lock, or really lost?
+        # Skipped because another statement holds the row lock, or really lost? Lost may
+        # also mean just finished by this worker: the worker tells them apart (it alone
+        # knows what is still running), so nothing is logged here.
         still_held = conn.execute(
             query("runs", "run_held_check"),
             {**params, "ids": [m[0] for m in missing], "attempts": [m[1] for m in missing]},
         ).fetchall()
-        cancel |= {r["id"] for r in still_held if r["cancel_requested"]}
-        lost = {m[0] for m in missing} - {r["id"] for r in still_held}
-        for run_id, attempt in missing:
-            if run_id in lost:
-                _lost("run_heartbeat", run_id, attempt, worker)
+        cancel |= {(r["id"], r["attempt"]) for r in still_held if r["cancel_requested"]}
+        lost = set(missing) - {(r["id"], r["attempt"]) for r in still_held}
     return HeartbeatResult(renewed, cancel, lost)
+
+
+def count_lease_lost() -> None:
+    """The worker found (by heartbeat) that a running attempt no longer holds its run."""
+    FENCE_LOST.labels("run_heartbeat").inc()
 
 
 def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Finish]:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,73 @@ def pid_then_sleep(ctx: JobContext, path: str, seconds: float) -> str:
 @handler("fixture_read_stdin")
 def read_stdin(ctx: JobContext) -> str:
     return sys.stdin.read()
+
+
+# ---- badly behaved handlers: what they do, by name ------------------------------------------
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message for you")
+
+
+class ExitingMessage(Exception):
+    def __str__(self) -> str:
+        raise SystemExit("from __str__")
+
+
+class ExitingDict(dict[str, Any]):
+    """JSON-encoding it calls `items()`, which exits."""
+
+    def items(self) -> Any:
+        raise SystemExit("from items()")
+
+
+class NotAnException(BaseException):
+    """A `BaseException` subclass a library might raise."""
+
+
+def _raise(exc: BaseException) -> Any:
+    raise exc
+
+
+def _nested(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+HOSTILE_RAISES: dict[str, Callable[[], Any]] = {
+    "system_exit": lambda: _raise(SystemExit(3)),
+    "keyboard_interrupt": lambda: _raise(KeyboardInterrupt()),
+    "generator_exit": lambda: _raise(GeneratorExit()),
+    "base_exception": lambda: _raise(NotAnException("custom")),
+    "cancelled_by_itself": lambda: _raise(asyncio.CancelledError("by the handler")),
+    "unprintable_error": lambda: _raise(Unprintable()),
+    "message_that_exits": lambda: _raise(ExitingMessage()),
+    "nul_error": lambda: _raise(RuntimeError("x\x00y")),
+    "surrogate_error": lambda: _raise(RuntimeError("x\ud800y")),
+}
+HOSTILE_NOT_JSON: dict[str, Callable[[], Any]] = {
+    "huge_int": lambda: 10**5000,
+    "nan": lambda: float("nan"),
+    "infinity_inside": lambda: {"v": [float("inf")]},
+    "deeply_nested": lambda: _nested(100_000),
+    "result_that_exits": lambda: ExitingDict(a=1),
+}
+HOSTILE_TEXT: dict[str, Callable[[], Any]] = {
+    "nul_result": lambda: "a\x00b",
+    "surrogate_result": lambda: {"k\udc80\x00": ["a\x00b", "\ud83d"], "n": 1},
+}
+HOSTILE = {**HOSTILE_RAISES, **HOSTILE_NOT_JSON, **HOSTILE_TEXT}
+
+
+@handler("fixture_hostile")
+async def hostile(ctx: JobContext, kind: str) -> Any:
+    return HOSTILE[kind]()
+
+
+@handler("fixture_sync_hostile")
+def sync_hostile(ctx: JobContext, kind: str) -> Any:
+    return HOSTILE[kind]()

@@ -13,14 +13,15 @@ from app.jobs import JobContext, Outcome
 def invoke(entry: RegisteredHandler, ctx: JobContext, args: dict[str, Any]) -> Outcome:
     """Call the handler and describe how it ended; never raises.
 
-    An `async def` handler gets an event loop of its own in this thread. `SystemExit` is
-    caught too: a handler calling `sys.exit()` fails its attempt instead of ending a child.
+    An `async def` handler gets an event loop of its own in this thread. Every exception
+    is caught, `BaseException` too: a handler calling `sys.exit()` or raising
+    `KeyboardInterrupt` fails its attempt instead of ending a child or a pool thread.
     """
     try:
         if entry.is_async:
             result = asyncio.run(entry.fn(ctx, **args))
         else:
             result = entry.fn(ctx, **args)
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
         return from_exception(exc, entry, args)
     return completed(entry, result)

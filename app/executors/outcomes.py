@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import signal
 import traceback
 from typing import Any
@@ -16,6 +17,10 @@ MAX_TRACEBACK_CHARS = 20_000  # the end of a traceback is the useful part
 
 COMPLETED_WITHOUT_RESULT = Outcome.completed(None)  # frozen, so shared by every such run
 
+# PostgreSQL text and jsonb cannot hold NUL, and UTF-8 cannot encode a lone surrogate.
+_UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT_CHAR = "\ufffd"
+
 
 def failed(error: str, *, traceback_text: str | None = None, retryable: bool = True) -> Outcome:
     return Outcome(
@@ -27,16 +32,40 @@ def failed(error: str, *, traceback_text: str | None = None, retryable: bool = T
 
 
 def from_exception(exc: BaseException, entry: RegisteredHandler, args: dict[str, Any]) -> Outcome:
-    """FAILED, with the traceback; retryable unless the error says the run can never work."""
+    """FAILED, with the traceback; retryable unless the error says the run can never work.
+
+    Any `BaseException` a handler raises (`SystemExit`, `KeyboardInterrupt`, ...) is an
+    error of that attempt like any other.
+    """
     retryable = not isinstance(exc, NonRetryableError | UnknownHandler)
-    error = f"{type(exc).__name__}: {exc}"
+    message = _message(exc)
+    error = f"{type(exc).__name__}: {message}"
     if isinstance(exc, TypeError) and not _accepts(entry, args):
         # Arguments the function cannot take fail the same way on every attempt.
         retryable = False
-        error = f"handler {entry.name!r} does not accept arguments {sorted(args)}: {exc}"
-    return failed(
-        error, traceback_text="".join(traceback.format_exception(exc)), retryable=retryable
-    )
+        error = f"handler {entry.name!r} does not accept arguments {sorted(args)}: {message}"
+    return failed(error, traceback_text=_traceback(exc), retryable=retryable)
+
+
+def _message(exc: BaseException) -> str:
+    """`str(exc)`, which is the handler's code and may itself raise (anything)."""
+    try:
+        return str(exc)
+    except BaseException as broken:
+        return f"<the exception's message could not be read: {type(broken).__name__}>"
+
+
+def _traceback(exc: BaseException) -> str | None:
+    try:
+        return "".join(traceback.format_exception(exc))
+    except BaseException:  # the message raised: the frames, then the type alone
+        try:
+            frames = "".join(traceback.format_tb(exc.__traceback__))
+        except BaseException:
+            return None
+        return (
+            f"Traceback (most recent call last):\n{frames}{type(exc).__name__}: {_message(exc)}\n"
+        )
 
 
 def _accepts(entry: RegisteredHandler, args: dict[str, Any]) -> bool:
@@ -55,14 +84,14 @@ def unknown_handler(exc: UnknownHandler) -> Outcome:
 
 
 def completed(entry: RegisteredHandler, result: Any) -> Outcome:
-    """COMPLETED with `result`, or FAILED (not retryable) if it cannot be stored as JSON."""
+    """COMPLETED with `result`, or FAILED (not retryable) if it cannot be stored as JSON:
+    not JSON data, NaN or infinity, an integer too long to write out, nesting too deep."""
     if result is None:
         return COMPLETED_WITHOUT_RESULT
-    kind = type(result)
-    if kind is not str and kind is not int and kind is not bool:
+    if type(result) is not str and type(result) is not bool:
         try:
             json.dumps(result, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+        except BaseException as exc:  # TypeError, ValueError, RecursionError, or its own
             return not_json(entry.name, exc)
     return Outcome.completed(result)
 
@@ -70,7 +99,78 @@ def completed(entry: RegisteredHandler, result: Any) -> Outcome:
 def not_json(name: str, exc: BaseException) -> Outcome:
     return failed(
         f"handler {name!r} returned a value that cannot be stored as JSON: "
-        f"{type(exc).__name__}: {exc}",
+        f"{type(exc).__name__}: {_message(exc)}",
+        retryable=False,
+    )
+
+
+def storable(outcome: Outcome, max_result_bytes: int) -> Outcome:
+    """The outcome as the database can store it; the one place the worker prepares it.
+
+    NUL and lone surrogates in the result, error and traceback become U+FFFD; a result
+    larger than `max_result_bytes` as JSON, or one that cannot be written out at all,
+    makes the attempt FAILED (not retryable) with the reason.
+    """
+    error = _storable_text(outcome.error)
+    traceback_text = _storable_text(outcome.traceback)
+    if error is not None:
+        error = error[:MAX_ERROR_CHARS]
+    if traceback_text is not None:
+        traceback_text = traceback_text[-MAX_TRACEBACK_CHARS:]
+    result = outcome.result
+    if result is not None:
+        try:
+            text = json.dumps(result, separators=(",", ":"), allow_nan=False)
+            if "\\u0000" in text or "\\ud" in text:  # NUL or a surrogate, maybe lone
+                result = _storable_json(result)
+        except BaseException as exc:  # RecursionError, ValueError, or the value's own
+            return failed(
+                f"the result cannot be stored as JSON: {type(exc).__name__}: {_message(exc)}",
+                retryable=False,
+            )
+        size = len(text.encode())
+        if size > max_result_bytes:
+            return too_big(size, max_result_bytes)
+    if result is outcome.result and error is outcome.error and traceback_text is outcome.traceback:
+        return outcome
+    return Outcome(outcome.status, result, error, traceback_text, outcome.retryable)
+
+
+def _storable_text(text: str | None) -> str | None:
+    if text is None or (text.isascii() and "\x00" not in text):
+        return text
+    return _UNSTORABLE_CHARS.sub(REPLACEMENT_CHAR, text)
+
+
+def _storable_json(value: Any) -> Any:
+    """A copy of JSON data with every string (keys too) made storable."""
+    if isinstance(value, str):
+        return _storable_text(value)
+    if isinstance(value, dict):
+        return {
+            _storable_text(k) if isinstance(k, str) else k: _storable_json(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_storable_json(v) for v in value]
+    return value
+
+
+def too_big(size: int, limit: int) -> Outcome:
+    return failed(
+        f"the handler returned a {size:,}-byte result; results are limited to "
+        f"{limit:,} bytes (SUNDIAL_MAX_RESULT_BYTES): store large data elsewhere and "
+        "return a reference to it",
+        retryable=False,
+    )
+
+
+def unstorable(outcome: Outcome, exc: BaseException) -> Outcome:
+    """FAILED in place of an outcome the database refused, saying why (not retried: the
+    same outcome would be refused again)."""
+    return failed(
+        f"the attempt ended {outcome.status.value} but its outcome could not be stored: "
+        f"{type(exc).__name__}: {_storable_text(_message(exc))}",
         retryable=False,
     )
 

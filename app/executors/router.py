@@ -184,12 +184,16 @@ class Executors:
         attempt.on_stop = task.cancel
         try:
             result = await entry.fn(attempt.ctx, **job.args)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            if attempt.stop_status is None and task.cancelling() == 0:
+                # Raised by the handler itself, not a cancellation: an error of the attempt.
+                outcome = from_exception(exc, entry, job.args)
             # Ours if we stopped it and nobody else also cancelled the task.
-            if attempt.stop_status is None or task.uncancel() > 0:
+            elif attempt.stop_status is None or task.uncancel() > 0:
                 raise
-            return attempt.stopped_outcome()
-        except Exception as exc:
+            else:
+                return attempt.stopped_outcome()
+        except BaseException as exc:  # SystemExit too: it must not end the worker's loop
             outcome = from_exception(exc, entry, job.args)
         else:
             outcome = completed(entry, result)

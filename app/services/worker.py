@@ -22,7 +22,6 @@ survives a short outage or a PostgreSQL restart.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -40,6 +39,7 @@ from app import runs
 from app.config import Settings
 from app.db import listen_url
 from app.executors import Executors
+from app.executors.outcomes import storable, unstorable
 from app.handlers import default_registry, load_modules
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from app.runs import Finish
@@ -262,24 +262,9 @@ class Worker:
         self._slot_freed.set()
         if item.handed_back or item.lost:
             return
-        if outcome.result is not None:
-            outcome = self._limit_result(outcome)
+        outcome = storable(outcome, self.settings.max_result_bytes)
         self._finishes.append(Finish(job.run_id, job.attempt, outcome))
         self._finish_ready.set()
-
-    def _limit_result(self, outcome: Outcome) -> Outcome:
-        """Results are kept small (they live in the run row and feed DAG steps)."""
-        size = len(json.dumps(outcome.result, separators=(",", ":")).encode())
-        limit = self.settings.max_result_bytes
-        if size <= limit:
-            return outcome
-        return Outcome(
-            OutcomeStatus.FAILED,
-            error=f"the handler returned a {size:,}-byte result; results are limited to "
-            f"{limit:,} bytes (SUNDIAL_MAX_RESULT_BYTES): store large data elsewhere and "
-            "return a reference to it",
-            retryable=False,
-        )
 
     # ---- finish -----------------------------------------------------------------------------
 
@@ -294,11 +279,55 @@ class Worker:
             batch, self._finishes = self._finishes, []
             self._slot_freed.set()
             try:
-                won = await asyncio.to_thread(self._finisher.call, runs.finish_many, self.id, batch)
+                won = await asyncio.to_thread(self._finisher.call, self._record, batch)
             except DB_ERRORS:
                 log.error("could not record %d finishes before shutdown", len(batch))
                 return
             self._count(batch, won)
+
+    def _record(self, conn: Conn, batch: list[Finish]) -> list[Finish]:
+        """Write a batch of finishes; if the database refuses the batch, write them one by
+        one so that an outcome it cannot store fails its own run and no other."""
+        won = self._try_finish(conn, batch)
+        if not isinstance(won, Exception):
+            return won
+        if len(batch) > 1:
+            log.warning(
+                "a batch of %d finishes was refused (%s: %s); writing them one by one",
+                len(batch),
+                type(won).__name__,
+                won,
+            )
+            return [w for finish in batch for w in self._record(conn, [finish])]
+        return self._record_refused(conn, batch[0], won)
+
+    def _record_refused(self, conn: Conn, finish: Finish, exc: Exception) -> list[Finish]:
+        """Record an outcome the database refused as a failure of its run saying why."""
+        where = {"run_id": finish.run_id, "attempt": finish.attempt, "worker": self.id}
+        log.error(
+            "the outcome could not be stored (%s); recording the run failed", exc, extra=where
+        )
+        failure = Finish(finish.run_id, finish.attempt, unstorable(finish.outcome, exc))
+        won = self._try_finish(conn, [failure])
+        if isinstance(won, Exception):
+            log.error(
+                "could not record that failure either (%s); the run ends when its lease expires",
+                won,
+                extra=where,
+            )
+            return []
+        return won
+
+    def _try_finish(self, conn: Conn, batch: list[Finish]) -> list[Finish] | Exception:
+        """`runs.finish_many`, or the error with which the database refused the outcomes."""
+        try:
+            return runs.finish_many(conn, self.id, batch)
+        except psycopg.errors.ProgramLimitExceeded as exc:  # about the data, not the server
+            return exc
+        except DB_ERRORS:
+            raise  # the connection or the server: `Reconnecting` retries the whole batch
+        except Exception as exc:
+            return exc
 
     def _count(self, batch: list[Finish], won: list[Finish]) -> None:
         completed = sum(1 for f in won if f.outcome.status == OutcomeStatus.COMPLETED)
@@ -326,24 +355,31 @@ class Worker:
             beat.close()
 
     def _on_heartbeat(self, result: runs.HeartbeatResult) -> None:
-        for run_id in result.lost:
-            item = self._in_flight.get(run_id)
+        """Stop the attempts the heartbeat found lost or cancelled. Only attempts still
+        running here count: one this worker finished since, or an older attempt of a run
+        now running a newer one here, is none of this report's business."""
+        for run_id, attempt in result.lost:
+            item = self._running(run_id, attempt)
             if item is not None and not item.lost:
                 item.lost = True
                 self.stats.lost += 1
+                runs.count_lease_lost()
                 log.warning(
                     "lease lost; stopping the job",
-                    extra={"run_id": run_id, "attempt": item.job.attempt, "worker": self.id},
+                    extra={"run_id": run_id, "attempt": attempt, "worker": self.id},
                 )
-                self.executors.cancel(run_id, item.job.attempt)
-        for run_id in result.cancel_requested:
-            item = self._in_flight.get(run_id)
-            if item is not None:
+                self.executors.cancel(run_id, attempt)
+        for run_id, attempt in result.cancel_requested:
+            if self._running(run_id, attempt) is not None:
                 log.info(
                     "cancel requested; stopping the job",
-                    extra={"run_id": run_id, "attempt": item.job.attempt},
+                    extra={"run_id": run_id, "attempt": attempt},
                 )
-                self.executors.cancel(run_id, item.job.attempt)
+                self.executors.cancel(run_id, attempt)
+
+    def _running(self, run_id: int, attempt: int) -> InFlight | None:
+        item = self._in_flight.get(run_id)
+        return item if item is not None and item.job.attempt == attempt else None
 
     # ---- notifications (own thread) ------------------------------------------------------------
 

@@ -108,22 +108,23 @@ UPDATE job_runs r
 SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
 FROM held
 WHERE r.id = held.id
-RETURNING r.id, r.cancel_requested;
+RETURNING r.id, r.attempt, r.cancel_requested;
 
 -- name: run_held_check
 -- (read) which of these attempts are still leased to this worker.
-SELECT r.id, r.cancel_requested
+SELECT r.id, r.attempt, r.cancel_requested
 FROM job_runs r
 JOIN unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
   ON r.id = h.id AND r.attempt = h.attempt
 WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
 
 -- name: run_complete_many
--- running -> completed: the attempts' results, and one history row per attempt.
+-- running -> completed: the attempts' results, and one history row per attempt. The
+-- errors of earlier attempts are cleared from the run (their history rows keep them).
 WITH done AS (
     UPDATE job_runs r
     SET status = 'completed', finished_at = now(), lease_owner = NULL, lease_until = NULL,
-        result = f.result
+        result = f.result, last_error = NULL, traceback = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::jsonb[])
          AS f(id, attempt, result)
     WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'

@@ -271,9 +271,9 @@ def test_heartbeat_renews_own_leases_and_reports_lost_and_cancelled(conn: Conn) 
     runs.reap(conn)
     runs.claim(conn, "w2", 1, 30)
     result = runs.heartbeat(conn, "w1", [(a, 1), (b, 1), (c, 1)], 60)
-    assert result.renewed == {a, b}
-    assert result.cancel_requested == {b}
-    assert result.lost == {c}
+    assert result.renewed == {(a, 1), (b, 1)}
+    assert result.cancel_requested == {(b, 1)}
+    assert result.lost == {(c, 1)}
     assert row(conn, a)["lease_until"] > before
 
 
@@ -404,3 +404,19 @@ def test_a_large_batch_with_bad_args_is_refused_and_nothing_is_written(conn: Con
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
     # the session's staging table is usable again afterwards
     assert len(runs.submit_many(conn, batch[:-1])) == runs.COPY_THRESHOLD + 9
+
+
+def test_completing_clears_the_error_of_an_earlier_attempt(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop")).id
+    runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, 1, failed("boom 1"))])
+    conn.execute("UPDATE job_runs SET run_at = now() WHERE id = %s", (run_id,))
+    runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, 2, Outcome.completed("fine"))])
+    done = row(conn, run_id)
+    assert (done["status"], done["result"]) == ("completed", "fine")
+    assert (done["last_error"], done["traceback"]) == (None, None)
+    assert [(h["attempt"], h["outcome"], h["error"]) for h in attempts(conn, run_id)] == [
+        (1, "failed", "boom 1"),
+        (2, "completed", None),
+    ]

@@ -196,7 +196,13 @@ def test_sigstopped_worker_cannot_overwrite_the_newer_attempt(db_url: str, tmp_p
         row = wait_status(db_url, run_id, "completed", timeout=30, service=other)
         assert row["attempt"] == 2
         paused.signal(signal.SIGCONT)
-        paused.wait_for_log("changed 0 rows")
+        # its heartbeat finds the lease lost, or its finish finds the run taken
+        wait_until(
+            lambda: "lease lost" in paused.log() or "changed 0 rows" in paused.log(),
+            "the paused worker to notice it lost the run",
+            20,
+            paused,
+        )
         time.sleep(1)
     row = run_row(db_url, run_id)
     assert (row["status"], row["attempt"]) == ("completed", 2)

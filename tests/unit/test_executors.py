@@ -522,3 +522,66 @@ def test_subprocess_that_dies_by_a_signal_names_it() -> None:
 def test_subprocess_output_does_not_corrupt_the_reply() -> None:
     outcome = with_executors(lambda ex: ex.run(job("fixture_print", "subprocess")), processes=0)
     assert outcome.result == "printed"
+
+
+# ---- badly behaved handlers: every model answers the same -------------------------------------
+
+HOSTILE_CASES = [
+    ("async", "fixture_hostile"),  # awaited on the worker's own loop
+    ("async", "fixture_sync_hostile"),  # a plain function under async: a pool thread
+    ("thread", "fixture_sync_hostile"),
+    ("thread", "fixture_hostile"),  # an event loop of its own in a pool thread
+    ("process", "fixture_sync_hostile"),
+    ("subprocess", "fixture_hostile"),
+]
+
+
+def run_every_hostile_kind(model: str, handler: str) -> dict[str, Outcome]:
+    """Each kind of misbehaviour as its own job, all at once, then a well-behaved job
+    (which proves the executors and their children still serve)."""
+
+    async def scenario(ex: Executors) -> dict[str, Outcome]:
+        kinds = list(fixtures_handlers.HOSTILE)
+        outcomes = await asyncio.gather(*(ex.run(job(handler, model, kind=k)) for k in kinds))
+        after = await ex.run(job("fixture_sync_echo", model, after="hostile"))
+        return {**dict(zip(kinds, outcomes, strict=True)), "after": after}
+
+    return with_executors(scenario, processes=processes_for(model))
+
+
+@pytest.mark.parametrize(("model", "handler"), HOSTILE_CASES)
+def test_any_exception_a_handler_raises_fails_only_its_attempt(model: str, handler: str) -> None:
+    outcomes = run_every_hostile_kind(model, handler)
+    expected_errors = {
+        "system_exit": "SystemExit: 3",
+        "keyboard_interrupt": "KeyboardInterrupt: ",
+        "generator_exit": "GeneratorExit: ",
+        "base_exception": "NotAnException: custom",
+        "cancelled_by_itself": "CancelledError: ",
+        "unprintable_error": "Unprintable: <the exception's message could not be read: ",
+        "message_that_exits": "ExitingMessage: <the exception's message could not be read: ",
+        "nul_error": "RuntimeError: x\x00y",
+        "surrogate_error": "RuntimeError: x\ud800y",
+    }
+    assert set(expected_errors) == set(fixtures_handlers.HOSTILE_RAISES)
+    for kind, error in expected_errors.items():
+        outcome = outcomes[kind]
+        assert outcome.status is OutcomeStatus.FAILED, (kind, outcome)
+        assert outcome.retryable, kind  # an error of that attempt, like any other
+        assert outcome.error is not None and outcome.error.startswith(error), (kind, outcome)
+        assert outcome.traceback is not None, kind
+    assert outcomes["after"].status is OutcomeStatus.COMPLETED
+
+
+@pytest.mark.parametrize(("model", "handler"), HOSTILE_CASES)
+def test_a_result_json_cannot_hold_fails_without_retries(model: str, handler: str) -> None:
+    outcomes = run_every_hostile_kind(model, handler)
+    for kind in fixtures_handlers.HOSTILE_NOT_JSON:
+        outcome = outcomes[kind]
+        assert outcome.status is OutcomeStatus.FAILED, (kind, outcome)
+        assert not outcome.retryable, kind
+        assert outcome.error is not None and "cannot be stored as JSON" in outcome.error, kind
+    # Text PostgreSQL cannot hold is JSON all the same: the worker makes it storable.
+    assert outcomes["nul_result"].result == "a\x00b"
+    assert outcomes["surrogate_result"].result == fixtures_handlers.HOSTILE["surrogate_result"]()
+    assert outcomes["after"].status is OutcomeStatus.COMPLETED

@@ -15,7 +15,7 @@ from app.executors.attempt import Attempt
 from app.executors.cancel_flag import CancelFlag
 from app.executors.deadlines import Deadlines
 from app.executors.framing import encode_frame, read_frame, read_frame_blocking, write_frame
-from app.executors.outcomes import describe_exit
+from app.executors.outcomes import MAX_ERROR_CHARS, describe_exit, storable
 from app.executors.protocol import (
     BadRequest,
     decode_reply,
@@ -124,3 +124,45 @@ def test_an_unreadable_reply_is_a_retryable_failure() -> None:
 )
 def test_describe_exit(returncode: int | None, text: str) -> None:
     assert describe_exit(returncode).startswith(text)
+
+
+# ---- making an outcome storable ----------------------------------------------------------
+
+
+def test_storable_replaces_nul_and_lone_surrogates_everywhere() -> None:
+    outcome = Outcome(
+        OutcomeStatus.COMPLETED,
+        result={"k\x00": ["a\ud800", {"deep": "\x00"}], "ok": "😀", "n": 1.5},
+    )
+    assert storable(outcome, 10_000).result == {
+        "k\ufffd": ["a\ufffd", {"deep": "\ufffd"}],
+        "ok": "😀",  # a real character, not a surrogate: kept
+        "n": 1.5,
+    }
+    failure = Outcome(OutcomeStatus.FAILED, error="x\x00" * MAX_ERROR_CHARS, traceback="\udc80")
+    made = storable(failure, 10_000)
+    assert made.error == "x\ufffd" * (MAX_ERROR_CHARS // 2)
+    assert made.traceback == "\ufffd"
+    assert made.retryable
+
+
+def test_storable_leaves_a_clean_outcome_as_it_is() -> None:
+    clean = Outcome.completed({"text": "plain", "n": [1, 2]})
+    assert storable(clean, 10_000) is clean
+    written_out = Outcome.completed({"text": "a backslash-u0000 \\u0000 is not a NUL"})
+    assert storable(written_out, 10_000) == written_out
+
+
+@pytest.mark.parametrize(
+    ("result", "error"),
+    [
+        (10**5000, "the result cannot be stored as JSON: ValueError: "),
+        (float("nan"), "the result cannot be stored as JSON: ValueError: "),
+        ("x" * 101, "the handler returned a 103-byte result; results are limited to 100 bytes"),
+    ],
+    ids=["huge-int", "nan", "too-big"],
+)
+def test_a_result_that_cannot_be_stored_fails_without_retries(result: object, error: str) -> None:
+    made = storable(Outcome.completed(result), 100)  # type: ignore[arg-type]
+    assert made.status is OutcomeStatus.FAILED and not made.retryable
+    assert made.error is not None and made.error.startswith(error)
