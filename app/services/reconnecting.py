@@ -12,6 +12,7 @@ thin out instead (one per doubling interval, at most one a minute per connection
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,8 +44,8 @@ class Reconnecting:
     error is raised). `wait(seconds)` sleeps between tries: pass a stop event's `wait`
     so a stop cuts the sleep short. `open()` and `check(fn)` try once and never wait, for
     start-up and for a worker asking whether it could record what it claims. Calls from
-    different threads take turns. The connection's `application_name` is `name`, so
-    `pg_stat_activity` shows who holds each connection.
+    different threads take turns. The connection's `application_name` is
+    `sundial <name> <pid>`, so `pg_stat_activity` shows who holds each connection.
     """
 
     def __init__(
@@ -104,7 +105,9 @@ class Reconnecting:
     def _use(self, fn: Callable[..., T], *args: Any) -> T:
         try:
             if self._conn is None or self._conn.closed:
-                self._conn = connect(self.url, autocommit=True, application_name=self.name)
+                self._conn = connect(
+                    self.url, autocommit=True, application_name=f"sundial {self.name} {os.getpid()}"
+                )
                 if self._failing:
                     log.info(
                         "%s reconnected to the database after %.1fs",
