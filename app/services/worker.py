@@ -203,8 +203,8 @@ class Worker:
     def _open_connections(self) -> None:
         """Open the other connections before any claim. The server answered the claim
         connection, so one it refuses now means too few connections for this fleet."""
-        needed = (("finish", self._finisher), ("heartbeat", self._beat))
-        for name, conn in (*needed, ("listener", self._listener)):
+        others = {"finish": self._finisher, "heartbeat": self._beat, "listener": self._listener}
+        for name, conn in others.items():
             try:
                 conn.open()
             except DB_ERRORS as exc:
@@ -296,8 +296,13 @@ class Worker:
                 "could not be recorded; running ones go on",
                 extra={"worker": self.id},
             )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), CLAIM_PAUSE_SECONDS)
+        # Notifications do not cut the pause short (each check may open a connection);
+        # a stop does (it sets `_wake` after `_stopping`).
+        deadline = self._loop.time() + CLAIM_PAUSE_SECONDS
+        while not self._stopping and (remaining := deadline - self._loop.time()) > 0:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
 
     async def _idle_wait(self) -> None:
         """Sleep until a notification, the next due run, or the poll interval."""
