@@ -108,15 +108,6 @@ class Reconnecting:
                 self._conn = connect(
                     self.url, autocommit=True, application_name=f"sundial {self.name} {os.getpid()}"
                 )
-                if self._failing:
-                    log.info(
-                        "%s reconnected to the database after %.1fs",
-                        self.name,
-                        time.monotonic() - self._outage_started,
-                    )
-                self._backoff.reset()
-                self._failing = False
-                self._warning_interval = FIRST_WARNING_INTERVAL_SECONDS
             result = fn(self._conn, *args)
         except DB_ERRORS:
             self.close()
@@ -124,7 +115,17 @@ class Reconnecting:
                 self._failing = True
                 self._outage_started = self._next_warning = time.monotonic()
             raise
-        self._failing = False
+        # Only a statement that worked ends an outage: a server out of disk or of
+        # connection slots may accept a connection and still fail every statement.
+        if self._failing:
+            log.info(
+                "%s reconnected to the database after %.1fs",
+                self.name,
+                time.monotonic() - self._outage_started,
+            )
+            self._failing = False
+            self._warning_interval = FIRST_WARNING_INTERVAL_SECONDS
+        self._backoff.reset()
         return result
 
     def _warn(self, exc: BaseException, delay: float) -> None:
