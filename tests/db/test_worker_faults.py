@@ -4,6 +4,7 @@ with SIGKILL while their job children run."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -203,3 +204,30 @@ def test_claims_resume_promptly_after_a_long_outage(small_server: Any, tmp_path:
         assert time.monotonic() - back < PROMPT_SECONDS, worker.log()
     (row,) = query(db_url, "SELECT attempt FROM job_runs WHERE id = %s", run_id)
     assert row["attempt"] == 1
+
+
+def test_a_last_attempt_that_completed_during_an_outage_is_recorded_after_the_reaper(
+    small_server: Any, tmp_path: Path
+) -> None:
+    """The job ends while PostgreSQL is down for longer than the lease; the reaper declares
+    the attempt dead first (the worker is paused meanwhile); the worker's late completion
+    still wins, as no newer attempt exists."""
+    with psycopg.connect(small_server.get_uri(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE late")
+    db_url = small_server.get_uri("late")
+    migrate.upgrade(db_url)
+    (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 1}, max_retries=0))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        wait_until(lambda: status_counts(db_url).get("running") == 1, "run claimed", 30, worker)
+        pg_ctl(small_server, "stop")
+        worker.wait_for_log("worker finish: database unavailable")  # the result waits
+        worker.signal(signal.SIGSTOP)
+        pg_ctl(small_server, "restart")
+        reaper = start("reaper")
+        wait_until(lambda: status_counts(db_url) == {"failed": 1}, "reaped", 30, reaper)
+        worker.signal(signal.SIGCONT)
+        wait_until(lambda: status_counts(db_url) == {"completed": 1}, "late", 30, worker)
+        assert "completion recorded late" in worker.log()
+    (row,) = query(db_url, "SELECT attempt, last_error FROM job_runs WHERE id = %s", run_id)
+    assert row == {"attempt": 1, "last_error": None}
