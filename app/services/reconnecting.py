@@ -80,8 +80,8 @@ class Reconnecting:
                 except DB_ERRORS as exc:
                     if self.stopped():
                         raise
+                    self._warn(exc)
                     delay = self._backoff.next_delay()
-                    self._warn(exc, delay)
             self.wait(delay)
 
     def open(self) -> None:
@@ -128,7 +128,7 @@ class Reconnecting:
         self._backoff.reset()
         return result
 
-    def _warn(self, exc: BaseException, delay: float) -> None:
+    def _warn(self, exc: BaseException) -> None:
         """A warning per doubling interval of an outage, not one per attempt."""
         now = time.monotonic()
         if now < self._next_warning:
