@@ -61,13 +61,23 @@ def die_with_worker() -> None:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     _set_parent_death_signal(signal.SIGTERM)
-    lifeline = os.environ.pop(LIFELINE_ENV, None)
+    lifeline = _inherited_lifeline()
     if lifeline is not None:
-        fd = int(lifeline)
-        os.set_inheritable(fd, False)  # the job's own commands need not hold it
-        threading.Thread(target=_wait_for_end_of, args=(fd,), name="lifeline", daemon=True).start()
+        threading.Thread(
+            target=_wait_for_end_of, args=(lifeline,), name="lifeline", daemon=True
+        ).start()
     if os.getppid() != worker:  # the worker died before the signal was armed
         kill_own_group()
+
+
+def _inherited_lifeline() -> int | None:
+    """The lifeline's fd, if the worker passed one that is open here."""
+    try:
+        fd = int(os.environ.pop(LIFELINE_ENV, ""))
+        os.set_inheritable(fd, False)  # the job's own commands need not hold it
+    except (ValueError, OSError):
+        return None
+    return fd
 
 
 def kill_own_group() -> None:

@@ -4,10 +4,12 @@ with SIGKILL while their job children run."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +233,38 @@ def test_a_last_attempt_that_completed_during_an_outage_is_recorded_after_the_re
         assert "completion recorded late" in worker.log()
     (row,) = query(db_url, "SELECT attempt, last_error FROM job_runs WHERE id = %s", run_id)
     assert row == {"attempt": 1, "last_error": None}
+
+
+# ---- 15: a process job's timeout is its own run time ----------------------------------
+
+
+def test_a_process_run_behind_a_busy_pool_is_not_timed_out_by_its_wait(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Every pool child is busy (one per CPU) when the last run is claimed: it waits longer
+    than its timeout for a child, then runs well within it."""
+    children = os.cpu_count() or 1
+    busy = [
+        NewRun("sleep", {"seconds": 2}, priority=9, timeout_seconds=30, execution_model="process")
+        for _ in range(children)
+    ]
+    waiting = NewRun(
+        "sleep",
+        {"seconds": 0.2},
+        priority=0,
+        timeout_seconds=1,
+        max_retries=0,
+        execution_model="process",
+    )
+    ids = submit(db_url, *busy, waiting)
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", str(children + 1))
+        wait_until(
+            lambda: sum(status_counts(db_url).get(s, 0) for s in ("pending", "running")) == 0,
+            "every run ended",
+            60,
+            worker,
+        )
+    (row,) = query(db_url, "SELECT * FROM job_runs WHERE id = %s", ids[-1])
+    assert (row["status"], row["attempt"]) == ("completed", 1), row["last_error"]
+    assert row["finished_at"] - row["started_at"] > timedelta(seconds=1)  # it did wait
