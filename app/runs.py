@@ -449,11 +449,48 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
             _settle_downstream(conn, ended=_ended_in_dag(rows))
+    late = [f for f in completed if (f.run_id, f.attempt) not in won]
+    won |= {(f.run_id, f.attempt) for f in complete_late(conn, worker, late)}
     winners = [f for f in finishes if (f.run_id, f.attempt) in won]
     for f in finishes:
         if (f.run_id, f.attempt) not in won:
             _lost("run_finish", f.run_id, f.attempt, worker)
     return winners
+
+
+def complete_late(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Finish]:
+    """pending | failed -> completed for completions that lost their fence only because
+    the reaper declared the attempt dead meanwhile (its lease expired, e.g. while the
+    database was unreachable) and no newer attempt exists. Returns those accepted.
+
+    In a DAG, the steps the reaper's verdict skipped wait again and are released in the
+    same transaction, as if the completion had come in time. One transaction per run: a
+    DAG step changing at that very moment leaves that completion refused, as before.
+    """
+    accepted = []
+    for f in finishes:
+        params = {"id": f.run_id, "attempt": f.attempt, "worker": worker}
+        try:
+            with conn.transaction():
+                row = conn.execute(
+                    query("runs", "run_complete_late"),
+                    {**params, "result": _result_json(f.outcome.result)},
+                ).fetchone()
+                if row is None:
+                    continue
+                if row["in_dag"]:
+                    unskipped = _unskip_downstream(conn, f.run_id)
+                    TRANSITIONS.labels("run_unskip").inc(len(unskipped))
+                    _settle_downstream(conn, completed=[f.run_id])
+        except psycopg.errors.LockNotAvailable:
+            continue
+        TRANSITIONS.labels("run_complete_late").inc()
+        log.info(
+            "completion recorded late: the attempt had been declared dead, none newer exists",
+            extra={"run_id": f.run_id, "attempt": f.attempt, "worker": worker},
+        )
+        accepted.append(f)
+    return accepted
 
 
 def _result_json(result: JSON) -> Jsonb | None:
@@ -609,7 +646,9 @@ def _unskip_downstream(conn: Conn, run_id: int) -> list[int]:
     completed, active = set(), set()
     for edge in edges:
         upstreams[edge["run_id"]].add(edge["depends_on"])
-        if edge["upstream_status"] == "completed":
+        if edge["upstream_status"] == "completed" and edge["depends_on"] != run_id:
+            # `run_id` itself (retried, or completed late) releases its dependents
+            # when its completion is recorded.
             completed.add(edge["depends_on"])
         elif edge["upstream_status"] in ACTIVE:
             active.add(edge["depends_on"])

@@ -56,6 +56,11 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
     "run_claim": (frozenset({RunStatus.PENDING}), frozenset({RunStatus.RUNNING})),
     "run_heartbeat": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.RUNNING})),
     "run_complete": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.COMPLETED})),
+    # A completion recorded after the reaper declared its attempt dead, if none newer exists.
+    "run_complete_late": (
+        frozenset({RunStatus.PENDING, RunStatus.FAILED}),
+        frozenset({RunStatus.COMPLETED}),
+    ),
     "run_fail": (
         frozenset({RunStatus.RUNNING}),
         frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.TIMED_OUT}),

@@ -4,8 +4,10 @@ the reads (and the one in-process finish) that tests make around them."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -124,3 +126,37 @@ def finish_run(conn: psycopg.Connection[Any], run_id: int, outcome: Outcome | No
     (job,) = runs.claim(conn, "w", 1, 30)
     assert job.run_id == run_id, f"run {run_id} was not the next due run"
     runs.finish_many(conn, "w", [runs.Finish(run_id, job.attempt, outcome or Outcome.completed())])
+
+
+@contextmanager
+def private_postgres(**settings: str) -> Iterator[Any]:
+    """A private embedded PostgreSQL that a test may restart, stop or starve, started with
+    `settings` (ALTER SYSTEM, then a restart), deleted afterwards.
+
+    Its folder is world-readable because, run as root, the server runs as its own user.
+    """
+    import pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="sundial-pg-"))
+    folder.chmod(0o755)
+    server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
+    try:
+        if settings:
+            with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+                for name, value in settings.items():
+                    conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")  # type: ignore[arg-type]
+            pg_ctl(server, "restart")
+        yield server
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pg_ctl(server: Any, action: str) -> None:
+    """`pg_ctl -w <action> -m fast` on a private server. `restart` also starts a stopped
+    server, with the options it last ran with."""
+    from pgserver._commands import pg_ctl as run_pg_ctl
+
+    run_pg_ctl(
+        ["-w", action, "-m", "fast"], pgdata=server.pgdata, user=server.system_user, timeout=60
+    )

@@ -2,7 +2,8 @@
 
 Reads one JSON request on stdin and writes one JSON reply on stdout (see
 `prepare_job_child`). The worker starts this process as the leader of a new session and
-kills the whole group on timeout or cancel.
+kills the whole group on timeout or cancel; the child kills its group itself once the
+worker is gone.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import os
 import sys
 
-from app.executors.child_setup import prepare_job_child
+from app.executors.child_setup import prepare_job_child, send_reply
 from app.executors.outcomes import failed
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
@@ -30,9 +31,11 @@ def main() -> int:
     else:
         outcome = serve_request(request, default_registry)
     sys.stdout.flush()
-    with os.fdopen(reply_fd, "wb") as reply:
-        reply.write(encode_reply(outcome))
-    return 0
+    sent = send_reply(
+        reply_fd, encode_reply(outcome), request.get("run_id"), request.get("attempt")
+    )
+    os.close(reply_fd)
+    return 0 if sent else 1
 
 
 if __name__ == "__main__":

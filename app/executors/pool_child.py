@@ -3,7 +3,8 @@
 It imports the handler modules named on its command line, writes a "ready" frame, then
 reads framed JSON requests on stdin and writes one framed JSON reply per request on
 stdout (see `prepare_job_child`). It exits at end of stdin, or is killed by the worker
-(timeout, cancel) together with its process group.
+(timeout, cancel) together with its process group, or kills its group itself once the
+worker is gone.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import json
 import sys
 
-from app.executors.child_setup import prepare_job_child
-from app.executors.framing import read_frame_blocking, write_frame
+from app.executors.child_setup import prepare_job_child, send_reply
+from app.executors.framing import encode_frame, read_frame_blocking, write_frame
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
 
@@ -25,10 +26,13 @@ def main(handler_modules: list[str]) -> int:
         write_frame(replies, json.dumps({"ready": False, "error": str(exc)}).encode())
         return 1
     write_frame(replies, json.dumps({"ready": True}).encode())
-    while (request := read_frame_blocking(requests)) is not None:
-        outcome = serve_request(json.loads(request), default_registry)
+    while (frame := read_frame_blocking(requests)) is not None:
+        request = json.loads(frame)
+        outcome = serve_request(request, default_registry)
         sys.stdout.flush()
-        write_frame(replies, encode_reply(outcome))
+        reply = encode_frame(encode_reply(outcome))
+        if not send_reply(replies, reply, request.get("run_id"), request.get("attempt")):
+            return 1
     return 0
 
 

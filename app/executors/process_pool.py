@@ -6,6 +6,8 @@ started with asyncio's subprocess API as the leader of its own session, taking f
 JSON requests on stdin and answering on stdout. A child that must be stopped (timeout,
 cancel) is killed with its process group and replaced; a child that dies on its own
 (segfault, `os._exit`, out of memory) fails the attempt it was running and is replaced.
+Children die with the worker, even one killed with SIGKILL (see
+`app.executors.child_setup.die_with_worker`).
 Children are fresh interpreters, never forks of the worker with its threads, event loop
 and database connections, and they never re-import the worker's `__main__`.
 """
@@ -18,14 +20,14 @@ import json
 import logging
 import sys
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from app.executors.attempt import Attempt
 from app.executors.framing import encode_frame, read_frame
 from app.executors.outcomes import describe_exit, failed, process_died
 from app.executors.protocol import decode_reply
-from app.executors.subprocess_runner import child_environment, kill_group
+from app.executors.subprocess_runner import child_environment, kill_group, lifeline
 from app.jobs import Outcome
 
 log = logging.getLogger(__name__)
@@ -120,7 +122,11 @@ class ProcessPool:
 
     # ---- running a job ------------------------------------------------------------------
 
-    async def run(self, attempt: Attempt, request: bytes) -> Outcome:
+    async def run(
+        self, attempt: Attempt, request: bytes, on_start: Callable[[], object] | None = None
+    ) -> Outcome:
+        """Run the job on the first free child; `on_start` is called once a child has
+        taken it (its timeout starts then, not while it waits for a child)."""
         child = await self._acquire(attempt)
         if attempt.stop_status is not None:
             if child is not None:
@@ -129,6 +135,8 @@ class ProcessPool:
         if child is None:
             return failed("the process pool closed before the job started")
         child.busy = True
+        if on_start is not None:
+            on_start()
         attempt.on_stop = child.kill  # its stdout then ends, which ends the wait below
         stdin, stdout = child.proc.stdin, child.proc.stdout
         assert stdin is not None and stdout is not None
@@ -201,6 +209,7 @@ class ProcessPool:
             stdout=asyncio.subprocess.PIPE,
             start_new_session=True,
             env=child_environment(),
+            pass_fds=(lifeline(),),
         )
         child = _Child(proc)
         self._children.add(child)

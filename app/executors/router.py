@@ -158,10 +158,13 @@ class Executors:
             self._end(attempt)
 
     def _begin(self, job: JobSpec) -> Attempt:
-        """Track the attempt so `cancel()` finds it, and give it its deadline."""
+        """Track the attempt so `cancel()` finds it, and give it its deadline. A process
+        job's deadline starts once a pool child takes it: a timeout measures the handler's
+        own run time, not the wait for a free child."""
         attempt = Attempt(job)
         self._active[(job.run_id, job.attempt)] = attempt
-        self._deadlines.arm(attempt, job.timeout_seconds)
+        if job.execution_model != _PROCESS:
+            self._deadlines.arm(attempt, job.timeout_seconds)
         return attempt
 
     def _end(self, attempt: Attempt) -> None:
@@ -221,7 +224,9 @@ class Executors:
                 return await self._subprocesses.run(attempt, request)
             if self._processes is None:
                 return failed("this worker has no process pool (process_workers=0)")
-            return await self._processes.run(attempt, request)
+            return await self._processes.run(
+                attempt, request, lambda: self._deadlines.arm(attempt, attempt.job.timeout_seconds)
+            )
         known = ", ".join(m.value for m in ExecutionModel)
         return failed(f"unknown execution model {model!r} (known: {known})", retryable=False)
 

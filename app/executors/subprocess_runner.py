@@ -1,7 +1,8 @@
 """Subprocess jobs: a fresh `python -m app.executors.child` per attempt.
 
 The child leads its own session, so a timeout or cancel kills its whole process group,
-including anything the handler started. It is started and awaited with asyncio's
+including anything the handler started; it kills that group itself when the worker dies
+(see `app.executors.child_setup.die_with_worker`). It is started and awaited with asyncio's
 subprocess API, so the event loop never blocks on it.
 """
 
@@ -14,6 +15,7 @@ import signal
 import sys
 
 from app.executors.attempt import Attempt
+from app.executors.child_setup import LIFELINE_ENV
 from app.executors.outcomes import failed, process_died
 from app.executors.protocol import decode_reply
 from app.jobs import Outcome
@@ -21,11 +23,31 @@ from app.jobs import Outcome
 CHILD_MODULE = "app.executors.child"
 
 
+# (pid, read end) of this process's lifeline pipe; see `lifeline()`.
+_lifeline: tuple[int, int] | None = None
+
+
+def lifeline() -> int:
+    """The read end of a pipe whose write end this process holds open until it ends.
+
+    Every job child gets the read end (`child_environment`, `pass_fds`) and kills its
+    process group at end of file, so children die with the worker even when it is
+    killed with SIGKILL. One pipe per process: a forked copy makes its own.
+    """
+    global _lifeline
+    if _lifeline is None or _lifeline[0] != os.getpid():
+        read_end, _write_end = os.pipe()  # both close on exec; the write end is never closed
+        _lifeline = (os.getpid(), read_end)
+    return _lifeline[1]
+
+
 def child_environment() -> dict[str, str]:
-    """The worker's environment, with its import path, so the child finds the same code."""
+    """The worker's environment, with its import path, so the child finds the same code,
+    and the number of the lifeline pipe it inherits (pass `pass_fds=(lifeline(),)`)."""
     env = dict(os.environ)
     paths = [p or os.getcwd() for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env[LIFELINE_ENV] = str(lifeline())
     return env
 
 
@@ -56,6 +78,7 @@ class SubprocessRunner:
                 stdout=asyncio.subprocess.PIPE,
                 start_new_session=True,
                 env=child_environment(),
+                pass_fds=(lifeline(),),
             )
         except OSError as exc:
             return failed(f"could not start a job process: {exc}")

@@ -17,11 +17,18 @@ rest and hands their runs back without using up an attempt. Database calls are p
 psycopg calls on worker threads (`asyncio.to_thread`), so the loop never waits on I/O, and
 any connection error is retried with backoff: leases are time-based, so work in flight
 survives a short outage or a PostgreSQL restart.
+
+A worker holds `WORKER_CONNECTIONS` database connections: claim, finish, heartbeat and
+listener. It opens all of them at start-up and exits with an error naming the one the
+server refused (too few `max_connections`). It claims only what it can record: after any
+connection trouble, its finish and heartbeat connections must answer before it claims
+again, so a worker short of connections leaves runs to workers that can finish them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -53,6 +60,8 @@ Conn = psycopg.Connection[dict[str, Any]]
 LOOP_LAG_SAMPLE_SECONDS = 1.0
 MAX_IDLE_SLEEP_SECONDS = 5.0
 MIN_IDLE_SLEEP_SECONDS = 0.005
+WORKER_CONNECTIONS = 4  # claim, finish, heartbeat, listener
+CLAIM_PAUSE_SECONDS = 0.5  # between checks while the finish or heartbeat connection is down
 # During a database outage at shutdown, finishes and hand-backs are retried this long past
 # the grace period; then the worker exits and the reaper re-runs what it could not record.
 GIVE_UP_AFTER_GRACE_SECONDS = 10.0
@@ -60,6 +69,10 @@ GIVE_UP_AFTER_GRACE_SECONDS = 10.0
 
 class WorkerCrashed(RuntimeError):
     """A worker loop died of an unexpected error; the process exits non-zero."""
+
+
+class NotEnoughConnections(RuntimeError):
+    """The server refused one of the connections a worker needs; the process exits 1."""
 
 
 def new_worker_id() -> str:
@@ -109,8 +122,24 @@ class Worker:
         self._abandon_db = False  # shutdown outlasted the grace period during an outage
         # Claims stop retrying once the worker stops; finishes keep trying (during an outage)
         # until the shutdown has run past its grace period.
+        self._threads_stop = threading.Event()
         self._claimer = Reconnecting(url, "worker claim", lambda: self._stopping)
         self._finisher = Reconnecting(url, "worker finish", lambda: self._abandon_db)
+        self._beat = Reconnecting(url, "worker heartbeat", self._threads_stop.is_set)
+        # Behind a transaction pooler with no direct URL there is nothing to LISTEN on: poll.
+        listen_on = listen_url(settings, url)
+        self._listener = (
+            None
+            if listen_on is None
+            else Reconnecting(
+                listen_on,
+                "worker listener",
+                self._threads_stop.is_set,
+                wait=self._threads_stop.wait,
+            )
+        )
+        self._checked_claim_conn: Conn | None = None  # claims on it can be recorded
+        self._claims_paused = False
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -120,8 +149,13 @@ class Worker:
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._finish_ready = asyncio.Event()
-        self._threads_stop = threading.Event()
+        log.info(
+            "worker needs %d database connections (claim, finish, heartbeat, listener)",
+            WORKER_CONNECTIONS,
+            extra={"worker": self.id},
+        )
         await asyncio.to_thread(self._claimer.call, self._register)
+        await asyncio.to_thread(self._open_connections)
         await self.executors.start()
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         listener = threading.Thread(target=self._listen_loop, name="listener", daemon=True)
@@ -176,6 +210,28 @@ class Worker:
         self._finisher.close()
         log.info("worker stopped", extra={"worker": self.id})
 
+    def _open_connections(self) -> None:
+        """Open the other connections before any claim. The server answered the claim
+        connection, so one it refuses now means too few connections for this fleet."""
+        others = {"finish": self._finisher, "heartbeat": self._beat, "listener": self._listener}
+        for name, conn in others.items():
+            if conn is None:
+                continue
+            try:
+                conn.open()
+            except DB_ERRORS as exc:
+                self._claimer.check(self._unregister)
+                for opened in (self._claimer, self._finisher, self._beat, self._listener):
+                    if opened is not None:
+                        opened.close()
+                reason = " ".join(str(exc).split())[:300]
+                raise NotEnoughConnections(
+                    f"the worker needs {WORKER_CONNECTIONS} database connections (claim, "
+                    f"finish, heartbeat, listener) and the server refused its {name} "
+                    f"connection: {reason}. Raise max_connections on the server or run fewer "
+                    "processes (README: Database connections)."
+                ) from exc
+
     async def _drain(self, force_stop: asyncio.Event) -> None:
         """Let running jobs finish within the grace period, then hand the rest back."""
         deadline = self._loop.time() + self.settings.shutdown_grace_seconds
@@ -218,17 +274,48 @@ class Worker:
                 continue
             self._wake.clear()
             try:
-                jobs = await asyncio.to_thread(
-                    self._claimer.call, runs.claim, self.id, free, self.lease_seconds
-                )
+                claimed = await asyncio.to_thread(self._claimer.call, self._claim_recordable, free)
             except DB_ERRORS:
                 return  # only raised once the worker is closing
+            if claimed is None:
+                await self._pause_claims()
+                continue
+            jobs = claimed
+            if self._claims_paused:
+                self._claims_paused = False
+                log.info("claims resumed", extra={"worker": self.id})
             for job in jobs:
                 self._start(job)
             self.stats.claimed += len(jobs)
             if len(jobs) == free or self._stopping:
                 continue  # there may be more due runs: claim again when slots free up
             await self._idle_wait()
+
+    def _claim_recordable(self, conn: Conn, free: int) -> list[JobSpec] | None:
+        """Claim up to `free` runs, or None when this worker could not record them: on a
+        new claim connection, or after finish or heartbeat trouble, those two connections
+        must answer first (a run claimed without them is only held hostage)."""
+        if conn is not self._checked_claim_conn or self._finisher.failing or self._beat.failing:
+            if not (self._finisher.check(_ping) and self._beat.check(_ping)):
+                return None
+            self._checked_claim_conn = conn
+        return runs.claim(conn, self.id, free, self.lease_seconds)
+
+    async def _pause_claims(self) -> None:
+        if not self._claims_paused:
+            self._claims_paused = True
+            log.warning(
+                "claims paused: the finish or heartbeat connection is down, so new runs "
+                "could not be recorded; running ones go on",
+                extra={"worker": self.id},
+            )
+        # Notifications do not cut the pause short (each check may open a connection);
+        # a stop does (it sets `_wake` after `_stopping`).
+        deadline = self._loop.time() + CLAIM_PAUSE_SECONDS
+        while not self._stopping and (remaining := deadline - self._loop.time()) > 0:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
 
     async def _idle_wait(self) -> None:
         """Sleep until a notification, the next due run, or the poll interval."""
@@ -338,7 +425,7 @@ class Worker:
     # ---- heartbeat (own thread) --------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        beat = Reconnecting(self.url, "worker heartbeat", self._threads_stop.is_set)
+        beat = self._beat
         interval = self.lease_seconds / 3
         try:
             while not self._threads_stop.wait(interval):
@@ -384,21 +471,20 @@ class Worker:
     # ---- notifications (own thread) ------------------------------------------------------------
 
     def _listen_loop(self) -> None:
-        url = listen_url(self.settings, self.url)
-        if url is None:  # behind a transaction pooler with no direct URL: poll only
+        if self._listener is None:  # behind a transaction pooler, no direct URL: poll
             return
-        stop = self._threads_stop
-        listener = Reconnecting(url, "worker listener", stop.is_set, wait=stop.wait)
         try:
-            listener.call(self._relay_notifications)
+            self._listener.call(self._relay_notifications)
         except DB_ERRORS:
             pass  # raised only once stopping, during an outage
         finally:
-            listener.close()
+            self._listener.close()
 
     def _relay_notifications(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
-        """Wake the fetcher on every notification until the worker stops."""
+        """Wake the fetcher on every notification until the worker stops; and once on
+        (re)connecting, for the notifications missed while not listening."""
         conn.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        self._loop.call_soon_threadsafe(self._wake.set)
         while not self._threads_stop.is_set():
             for _ in conn.notifies(timeout=0.5, stop_after=1):
                 self._loop.call_soon_threadsafe(self._wake.set)
@@ -448,6 +534,10 @@ class Worker:
             "loop_lag_ms": round(self.stats.loop_lag_seconds * 1000, 2),
             **self.executors.stats(),
         }
+
+
+def _ping(conn: Conn) -> None:
+    conn.execute(query("workers", "worker_ping"))
 
 
 def _seconds_until_next_due(conn: Conn) -> float | None:
@@ -505,6 +595,9 @@ def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> 
 
     try:
         asyncio.run(main())
+    except NotEnoughConnections as exc:
+        log.error("%s", exc, extra={"worker": worker.id})
+        return 1
     except WorkerCrashed:
         log.exception("worker crashed", extra={"worker": worker.id})
         return 1

@@ -135,6 +135,26 @@ WITH done AS (
 )
 SELECT id, attempt, in_dag FROM done;
 
+-- name: run_complete_late
+-- pending | failed -> completed: an attempt that completed but could not be recorded before
+-- the reaper declared it dead (its lease expired, e.g. during a database outage) is still
+-- accepted while no newer attempt exists: the run keeps that attempt number and the
+-- reaper's error. The reaper's history row of the attempt becomes its completion.
+WITH done AS (
+    UPDATE job_runs r
+    SET status = 'completed', finished_at = now(), lease_owner = NULL, lease_until = NULL,
+        result = %(result)s, last_error = NULL, traceback = NULL
+    WHERE r.id = %(id)s AND r.attempt = %(attempt)s AND r.status IN ('pending', 'failed')
+      AND starts_with(r.last_error, 'lease expired:')
+    RETURNING r.id, r.attempt, r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    UPDATE job_run_attempts a
+    SET outcome = 'completed', worker = %(worker)s, finished_at = now(), error = NULL
+    FROM done
+    WHERE a.run_id = done.id AND a.attempt = done.attempt AND a.outcome = 'lost'
+)
+SELECT id, attempt, in_dag FROM done;
+
 -- name: run_fail_many
 -- running -> pending (a retry after its backoff delay) | failed | timed_out | cancelled.
 -- A cancel request always wins; otherwise a retryable error retries while

@@ -17,3 +17,7 @@ UPDATE workers SET stopped_at = now(), last_seen = now(), stats = %(stats)s WHER
 -- How long an idle worker may sleep before the earliest pending run is due.
 SELECT extract(epoch FROM min(run_at) - now())::float8 AS wait
 FROM job_runs WHERE status = 'pending';
+
+-- name: worker_ping
+-- (read) one round trip: proves a connection works before the worker claims more.
+SELECT 1;

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import random
-import shutil
-import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,14 @@ from psycopg.rows import dict_row
 
 from app import migrate, runs
 from app.runs import NewRun
-from tests.processes import query, services, status_counts, wait_until
+from tests.processes import (
+    pg_ctl,
+    private_postgres,
+    query,
+    services,
+    status_counts,
+    wait_until,
+)
 
 RUNS = 1000
 
@@ -60,24 +66,13 @@ def test_nothing_is_lost_while_workers_are_killed_repeatedly(db_url: str, tmp_pa
 
 
 @pytest.fixture
-def own_server() -> Any:
-    """A private embedded PostgreSQL this test may restart without disturbing others.
-
-    Its folder is world-readable because, run as root, the server runs as its own user.
-    """
-    import pgserver
-
-    folder = Path(tempfile.mkdtemp(prefix="sundial-pg-"))
-    folder.chmod(0o755)
-    server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
-    yield server
-    server.cleanup()
-    shutil.rmtree(folder, ignore_errors=True)
+def own_server() -> Iterator[Any]:
+    """A private embedded PostgreSQL this test may restart without disturbing others."""
+    with private_postgres() as server:
+        yield server
 
 
 def test_postgres_restart_during_a_run_of_1000_jobs(own_server: Any, tmp_path: Path) -> None:
-    from pgserver._commands import pg_ctl
-
     with psycopg.connect(own_server.get_uri(), autocommit=True) as conn:
         conn.execute("CREATE DATABASE chaos")
     db_url = own_server.get_uri("chaos")
@@ -89,12 +84,7 @@ def test_postgres_restart_during_a_run_of_1000_jobs(own_server: Any, tmp_path: P
         wait_until(
             lambda: status_counts(db_url).get("completed", 0) >= 100, "100 completed", 60, worker
         )
-        pg_ctl(
-            ["-w", "restart", "-m", "fast"],
-            pgdata=own_server.pgdata,
-            user=own_server.system_user,
-            timeout=60,
-        )
+        pg_ctl(own_server, "restart")
         wait_until(
             lambda: status_counts(db_url).get("completed", 0) == RUNS, "all completed", 180, worker
         )
