@@ -18,6 +18,7 @@ from app import runs
 from app.config import Settings
 from app.executors import Executors
 from app.handlers import default_registry
+from app.handlers.gate import set_shell_enabled
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from app.runs import Finish, NewRun
 from app.services.worker import InFlight, Worker
@@ -35,8 +36,9 @@ def hostile(kind: str, model: str) -> NewRun:
 
 
 def test_a_worker_stores_or_fails_every_hostile_outcome_and_keeps_working(
-    db_url: str, tmp_path: Path
+    db_url: str, conn: Conn, tmp_path: Path
 ) -> None:
+    set_shell_enabled(conn, True, actor="test")
     kinds = ["nul_result", "surrogate_result", "nul_error", "surrogate_error"]
     kinds += ["system_exit", "keyboard_interrupt", "cancelled_by_itself", "huge_int"]
     cases = [(kind, model) for model in MODELS for kind in kinds]
@@ -53,7 +55,6 @@ def test_a_worker_stores_or_fails_every_hostile_outcome_and_keeps_working(
             "--concurrency",
             "16",
             SUNDIAL_HANDLERS=BOTH_HANDLER_MODULES,
-            SUNDIAL_ENABLE_SHELL_HANDLER="true",
         )
         rows = {
             run_id: wait_status(db_url, run_id, "completed", "failed", service=worker)
@@ -126,7 +127,7 @@ def test_http_bodies_with_nul_bytes_are_stored(
         NewRun("http", {"url": f"{binary_server}/broken"}, max_retries=0),
     )
     with services(db_url, tmp_path) as start:
-        worker = start("worker", no_proxy="127.0.0.1", NO_PROXY="127.0.0.1")
+        worker = start("worker", SUNDIAL_HTTP_ALLOW_NETWORKS="127.0.0.1/32")
         stored = wait_status(db_url, image, "completed", service=worker)
         failed = wait_status(db_url, broken, "failed", service=worker)
         assert worker.proc.poll() is None

@@ -79,4 +79,7 @@ def test_backoff_keeps_growing_while_statements_fail_on_a_reachable_server(
     assert failures_seen == [0, 1, 2, 3]
     assert reconnecting._backoff.failures == 0
     assert len(delays) == 3
-    assert caplog.text.count("test finish: database disk full (SQLSTATE 53100)") == 3
+    # Warnings thin out during an outage; each one names the full disk, none says unavailable.
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings
+    assert all("test finish: database disk full (SQLSTATE 53100)" in w for w in warnings)
