@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,8 +61,9 @@ def service_database(settings: Settings) -> str:
 def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from app.web.app import create_app
+    from app.web.app import check_secret_key, create_app
 
+    check_secret_key(settings, args.host)
     url = service_database(settings)
     port = args.port or settings.port
     log.info("web listening on http://%s:%d", args.host, port)
@@ -107,6 +109,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from honcho.manager import Manager
 
     from app import migrate
+    from app.cli_users import dev_sign_in_link
     from app.db import check_database
 
     url = resolve_database_url(settings)
@@ -116,6 +119,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     env["DATABASE_URL"] = url
     env["PORT"] = str(args.port or settings.port)
     env.setdefault("SUNDIAL_LOG_FORMAT", "text")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(32))  # sessions last one dev run
     # Children find `sundial` next to the interpreter running this command.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     procfile = parse_procfile(PROCFILE.read_text())
@@ -124,6 +128,8 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
         if name != "release":
             manager.add_process(name, command, env=env, cwd=str(PROCFILE.parent))
     print(f"Sundial dashboard: http://localhost:{env['PORT']}/  (database: {redact(url)})")
+    link = dev_sign_in_link(url, env["SECRET_KEY"], int(env["PORT"]))
+    print(f"Sign in as the local admin (once, within 15 minutes): {link}")
     manager.loop()
     return int(manager.returncode or 0)
 
@@ -175,11 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from app.cli_runs import add_run_commands
     from app.cli_schedules import add_schedule_commands
+    from app.cli_users import add_user_commands
     from app.cli_workflows import add_workflow_commands
 
     add_run_commands(sub)
     add_schedule_commands(sub)
     add_workflow_commands(sub)
+    add_user_commands(sub)
     return parser
 
 
