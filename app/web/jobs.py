@@ -9,7 +9,7 @@ from urllib.parse import quote
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from app import job_definitions
@@ -17,7 +17,7 @@ from app.job_definitions import JobError, JobSpec
 from app.states import ExecutionModel, Role
 from app.web.access import current_user, requires
 from app.web.database import Conn, call
-from app.web.render import render
+from app.web.render import redirect, render
 
 
 def _url(name: str) -> str:
@@ -153,7 +153,7 @@ async def _save(request: Request, name: str | None) -> Response:
     location = _url(spec.name.strip())
     if warnings:
         location += "?warning=" + quote(warnings[0])
-    return RedirectResponse(location, status_code=303, headers={"HX-Redirect": location})
+    return redirect(request, location)
 
 
 @requires(Role.EDITOR)
@@ -206,7 +206,7 @@ async def delete(request: Request) -> Response:
             delete_error=str(exc),
             **_form_context(request, page),
         )
-    return RedirectResponse("/jobs", status_code=303, headers={"HX-Redirect": "/jobs"})
+    return redirect(request, "/jobs")
 
 
 routes = [

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from markupsafe import Markup
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from app.states import Role
@@ -101,3 +101,11 @@ def render(
     )
     response.headers["Vary"] = "HX-Request"
     return response
+
+
+def redirect(request: Request, location: str) -> Response:
+    """After a change: a 303 for a plain form, an `HX-Redirect` for htmx (which would
+    otherwise follow the 303 itself and swap the next page into the form)."""
+    if request.headers.get("HX-Request") == "true":
+        return Response(status_code=204, headers={"HX-Redirect": location})
+    return RedirectResponse(location, status_code=303)
