@@ -196,8 +196,8 @@ def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -
             )
         if row["schedule_names"] and not with_schedules:
             raise JobError(
-                f"job {name!r} cannot be deleted: schedule {_names(row['schedule_names'])} "
-                "runs it; delete the schedules too (--with-schedules) or move them first"
+                f"job {name!r} cannot be deleted: {_run_by(row['schedule_names'])}; delete "
+                "the schedules too (--with-schedules) or move them first"
             )
         conn.execute(query("job_definitions", "job_definition_delete"), {"id": row["id"]})
         audit.record(
@@ -213,3 +213,9 @@ def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -
 
 def _names(names: list[str]) -> str:
     return ", ".join(repr(n) for n in names)
+
+
+def _run_by(schedules: list[str]) -> str:
+    if len(schedules) == 1:
+        return f"schedule {schedules[0]!r} runs it"
+    return f"schedules {_names(schedules)} run it"
