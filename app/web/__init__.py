@@ -18,7 +18,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
-from app.web import audit, auth, errors, home, jobs
+from app.web import audit, auth, errors, home, jobs, schedules
 from app.web.app import STATIC_DIR
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
@@ -40,6 +40,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *home.routes,
         *auth.routes,
         *jobs.routes,
+        *schedules.routes,
         *audit.routes,
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from cron_descriptor import ExpressionDescriptor, Options
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -60,13 +61,30 @@ def duration(seconds: float | int | None) -> str:
     return f"{secs} s"
 
 
+def cron_sentence(expression: str | None) -> str:
+    """`0 9 * * 1-5` -> `At 09:00, Monday through Friday` (cron-descriptor, 24-hour)."""
+    if not expression:
+        return ""
+    options = Options()
+    options.use_24hour_time_format = True
+    try:
+        return str(ExpressionDescriptor(expression, options).get_description())
+    except Exception:  # the trigger validated it; an odd one is shown as written
+        return expression
+
+
+def every(seconds: int | None) -> str:
+    """An interval schedule's rule in words: `Every 15 min`."""
+    return f"Every {duration(seconds)}" if seconds else ""
+
+
 def path_part(value: str) -> str:
     """A name as one URL path segment (a `/` or `?` in a name stays part of it)."""
     return quote(value, safe="")
 
 
 env.filters.update(status_badge=status_badge, in_zone=in_zone, duration=duration)
-env.filters["path_part"] = path_part
+env.filters.update(path_part=path_part, cron_sentence=cron_sentence, every=every)
 
 
 def static(request: Request, path: str) -> str:

@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
+from app import schedules
+from app.schedules import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.web.conftest import make_user
 
@@ -54,11 +57,16 @@ def test_every_page_passes_axe_and_is_photographed(
     live_server: str, db_url: str, browser: Any
 ) -> None:
     make_user(db_url, "admin", "admin")
-    with psycopg.connect(db_url, autocommit=True) as conn:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute(
             "INSERT INTO job_definitions (id, name, handler, args) VALUES "
             "(gen_random_uuid(), 'nightly <b>report</b>', 'sleep', '{\"seconds\": 5}')"
         )
+        schedules.create_schedule(
+            conn, ScheduleSpec("weekdays", cron="0 9 * * 1-5", timezone="Europe/Berlin",
+                               job="nightly <b>report</b>"),
+        )  # fmt: skip
+        schedules.pause(conn, "weekdays", note="quarter close")
     SHOTS.mkdir(exist_ok=True)
     pages = {
         "login": "/login",
@@ -67,6 +75,7 @@ def test_every_page_passes_axe_and_is_photographed(
         "job-new": "/jobs/new",
         "job-show": "/jobs/nightly%20%3Cb%3Ereport%3C%2Fb%3E",
         "audit": "/audit",
+        "schedules": "/schedules",
     }
     problems: dict[str, list[str]] = {}
     for width in (1280, 390):
