@@ -16,8 +16,8 @@ from app.web.security import SESSION_COOKIE, is_https
 
 
 def _safe_next(target: str | None) -> str:
-    """Only a path on this site (never `//elsewhere` or a full URL)."""
-    if target and target.startswith("/") and not target.startswith("//"):
+    """Only a path on this site (never `//elsewhere`, `/\\elsewhere` or a full URL)."""
+    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
         return target
     return "/"
 

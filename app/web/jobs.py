@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import quote
 
@@ -19,15 +20,13 @@ from app.web.access import current_user, requires
 from app.web.database import Conn, call
 from app.web.render import redirect, render
 
+FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
+          "max_retries")  # fmt: skip
+MODELS = [m.value for m in ExecutionModel]
+
 
 def _url(name: str) -> str:
     return f"/jobs/{quote(name, safe='')}"
-
-
-def _form_values(form: FormData) -> dict[str, str]:
-    fields = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
-              "max_retries")  # fmt: skip
-    return {f: str(form.get(f, "")).strip() for f in fields}
 
 
 def _whole(values: dict[str, str], field: str, label: str) -> int:
@@ -49,107 +48,76 @@ def _spec(values: dict[str, str]) -> JobSpec:
     )
 
 
+def _form_values(form: FormData) -> dict[str, str]:
+    return {f: str(form.get(f, "")).strip() for f in FIELDS}
+
+
 def _values_of(row: dict[str, Any]) -> dict[str, str]:
-    return {
-        "name": row["name"],
-        "handler": row["handler"],
-        "args": json.dumps(row["args"], indent=2),
-        "execution_model": row["execution_model"],
-        "priority": str(row["priority"]),
-        "timeout_seconds": str(row["timeout_seconds"]),
-        "max_retries": str(row["max_retries"]),
-    }
-
-
-def _new_values() -> dict[str, str]:
-    return _values_of({**_spec_defaults(), "name": "", "handler": "", "args": {}})
-
-
-def _spec_defaults() -> dict[str, Any]:
-    spec = JobSpec("", "")
-    return {
-        "execution_model": spec.execution_model,
-        "priority": spec.priority,
-        "timeout_seconds": spec.timeout_seconds,
-        "max_retries": spec.max_retries,
-    }
-
-
-def _form_context(request: Request, conn_values: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"models": [m.value for m in ExecutionModel], **conn_values, **extra}
+    """A job (row or spec) as the form shows it."""
+    return {f: json.dumps(row[f], indent=2) if f == "args" else str(row[f]) for f in FIELDS}
 
 
 def _index_page(conn: Conn) -> dict[str, Any]:
     return {"jobs": job_definitions.list_all(conn)}
 
 
-def _show_page(conn: Conn, name: str) -> dict[str, Any]:
-    try:
-        job = job_definitions.get(conn, name)
-    except JobError:
-        raise HTTPException(404, f"There is no job named {name!r}.") from None
-    return {"job": job, "handlers": job_definitions.handler_choices(conn)}
+def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
+    """What the new-job page (`name` None) or a job's page shows besides the form values."""
+    page: dict[str, Any] = {"handlers": job_definitions.handler_choices(conn), "models": MODELS}
+    if name is not None:
+        try:
+            page["job"] = job_definitions.get(conn, name)
+        except JobError:
+            raise HTTPException(404, f"There is no job named {name!r}.") from None
+    return page
 
 
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
-    return render(
-        request, "jobs/index.html", "jobs/_table.html", **await call(request, _index_page)
-    )
+    page = await call(request, _index_page)
+    return render(request, "jobs/index.html", "jobs/_table.html", **page)
 
 
 @requires(Role.EDITOR)
 async def new(request: Request) -> Response:
-    handlers = await call(request, job_definitions.handler_choices)
+    page = await call(request, _form_page, None)
+    values = _values_of(asdict(JobSpec(name="", handler="")))
+    return render(request, "jobs/new.html", values=values, errors={}, **page)
+
+
+@requires(Role.VIEWER)
+async def show(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _form_page, name)
+    warning = request.query_params.get("warning")
     return render(
-        request,
-        "jobs/new.html",
-        values=_new_values(),
-        errors={},
-        **_form_context(request, {"handlers": handlers}),
-    )
+        request, "jobs/show.html", values=_values_of(page["job"]), errors={}, editing=name,
+        warning=warning, **page,
+    )  # fmt: skip
 
 
 async def _save(request: Request, name: str | None) -> Response:
-    form = await request.form()
-    values = _form_values(form)
+    """Create (`name` None) or update; the form again with the error next to its field."""
+    values = _form_values(await request.form())
     user = current_user(request)
+    actor, admin = user.username, user.may(Role.ADMIN)
     try:
         spec = _spec(values)
         if name is None:
             warnings = await call(
-                request,
-                job_definitions.create,
-                spec,
-                actor=user.username,
-                allow_dangerous=user.may(Role.ADMIN),
+                request, job_definitions.create, spec, actor=actor, allow_dangerous=admin
             )
         else:
             warnings = await call(
-                request,
-                job_definitions.update,
-                name,
-                spec,
-                actor=user.username,
-                allow_dangerous=user.may(Role.ADMIN),
+                request, job_definitions.update, name, spec, actor=actor, allow_dangerous=admin
             )
     except JobError as exc:
-        handlers = await call(request, job_definitions.handler_choices)
-        errors = {exc.field or "form": str(exc)}
-        page = "jobs/new.html" if name is None else "jobs/show.html"
-        extra: dict[str, Any] = {}
-        if name is not None:
-            extra = await call(request, _show_page, name)
+        page = await call(request, _form_page, name)
         return render(
-            request,
-            page,
-            "jobs/_form.html",
-            status_code=422,
-            values=values,
-            errors=errors,
-            editing=name,
-            **_form_context(request, {"handlers": handlers, **extra}),
-        )
+            request, "jobs/new.html" if name is None else "jobs/show.html", "jobs/_form.html",
+            status_code=422, values=values, errors={exc.field or "form": str(exc)},
+            editing=name, **page,
+        )  # fmt: skip
     location = _url(spec.name.strip())
     if warnings:
         location += "?warning=" + quote(warnings[0])
@@ -161,21 +129,6 @@ async def create(request: Request) -> Response:
     return await _save(request, None)
 
 
-@requires(Role.VIEWER)
-async def show(request: Request) -> Response:
-    name = request.path_params["name"]
-    page = await call(request, _show_page, name)
-    return render(
-        request,
-        "jobs/show.html",
-        values=_values_of(page["job"]),
-        errors={},
-        editing=name,
-        warning=request.query_params.get("warning"),
-        **_form_context(request, page),
-    )
-
-
 @requires(Role.EDITOR)
 async def update(request: Request) -> Response:
     return await _save(request, request.path_params["name"])
@@ -184,28 +137,19 @@ async def update(request: Request) -> Response:
 @requires(Role.EDITOR)
 async def delete(request: Request) -> Response:
     name = request.path_params["name"]
-    form = await request.form()
+    with_schedules = (await request.form()).get("with_schedules") == "yes"
     user = current_user(request)
     try:
         await call(
-            request,
-            job_definitions.delete,
-            name,
-            actor=user.username,
-            with_schedules=form.get("with_schedules") == "yes",
-        )
+            request, job_definitions.delete, name, actor=user.username,
+            with_schedules=with_schedules,
+        )  # fmt: skip
     except JobError as exc:
-        page = await call(request, _show_page, name)
+        page = await call(request, _form_page, name)
         return render(
-            request,
-            "jobs/show.html",
-            status_code=409,
-            values=_values_of(page["job"]),
-            errors={},
-            editing=name,
-            delete_error=str(exc),
-            **_form_context(request, page),
-        )
+            request, "jobs/show.html", status_code=409, values=_values_of(page["job"]),
+            errors={}, editing=name, delete_error=str(exc), **page,
+        )  # fmt: skip
     return redirect(request, "/jobs")
 
 

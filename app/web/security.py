@@ -1,7 +1,7 @@
 """Security middleware: CSRF protection on every unsafe request, and security headers.
 
 CSRF uses a signed double-submit token: the browser holds a random `sundial_csrf` cookie
-(HttpOnly, SameSite=Strict) and every unsafe request must carry
+(HttpOnly, SameSite=Lax) and every unsafe request must carry
 HMAC(SECRET_KEY, cookie | session cookie) — as the `csrf_token` form field, or the
 `X-CSRF-Token` header that `hx-headers` on <body> adds to every htmx request. A page of
 another site can neither read the cookie nor compute the token. The token is bound to the
@@ -92,7 +92,7 @@ class SecurityMiddleware:
                     secure = "; Secure" if is_https(scope) else ""
                     headers.append(
                         "set-cookie",
-                        f"{CSRF_COOKIE}={seed}; Path=/; HttpOnly; SameSite=Strict{secure}",
+                        f"{CSRF_COOKIE}={seed}; Path=/; HttpOnly; SameSite=Lax{secure}",
                     )
             await send(message)
 

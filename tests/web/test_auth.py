@@ -130,3 +130,27 @@ def test_web_refuses_the_development_key_unless_bound_to_localhost() -> None:
 def test_roles_are_ordered() -> None:
     assert [r.value for r in Role] == ["viewer", "operator", "editor", "admin"]
     assert Role.ADMIN.allows(Role.EDITOR) and not Role.OPERATOR.allows(Role.EDITOR)
+
+
+def test_sundial_web_will_not_start_on_all_addresses_with_the_development_key(
+    db_url: str,
+) -> None:
+    from tests.conftest import run_sundial
+
+    refused = run_sundial(db_url, "web", "--host", "0.0.0.0", "--port", "1", SECRET_KEY="")
+    assert refused.returncode == 2
+    assert "sundial web: error: SECRET_KEY is the development key" in refused.stderr
+
+
+@pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/", "/\\evil.example"])
+def test_sign_in_only_returns_to_a_path_on_this_site(
+    client: TestClient, db_url: str, target: str
+) -> None:
+    make_user(db_url, "alice", "viewer")
+    response = client.post(
+        "/login",
+        data={"username": "alice", "password": PASSWORD, "next": target,
+              "csrf_token": csrf_of(client)},
+        follow_redirects=False,
+    )  # fmt: skip
+    assert response.headers["location"] == "/"
