@@ -63,7 +63,11 @@ def _index_page(conn: Conn) -> dict[str, Any]:
 
 def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
     """What the new-job page (`name` None) or a job's page shows besides the form values."""
-    page: dict[str, Any] = {"handlers": job_definitions.handler_choices(conn), "models": MODELS}
+    page: dict[str, Any] = {
+        "handlers": job_definitions.handler_choices(conn),
+        "admin_only": job_definitions.DANGEROUS_HANDLERS,
+        "models": MODELS,
+    }
     if name is not None:
         try:
             page["job"] = job_definitions.get(conn, name)

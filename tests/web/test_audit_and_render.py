@@ -41,3 +41,12 @@ def test_htmx_gets_the_fragment_and_a_browser_the_page(
     assert page.text.startswith("<!doctype html>") and 'id="jobs-table"' in page.text
     assert fragment.text.lstrip().startswith('<div id="jobs-table">')
     assert "<html" not in fragment.text
+
+
+def test_asset_and_page_urls_never_come_from_the_host_header(
+    as_role: Callable[[str], TestClient],
+) -> None:
+    page = as_role("viewer").get("/", headers={"Host": "evil.example"}).text
+    assert 'href="/static/sundial.css"' in page
+    assert 'src="/static/vendor/htmx/htmx-2.0.11.min.js"' in page
+    assert "evil.example" not in page

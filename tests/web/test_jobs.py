@@ -110,6 +110,7 @@ def test_the_handler_menu_offers_builtins_and_live_workers_handlers(
     page = as_role("editor").get("/jobs/new").text
     assert '<option value="send_report"' in page and '<option value="noop"' in page
     assert "gone_handler" not in page
+    assert '<option value="shell"' not in page  # an admin's choice only
 
 
 def test_a_viewer_sees_no_buttons_and_gets_403_on_every_change(
