@@ -24,6 +24,10 @@ WHERE username = %(username)s AND address = %(address)s
   AND at > now() - make_interval(secs => %(window_seconds)s);
 
 -- name: login_failure_insert
+-- Record a failure; failures older than the window are forgotten on the way.
+WITH expired AS (
+    DELETE FROM login_failures WHERE at < now() - make_interval(secs => %(window_seconds)s)
+)
 INSERT INTO login_failures (username, address) VALUES (%(username)s, %(address)s);
 
 -- name: login_failure_clear
@@ -47,6 +51,8 @@ WHERE s.id = %(id)s AND s.expires_at > now() AND NOT u.disabled;
 DELETE FROM web_sessions WHERE id = %(id)s OR expires_at < now();
 
 -- name: sign_in_link_insert
+-- A new link; expired ones are deleted on the way.
+WITH expired AS (DELETE FROM sign_in_links WHERE expires_at < now())
 INSERT INTO sign_in_links (id, user_id, expires_at)
 VALUES (%(id)s, %(user_id)s, now() + make_interval(secs => %(lifetime_seconds)s));
 

@@ -154,3 +154,19 @@ def test_sign_in_only_returns_to_a_path_on_this_site(
         follow_redirects=False,
     )  # fmt: skip
     assert response.headers["location"] == "/"
+
+
+def test_failures_older_than_the_window_no_longer_count_and_are_forgotten(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    from app.users import LOGIN_WINDOW_SECONDS, sign_in
+
+    make_user(db_url, "alice", "viewer")
+    conn.execute(
+        "INSERT INTO login_failures (username, address, at) "
+        "SELECT 'alice', 'a', now() - make_interval(secs => %s) FROM generate_series(1, %s)",
+        (LOGIN_WINDOW_SECONDS + 60, LOGIN_MAX_FAILURES),
+    )
+    assert sign_in(conn, "alice", "wrong", address="a") is None  # not locked out
+    assert conn.execute("SELECT count(*) AS n FROM login_failures").fetchone()["n"] == 1
+    assert sign_in(conn, "alice", PASSWORD, address="a") is not None
