@@ -63,8 +63,8 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
 
     from app.web.app import check_secret_key, create_app
 
-    check_secret_key(settings, args.host)
     url = service_database(settings)
+    check_secret_key(settings, args.host)
     port = args.port or settings.port
     log.info("web listening on http://%s:%d", args.host, port)
     uvicorn.run(
