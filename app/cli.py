@@ -10,6 +10,7 @@ import argparse
 import errno
 import logging
 import os
+import secrets
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -110,11 +111,12 @@ def service_database(settings: Settings) -> str:
 def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from app.web.app import create_app
+    from app.web.app import check_secret_key, create_app
 
     port = args.port or settings.port
     with listen_socket(args.host, port) as sock:
         url = service_database(settings)
+        check_secret_key(settings, args.host)
         log.info("web listening on http://%s:%d", args.host, port)
         config = uvicorn.Config(
             create_app(settings, url),
@@ -170,6 +172,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from honcho.environ import parse_procfile
 
     from app import migrate
+    from app.cli_users import dev_sign_in_link
     from app.db import check_database
     from app.dev_manager import GracefulManager
 
@@ -183,6 +186,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     env["DATABASE_URL"] = url
     env["PORT"] = str(port)
     env.setdefault("SUNDIAL_LOG_FORMAT", "text")
+    env.setdefault("SECRET_KEY", secrets.token_urlsafe(32))  # sessions last one dev run
     # Children find `sundial` next to the interpreter running this command.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     procfile = parse_procfile(PROCFILE.read_text())
@@ -191,6 +195,8 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
         if name != "release":
             manager.add_process(name, command, env=env, cwd=os.getcwd())
     print(f"Sundial dashboard: http://localhost:{port}/  (database: {safe(redact(url))})")
+    link = dev_sign_in_link(url, env["SECRET_KEY"], port)
+    print(f"Sign in as the local admin (once, within 15 minutes): {link}")
     manager.loop()
     return int(manager.returncode or 0)
 
@@ -254,12 +260,14 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli_handlers import add_handler_commands
     from app.cli_runs import add_run_commands
     from app.cli_schedules import add_schedule_commands
+    from app.cli_users import add_user_commands
     from app.cli_workflows import add_workflow_commands
 
     add_run_commands(sub)
     add_schedule_commands(sub)
     add_workflow_commands(sub)
     add_handler_commands(sub)
+    add_user_commands(sub)
     return parser
 
 

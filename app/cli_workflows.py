@@ -4,75 +4,49 @@ from __future__ import annotations
 
 import argparse
 import json
-import uuid
+import sys
 from typing import Any
 
-from psycopg import errors
-from psycopg.types.json import Jsonb
-
-from app import runs, workflows
-from app.cli_runs import add_job_settings_options, parse_args_json, read_json
+from app import audit, job_definitions, workflows
+from app.cli_runs import add_job_settings_options, read_json
 from app.cli_text import safe
 from app.config import Settings
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
-from app.handlers.gate import refuse_disabled_handlers
-from app.sql import query
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
     if args.job_command != "list" and not args.name:
         raise UsageError(f"job {args.job_command} needs a NAME")
+    actor = audit.cli_actor()
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         if args.job_command == "list":
-            for row in conn.execute(query("workflows", "job_definition_list")).fetchall():
+            for row in job_definitions.list_all(conn):
                 print(
-                    f"{row['name']}\t{row['handler']}\t{row['execution_model']}\t"
+                    f"{safe(row['name'])}\t{safe(row['handler'])}\t{row['execution_model']}\t"
                     f"schedules={row['schedules']}\tworkflow steps={row['workflow_steps']}"
                 )
-            return 0
-        if args.job_command == "delete":
-            try:
-                deleted = conn.execute(
-                    query("workflows", "job_definition_delete"), {"name": args.name}
-                ).fetchone()
-            except errors.ForeignKeyViolation:
-                deleted = None
-            if deleted is None:
-                raise UsageError(
-                    f"cannot delete job {args.name!r}: there is no such job, or a workflow "
-                    "still uses it"
-                )
-            print(f"job {args.name!r} deleted")
-            return 0
-        if not args.handler:
-            raise UsageError("job add needs --handler")
-        new_run = runs.NewRun(
-            args.handler,
-            parse_args_json(args.args),
-            priority=args.priority,
-            timeout_seconds=args.timeout,
-            max_retries=args.max_retries,
-            execution_model=args.execution_model,
-        )
-        new_run.validate()
-        refuse_disabled_handlers(conn, [new_run.handler])
-        created = conn.execute(
-            query("schedules", "job_definition_insert"),
-            {
-                "id": uuid.uuid4(),
-                "name": args.name,
-                "handler": new_run.handler,
-                "args": Jsonb(new_run.args),
-                "execution_model": new_run.execution_model,
-                "priority": new_run.priority,
-                "timeout_seconds": new_run.timeout_seconds,
-                "max_retries": new_run.max_retries,
-            },
-        ).fetchone()
-        if created is None:
-            raise UsageError(f"a job definition named {args.name!r} already exists")
-    print(f"job {args.name!r} created")
+        elif args.job_command == "delete":
+            gone = job_definitions.delete(
+                conn, args.name, actor=actor, with_schedules=args.with_schedules
+            )
+            also = f" with schedule(s) {safe(', '.join(gone))}" if gone else ""
+            print(f"job {args.name!r} deleted{also}")
+        else:
+            if not args.handler:
+                raise UsageError("job add needs --handler")
+            spec = job_definitions.JobSpec(
+                args.name,
+                args.handler,
+                job_definitions.parse_args(args.args),
+                priority=args.priority,
+                timeout_seconds=args.timeout,
+                max_retries=args.max_retries,
+                execution_model=args.execution_model,
+            )
+            for warning in job_definitions.create(conn, spec, actor=actor):
+                print(f"warning: {safe(warning)}", file=sys.stderr)
+            print(f"job {args.name!r} created")
     return 0
 
 
@@ -118,6 +92,11 @@ def add_workflow_commands(sub: Any) -> None:
     job.add_argument("name", nargs="?", default="", help="job definition name")
     job.add_argument("--handler", help="registered handler name (add)")
     job.add_argument("--args", default="{}", help="handler arguments as a JSON object")
+    job.add_argument(
+        "--with-schedules",
+        action="store_true",
+        help="delete: also delete the schedules that run this job (they are named)",
+    )
     add_job_settings_options(job)
 
     workflow = sub.add_parser(

@@ -440,6 +440,57 @@ class User(SQLModel, table=True):
     created_at: datetime | None = _ts(nullable=False, now=True)
 
 
+class WebSession(SQLModel, table=True):
+    """A signed-in browser. The cookie holds a random token; the row is keyed by its HMAC
+    under SECRET_KEY, so rows read from the database cannot be replayed as cookies."""
+
+    __tablename__ = "web_sessions"
+
+    id: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    user_id: int = Field(
+        sa_column=sa.Column(
+            sa.BigInteger,
+            sa.ForeignKey("users.id", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        )
+    )
+    created_at: datetime | None = _ts(nullable=False, now=True)
+    expires_at: datetime | None = _ts(nullable=False, index=True)
+
+
+class SignInLink(SQLModel, table=True):
+    """A one-time sign-in link (`sundial dev`): keyed like a session, used once."""
+
+    __tablename__ = "sign_in_links"
+
+    id: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    user_id: int = Field(
+        sa_column=sa.Column(
+            sa.BigInteger,
+            sa.ForeignKey("users.id", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        )
+    )
+    expires_at: datetime | None = _ts(nullable=False)
+
+
+class LoginFailure(SQLModel, table=True):
+    """A failed sign-in, counted per user name and address to slow password guessing."""
+
+    __tablename__ = "login_failures"
+    __table_args__ = (sa.Index("ix_login_failures_key", "username", "address", "at"),)
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    username: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    address: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    at: datetime | None = _ts(nullable=False, now=True)
+
+
 class AuditEntry(SQLModel, table=True):
     """Who changed what, when: every change a person makes through Sundial."""
 

@@ -384,7 +384,7 @@ def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[st
             raise ScheduleError(f"there is no workflow named {spec.workflow!r}")
         return {**target, "workflow_id": workflow["id"]}, []
     if spec.job is not None:
-        found = conn.execute(query("schedules", "job_definition_by_name"), {"name": spec.job})
+        found = conn.execute(query("job_definitions", "job_definition_by_name"), {"name": spec.job})
         job = found.fetchone()
         if job is None:
             raise ScheduleError(f"there is no job definition named {spec.job!r}")
@@ -393,7 +393,7 @@ def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[st
     warnings = check_handler(conn, spec.handler)
     new = _validated_job_settings(spec)
     new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
-    if conn.execute(query("schedules", "job_definition_insert"), new).fetchone() is None:
+    if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
         raise ScheduleError(
             f"a job definition named {spec.name!r} already exists; schedule it with "
             f"--job {spec.name!r} instead of --handler"
@@ -503,7 +503,9 @@ def delete(conn: Conn, name: str) -> None:
         row = _lock(conn, name)
         conn.execute(query("schedules", "schedule_delete"), {"id": row["id"]})
         if row["owns_job"]:
-            conn.execute(query("schedules", "job_definition_delete_unused"), {"id": row["job_id"]})
+            conn.execute(
+                query("job_definitions", "job_definition_delete_unused"), {"id": row["job_id"]}
+            )
 
 
 def _find(conn: Conn, name: str) -> dict[str, Any]:

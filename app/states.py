@@ -103,9 +103,24 @@ class ExecutionModel(StrEnum):
 
 
 class Role(StrEnum):
+    """What a person may do in the dashboard; each role may do everything the ones before
+    it may (see `Role.rank`)."""
+
     VIEWER = "viewer"
+    """Reads every page; changes nothing."""
+    OPERATOR = "operator"
+    """Also runs now, pauses, resumes, retries and cancels."""
     EDITOR = "editor"
+    """Also creates, changes and deletes jobs, schedules and workflows."""
     ADMIN = "admin"
+    """Also manages users and dangerous handlers such as `shell`."""
+
+    @property
+    def rank(self) -> int:
+        return list(Role).index(self)
+
+    def allows(self, needed: Role) -> bool:
+        return self.rank >= needed.rank
 
 
 def sql_in(values: frozenset[str] | list[str] | type[StrEnum]) -> str:

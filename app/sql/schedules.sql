@@ -208,21 +208,6 @@ SELECT (SELECT max(id::text)::uuid FROM slice) AS last, (SELECT count(*) FROM go
 -- The database clock (or the injected one), for decisions made in Python.
 SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 
--- name: job_definition_insert
--- A job definition created along with a schedule.
-INSERT INTO job_definitions (
-    name, handler, args, execution_model, priority, timeout_seconds, max_retries, id
-)
-VALUES (
-    %(name)s, %(handler)s, %(args)s, %(execution_model)s, %(priority)s, %(timeout_seconds)s,
-    %(max_retries)s, %(id)s
-)
-ON CONFLICT (name) DO NOTHING
-RETURNING id;
-
--- name: job_definition_by_name
-SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
-
 -- name: schedule_insert
 INSERT INTO schedules (
     id, job_id, workflow_id, name, cron, interval_seconds, timezone, start_at, end_at, next_fire_time,
@@ -279,11 +264,6 @@ WHERE id = %(id)s AND NOT active;
 -- name: schedule_delete
 -- A schedule and (by cascade) its fire ledger; its runs keep their history.
 DELETE FROM schedules WHERE id = %(id)s;
-
--- name: job_definition_delete_unused
--- The job definition a schedule created, once no schedule uses it.
-DELETE FROM job_definitions j
-WHERE j.id = %(id)s AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.job_id = j.id);
 
 -- name: schedule_list
 SELECT s.*, j.name AS job_name, j.handler, w.name AS workflow_name

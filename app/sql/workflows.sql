@@ -58,17 +58,3 @@ SELECT workflow_id, upstream, downstream FROM workflow_edges
 WHERE workflow_id = ANY(%(ids)s::uuid[])
 ORDER BY workflow_id, upstream, downstream;
 
--- name: job_definition_list
-SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries,
-       (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
-       (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
-FROM job_definitions j
-ORDER BY j.name;
-
--- name: job_definition_delete
--- A job definition no workflow uses (its schedules go with it; runs keep their history).
-DELETE FROM job_definitions j
-WHERE j.name = %(name)s
-  AND NOT EXISTS (SELECT 1 FROM workflow_steps w WHERE w.job_id = j.id)
-RETURNING id;

@@ -1,1 +1,55 @@
-"""The web process: HTML dashboard, JSON API, SSE, /metrics and /healthz."""
+"""The web process: the dashboard, /healthz.
+
+`create_app` assembles it: security middleware (CSRF on every unsafe request, security
+headers), the route list of each resource module (its `routes`, paths in full so `/jobs`
+needs no trailing slash), error pages, and
+the database pool that lets async handlers call the synchronous domain functions (see
+`app.web.database`). Each handler declares the role it needs (`app.web.access`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from app.config import Settings
+from app.resources import STATIC_DIR
+from app.web import audit, auth, errors, home, jobs, schedules
+from app.web.database import make_pool
+from app.web.security import SecurityMiddleware
+
+
+def create_app(settings: Settings, database_url: str) -> Starlette:
+    pool = make_pool(database_url)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Not waiting: a web process whose database is down still starts and says so.
+        pool.open(wait=False)
+        try:
+            yield
+        finally:
+            pool.close()
+
+    routes = [
+        *home.routes,
+        *auth.routes,
+        *jobs.routes,
+        *schedules.routes,
+        *audit.routes,
+        Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(SecurityMiddleware, secret_key=settings.secret_key)],
+        exception_handlers=errors.handlers,
+    )
+    app.state.settings = settings
+    app.state.pool = pool
+    return app

@@ -1,0 +1,65 @@
+"""`sundial createuser NAME --role ROLE`, and the one-time sign-in link of `sundial dev`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from typing import Any
+
+from app import audit, users
+from app.config import Settings
+from app.db import connect, resolve_database_url
+from app.errors import UsageError
+from app.states import Role
+
+DEV_ADMIN = "admin"
+
+
+def read_password(from_stdin: bool) -> str:
+    """The new password: one line of standard input, or typed twice at a prompt."""
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    password = getpass.getpass("Password: ")
+    if getpass.getpass("Password again: ") != password:
+        raise UsageError("the two passwords differ")
+    return password
+
+
+def cmd_createuser(args: argparse.Namespace, settings: Settings) -> int:
+    password = read_password(args.password_stdin)
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        user = users.create_user(conn, args.name, password, args.role, actor=audit.cli_actor())
+    print(f"user {user.username!r} created with role {user.role.value}")
+    return 0
+
+
+def dev_sign_in_link(url: str, secret_key: str, port: int) -> str:
+    """A one-time link signing in the local admin of `sundial dev` (created if missing,
+    with a random password nobody knows: the link is the way in)."""
+    import secrets
+
+    with connect(url, autocommit=True) as conn:
+        admin = users.find_user(conn, DEV_ADMIN) or users.create_user(
+            conn, DEV_ADMIN, secrets.token_urlsafe(24), Role.ADMIN.value, actor="sundial dev"
+        )
+        token = users.create_sign_in_link(conn, admin, secret_key)
+    return f"http://localhost:{port}/login/link?token={token}"
+
+
+def add_user_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "createuser",
+        help="create a dashboard user with a role",
+        description="Create a dashboard user. Roles, each allowing what the previous ones "
+        "do: viewer (reads), operator (runs now, pauses, retries, cancels), editor (changes "
+        "jobs, schedules, workflows), admin (users, dangerous handlers such as shell).",
+    )
+    p.set_defaults(func=cmd_createuser, process="createuser")
+    p.add_argument("name", help="user name")
+    p.add_argument("--role", required=True, choices=[r.value for r in Role])
+    p.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from the first line of standard input instead of a prompt",
+    )

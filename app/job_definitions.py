@@ -1,0 +1,223 @@
+"""Job definitions for people: list, create, update, delete — one set of rules for the CLI
+and the dashboard.
+
+A job definition names a handler, its args and run settings; schedules and workflow steps
+run it. Bad input raises `JobError` with one sentence and the field it concerns; nothing is
+written then. Each change is written to the audit log in the same transaction.
+
+    with transaction(url) as conn:
+        create(conn, JobSpec("nightly", "send_report", {"to": "ops"}), actor="alice")
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from app import audit, runs
+from app.errors import UsageError
+from app.handlers.builtin import BUILTINS
+from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
+from app.schedules import ScheduleError, check_handler
+from app.sql import query
+from app.states import ExecutionModel
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+MAX_NAME_LENGTH = 200
+WORKER_LIVE_SECONDS = 300  # a worker seen this recently offers its handlers
+# Handlers that run arbitrary commands: only admins may put them in a job.
+DANGEROUS_HANDLERS = frozenset({"shell"})
+
+
+class JobError(UsageError):
+    """A job definition cannot be written as asked. `field` names the input at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    name: str
+    handler: str
+    args: dict[str, Any] = field(default_factory=dict)
+    execution_model: str = ExecutionModel.ASYNC.value
+    priority: int = runs.DEFAULT_PRIORITY
+    timeout_seconds: int = runs.DEFAULT_TIMEOUT_SECONDS
+    max_retries: int = runs.DEFAULT_MAX_RETRIES
+
+
+def parse_args(text: str) -> dict[str, Any]:
+    """Handler args from JSON text: a JSON object, or a JobError on the `args` field."""
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise JobError(
+            f"args are not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", "args"
+        ) from None
+    if not isinstance(value, dict):
+        raise JobError('args must be a JSON object, like {"key": 1}', "args")
+    return value
+
+
+def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
+    name = spec.name.strip()
+    if spec.handler in DANGEROUS_HANDLERS and not allow_dangerous:
+        raise JobError(f"only an admin may create a job that runs {spec.handler!r}", "handler")
+    if not name or len(name) > MAX_NAME_LENGTH or not name.isprintable():
+        raise JobError(f"a job name is 1 to {MAX_NAME_LENGTH} printable characters", "name")
+    checks = runs.NewRun(
+        spec.handler,
+        spec.args,
+        priority=spec.priority,
+        timeout_seconds=spec.timeout_seconds,
+        max_retries=spec.max_retries,
+        execution_model=spec.execution_model,
+    )
+    try:
+        checks.validate()
+    except runs.SubmitError as exc:
+        raise JobError(str(exc), _field_of(str(exc))) from None
+
+
+def _field_of(message: str) -> str | None:
+    for word, name in (
+        ("handler", "handler"),
+        ("args", "args"),
+        ("execution model", "execution_model"),
+        ("priority", "priority"),
+        ("timeout", "timeout_seconds"),
+        ("retries", "max_retries"),
+    ):
+        if word in message:
+            return name
+    return None
+
+
+def handler_choices(conn: Conn) -> list[str]:
+    """Handlers a job may name: the built-ins and those live workers registered."""
+    rows = conn.execute(
+        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS}
+    ).fetchall()
+    live = set().union(*(r["handlers"] for r in rows if r["live"]))
+    return sorted(set(BUILTINS) | live)
+
+
+def list_all(conn: Conn) -> list[dict[str, Any]]:
+    return conn.execute(query("job_definitions", "job_definition_list")).fetchall()
+
+
+def get(conn: Conn, name: str) -> dict[str, Any]:
+    """One job definition with the names of the schedules and workflows that use it."""
+    row = conn.execute(
+        query("job_definitions", "job_definition_lock_by_name"), {"name": name}
+    ).fetchone()
+    if row is None:
+        raise JobError(f"there is no job named {name!r}")
+    return row
+
+
+def _snapshot(row: dict[str, Any] | JobSpec) -> dict[str, Any]:
+    values = asdict(row) if isinstance(row, JobSpec) else row
+    return {k: values[k] for k in asdict(JobSpec("", "")) if k in values}
+
+
+def _params(spec: JobSpec, job_id: uuid.UUID) -> dict[str, Any]:
+    return {**asdict(spec), "name": spec.name.strip(), "args": Jsonb(spec.args), "id": job_id}
+
+
+def create(conn: Conn, spec: JobSpec, *, actor: str, allow_dangerous: bool = True) -> list[str]:
+    """A new job definition; returns warnings (a handler no worker could vouch for yet)."""
+    validate(spec, allow_dangerous)
+    with conn.transaction():
+        warnings = _check_handler(conn, spec.handler)
+        created = conn.execute(
+            query("job_definitions", "job_definition_insert"), _params(spec, uuid.uuid4())
+        ).fetchone()
+        if created is None:
+            raise JobError(f"a job named {spec.name.strip()!r} already exists", "name")
+        audit.record(conn, actor, "job.create", "job", spec.name.strip(), after=_snapshot(spec))
+    return warnings
+
+
+def _check_handler(conn: Conn, handler: str) -> list[str]:
+    """Refuse a handler no worker has or the fleet turned off; warnings for one no worker
+    could vouch for yet."""
+    try:
+        refuse_disabled_handlers(conn, [handler])
+        return check_handler(conn, handler)
+    except (ScheduleError, HandlerDisabled) as exc:
+        raise JobError(str(exc), "handler") from None
+
+
+def update(
+    conn: Conn, name: str, spec: JobSpec, *, actor: str, allow_dangerous: bool = True
+) -> list[str]:
+    """Change a job definition (its name too); schedules and workflows follow it."""
+    validate(spec, allow_dangerous)
+    with conn.transaction():
+        before = get(conn, name)
+        if before["handler"] in DANGEROUS_HANDLERS and not allow_dangerous:
+            raise JobError(f"only an admin may change a job that runs {before['handler']!r}")
+        warnings = _check_handler(conn, spec.handler)
+        try:
+            with conn.transaction():
+                conn.execute(
+                    query("job_definitions", "job_definition_update"), _params(spec, before["id"])
+                )
+        except psycopg.errors.UniqueViolation:
+            raise JobError(f"a job named {spec.name.strip()!r} already exists", "name") from None
+        audit.record(
+            conn,
+            actor,
+            "job.update",
+            "job",
+            spec.name.strip(),
+            before=_snapshot(before),
+            after=_snapshot(spec),
+        )
+    return warnings
+
+
+def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -> list[str]:
+    """Delete a job definition. Refused while a workflow uses it, and while schedules use
+    it unless `with_schedules` (they are deleted with it). Returns the schedules deleted."""
+    with conn.transaction():
+        row = get(conn, name)
+        if row["workflow_names"]:
+            raise JobError(
+                f"job {name!r} cannot be deleted: a workflow still uses it "
+                f"({_names(row['workflow_names'])}); remove it from the workflow first"
+            )
+        if row["schedule_names"] and not with_schedules:
+            raise JobError(
+                f"job {name!r} cannot be deleted: {_run_by(row['schedule_names'])}; delete "
+                "the schedules too (--with-schedules) or move them first"
+            )
+        conn.execute(query("job_definitions", "job_definition_delete"), {"id": row["id"]})
+        audit.record(
+            conn,
+            actor,
+            "job.delete",
+            "job",
+            name,
+            before={**_snapshot(row), "schedules": row["schedule_names"]},
+        )
+    return list(row["schedule_names"])
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def _run_by(schedules: list[str]) -> str:
+    if len(schedules) == 1:
+        return f"schedule {schedules[0]!r} runs it"
+    return f"schedules {_names(schedules)} run it"

@@ -1,0 +1,21 @@
+-- The audit log: every change a person makes, with who, when, what, before -> after.
+
+-- name: audit_insert
+INSERT INTO audit_log (actor, action, target_type, target_id, details)
+VALUES (%(actor)s, %(action)s, %(target_type)s, %(target_id)s, %(details)s)
+RETURNING id;
+
+-- name: audit_list
+-- Newest first, each filter ignored when null; `before_id` pages back (index on at).
+SELECT id, at, actor, action, target_type, target_id, details
+FROM audit_log
+WHERE (%(actor)s::text IS NULL OR actor = %(actor)s)
+  AND (%(action)s::text IS NULL OR action = %(action)s)
+  AND (%(since)s::timestamptz IS NULL OR at >= %(since)s)
+  AND (%(until)s::timestamptz IS NULL OR at < %(until)s)
+ORDER BY at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: audit_actions
+-- The actions and actors seen, for the filter menus.
+SELECT DISTINCT action, actor FROM audit_log ORDER BY action, actor;

@@ -1,0 +1,54 @@
+-- Job definitions: a named handler with its args and run settings, which schedules and
+-- workflow steps run. Written by people through `app.job_definitions` (CLI and web).
+
+-- name: job_definition_insert
+-- A new job definition (alone, or along with a schedule); nothing when the name is taken.
+INSERT INTO job_definitions (
+    name, handler, args, execution_model, priority, timeout_seconds, max_retries, id
+)
+VALUES (
+    %(name)s, %(handler)s, %(args)s, %(execution_model)s, %(priority)s, %(timeout_seconds)s,
+    %(max_retries)s, %(id)s
+)
+ON CONFLICT (name) DO NOTHING
+RETURNING id;
+
+-- name: job_definition_by_name
+SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
+
+-- name: job_definition_lock_by_name
+-- One job definition with what uses it, locked against concurrent edits.
+SELECT j.id, j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
+       j.max_retries,
+       ARRAY(SELECT s.name FROM schedules s WHERE s.job_id = j.id ORDER BY s.name)
+           AS schedule_names,
+       ARRAY(SELECT DISTINCT w.name FROM workflow_steps st JOIN workflows w ON w.id = st.workflow_id
+             WHERE st.job_id = j.id ORDER BY w.name) AS workflow_names
+FROM job_definitions j
+WHERE j.name = %(name)s
+FOR UPDATE OF j;
+
+-- name: job_definition_list
+SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
+       j.max_retries, j.updated_at,
+       (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
+       (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
+FROM job_definitions j
+ORDER BY j.name;
+
+-- name: job_definition_update
+UPDATE job_definitions
+SET name = %(name)s, handler = %(handler)s, args = %(args)s,
+    execution_model = %(execution_model)s, priority = %(priority)s,
+    timeout_seconds = %(timeout_seconds)s, max_retries = %(max_retries)s, updated_at = now()
+WHERE id = %(id)s;
+
+-- name: job_definition_delete
+-- A job definition (its schedules go with it by cascade: the caller has named them; a
+-- workflow step's reference refuses the delete).
+DELETE FROM job_definitions WHERE id = %(id)s;
+
+-- name: job_definition_delete_unused
+-- The job definition a schedule created, once no schedule uses it.
+DELETE FROM job_definitions j
+WHERE j.id = %(id)s AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.job_id = j.id);

@@ -1,0 +1,53 @@
+"""The audit log page: every change people made, filtered by actor, action and date."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app import audit
+from app.audit import AuditFilter
+from app.states import Role
+from app.web.access import requires
+from app.web.database import Conn, call
+from app.web.render import render
+
+
+def _day(text: str | None) -> date | None:
+    try:
+        return date.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _page(conn: Conn, where: AuditFilter) -> dict[str, Any]:
+    actors, actions = audit.filter_choices(conn)
+    return {"entries": audit.entries(conn, where), "actors": actors, "actions": actions}
+
+
+@requires(Role.VIEWER)
+async def index(request: Request) -> Response:
+    params = request.query_params
+    since, until = _day(params.get("from")), _day(params.get("to"))
+    where = AuditFilter(
+        actor=params.get("actor") or None,
+        action=params.get("action") or None,
+        since=datetime.combine(since, time(), UTC) if since else None,
+        until=datetime.combine(until + timedelta(days=1), time(), UTC) if until else None,
+    )
+    bad_dates = [n for n in ("from", "to") if params.get(n) and _day(params.get(n)) is None]
+    return render(
+        request,
+        "audit/index.html",
+        "audit/_table.html",
+        filters=params,
+        bad_dates=bad_dates,
+        **await call(request, _page, where),
+    )
+
+
+routes = [Route("/audit", index, name="audit_index")]

@@ -1,0 +1,167 @@
+"""Jobs pages: list, create, show/edit, delete — through `app.job_definitions`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import quote
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app import job_definitions
+from app.job_definitions import JobError, JobSpec
+from app.states import ExecutionModel, Role
+from app.web.access import current_user, requires
+from app.web.database import Conn, call
+from app.web.render import redirect, render
+
+FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
+          "max_retries")  # fmt: skip
+MODELS = [m.value for m in ExecutionModel]
+
+
+def _url(name: str) -> str:
+    return f"/jobs/{quote(name, safe='')}"
+
+
+def _whole(values: dict[str, str], field: str, label: str) -> int:
+    try:
+        return int(values[field])
+    except ValueError:
+        raise JobError(f"{label} must be a whole number", field) from None
+
+
+def _spec(values: dict[str, str]) -> JobSpec:
+    return JobSpec(
+        name=values["name"],
+        handler=values["handler"],
+        args=job_definitions.parse_args(values["args"]),
+        execution_model=values["execution_model"],
+        priority=_whole(values, "priority", "priority"),
+        timeout_seconds=_whole(values, "timeout_seconds", "timeout"),
+        max_retries=_whole(values, "max_retries", "retries"),
+    )
+
+
+def _form_values(form: FormData) -> dict[str, str]:
+    return {f: str(form.get(f, "")).strip() for f in FIELDS}
+
+
+def _values_of(row: dict[str, Any]) -> dict[str, str]:
+    """A job (row or spec) as the form shows it."""
+    return {f: json.dumps(row[f], indent=2) if f == "args" else str(row[f]) for f in FIELDS}
+
+
+def _index_page(conn: Conn) -> dict[str, Any]:
+    return {"jobs": job_definitions.list_all(conn)}
+
+
+def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
+    """What the new-job page (`name` None) or a job's page shows besides the form values."""
+    page: dict[str, Any] = {
+        "handlers": job_definitions.handler_choices(conn),
+        "admin_only": job_definitions.DANGEROUS_HANDLERS,
+        "models": MODELS,
+    }
+    if name is not None:
+        try:
+            page["job"] = job_definitions.get(conn, name)
+        except JobError:
+            raise HTTPException(404, f"There is no job named {name!r}.") from None
+    return page
+
+
+@requires(Role.VIEWER)
+async def index(request: Request) -> Response:
+    page = await call(request, _index_page)
+    return render(request, "jobs/index.html", "jobs/_table.html", **page)
+
+
+@requires(Role.EDITOR)
+async def new(request: Request) -> Response:
+    page = await call(request, _form_page, None)
+    values = _values_of(asdict(JobSpec(name="", handler="")))
+    return render(request, "jobs/new.html", values=values, errors={}, **page)
+
+
+@requires(Role.VIEWER)
+async def show(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _form_page, name)
+    warning = request.query_params.get("warning")
+    return render(
+        request, "jobs/show.html", values=_values_of(page["job"]), errors={}, editing=name,
+        warning=warning, **page,
+    )  # fmt: skip
+
+
+async def _save(request: Request, name: str | None) -> Response:
+    """Create (`name` None) or update; the form again with the error next to its field."""
+    values = _form_values(await request.form())
+    user = current_user(request)
+    actor, admin = user.username, user.may(Role.ADMIN)
+    try:
+        spec = _spec(values)
+        if name is None:
+            warnings = await call(
+                request, job_definitions.create, spec, actor=actor, allow_dangerous=admin
+            )
+        else:
+            warnings = await call(
+                request, job_definitions.update, name, spec, actor=actor, allow_dangerous=admin
+            )
+    except JobError as exc:
+        page = await call(request, _form_page, name)
+        return render(
+            request, "jobs/new.html" if name is None else "jobs/show.html", "jobs/_form.html",
+            status_code=422, values=values, errors={exc.field or "form": str(exc)},
+            editing=name, **page,
+        )  # fmt: skip
+    location = _url(spec.name.strip())
+    if warnings:
+        location += "?warning=" + quote(warnings[0])
+    return redirect(request, location)
+
+
+@requires(Role.EDITOR)
+async def create(request: Request) -> Response:
+    return await _save(request, None)
+
+
+@requires(Role.EDITOR)
+async def update(request: Request) -> Response:
+    return await _save(request, request.path_params["name"])
+
+
+@requires(Role.EDITOR)
+async def delete(request: Request) -> Response:
+    name = request.path_params["name"]
+    with_schedules = (await request.form()).get("with_schedules") == "yes"
+    user = current_user(request)
+    try:
+        await call(
+            request, job_definitions.delete, name, actor=user.username,
+            with_schedules=with_schedules,
+        )  # fmt: skip
+    except JobError as exc:
+        page = await call(request, _form_page, name)
+        return render(
+            request, "jobs/show.html", status_code=409, values=_values_of(page["job"]),
+            errors={}, editing=name, delete_error=str(exc), **page,
+        )  # fmt: skip
+    return redirect(request, "/jobs")
+
+
+routes = [
+    Route("/jobs", index, methods=["GET"], name="jobs_index"),
+    Route("/jobs", create, methods=["POST"], name="jobs_create"),
+    Route("/jobs/new", new, methods=["GET"], name="jobs_new"),
+    Route("/jobs/{name:path}/delete", delete, methods=["POST"], name="jobs_delete"),
+    Route("/jobs/{name:path}", show, methods=["GET"], name="jobs_show"),
+    Route("/jobs/{name:path}", update, methods=["POST"], name="jobs_update"),
+]

@@ -1,0 +1,129 @@
+"""Templates: the Jinja environment, its filters, and `render`.
+
+`render(request, page, fragment)` serves the whole page, or only `fragment` when htmx asks
+(`HX-Request`), from one URL; `Vary: HX-Request` keeps caches from mixing them up. Asset
+and page URLs are root-relative paths built from the route table, never from the Host
+header. Autoescape is on: nothing a person or a job wrote is ever marked safe.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cron_descriptor import ExpressionDescriptor, Options
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from app.resources import TEMPLATES_DIR
+from app.states import Role
+from app.web.security import CSRF_FIELD, request_csrf_token
+
+templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
+env = templates.env
+
+
+def status_badge(status: str | None) -> Markup:
+    """A run status as a coloured badge with its name in words."""
+    text = str(status or "none")
+    return Markup('<span class="badge status-{0}">{1}</span>').format(text, text.replace("_", " "))
+
+
+def in_zone(moment: datetime | None, zone: str = "UTC") -> str:
+    """`2026-12-01 09:00 CET`: an instant as the clock on the wall of `zone` shows it."""
+    if moment is None:
+        return "—"
+    try:
+        local = moment.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = moment
+    return local.strftime("%Y-%m-%d %H:%M %Z")
+
+
+def duration(seconds: float | int | None) -> str:
+    """`45 s`, `5 min`, `2 h 30 min`, `3 d 4 h`."""
+    if seconds is None:
+        return "—"
+    total = round(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    return f"{secs} s"
+
+
+def cron_sentence(expression: str | None) -> str:
+    """`0 9 * * 1-5` -> `At 09:00, Monday through Friday` (cron-descriptor, 24-hour)."""
+    if not expression:
+        return ""
+    options = Options()
+    options.use_24hour_time_format = True
+    try:
+        return str(ExpressionDescriptor(expression, options).get_description())
+    except Exception:  # the trigger validated it; an odd one is shown as written
+        return expression
+
+
+def every(seconds: int | None) -> str:
+    """An interval schedule's rule in words: `Every 15 min`."""
+    return f"Every {duration(seconds)}" if seconds else ""
+
+
+def path_part(value: str) -> str:
+    """A name as one URL path segment (a `/` or `?` in a name stays part of it)."""
+    return quote(value, safe="")
+
+
+env.filters.update(status_badge=status_badge, in_zone=in_zone, duration=duration)
+env.filters.update(path_part=path_part, cron_sentence=cron_sentence, every=every)
+
+
+def static(request: Request, path: str) -> str:
+    return str(request.app.url_path_for("static", path=path))
+
+
+def render(
+    request: Request,
+    page: str,
+    fragment: str | None = None,
+    *,
+    status_code: int = 200,
+    headers: dict[str, str] | None = None,
+    **context: Any,
+) -> Response:
+    """The full page, or only `fragment` when htmx asks for it (one URL serves both)."""
+    is_htmx = request.headers.get("HX-Request") == "true"
+    template = fragment if (is_htmx and fragment) else page
+    user = getattr(request.state, "user", None)
+    context.update(
+        user=user,
+        roles=Role,
+        csrf_field=CSRF_FIELD,
+        csrf_token=request_csrf_token(request),
+        static=lambda path: static(request, path),
+        csrf_input=Markup('<input type="hidden" name="{0}" value="{1}">').format(
+            CSRF_FIELD, request_csrf_token(request)
+        ),
+    )
+    response = templates.TemplateResponse(
+        request, template, context, status_code=status_code, headers=headers
+    )
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+def redirect(request: Request, location: str) -> Response:
+    """After a change: a 303 for a plain form, an `HX-Redirect` for htmx (which would
+    otherwise follow the 303 itself and swap the next page into the form)."""
+    if request.headers.get("HX-Request") == "true":
+        return Response(status_code=204, headers={"HX-Redirect": location})
+    return RedirectResponse(location, status_code=303)
