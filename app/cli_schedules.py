@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from app import limits
 from app.cli_runs import add_job_settings_options
 from app.config import Settings
 from app.cron import DstRepeated, DstSkipped, zone_named
@@ -137,7 +138,7 @@ def _count(text: str, option: str) -> int | None:
         return None
     try:
         return int(text)
-    except ValueError:
+    except ValueError:  # also a number too long to read
         raise UsageError(
             f"{option} takes a whole number, or none to clear it; got {text!r}"
         ) from None
@@ -238,6 +239,7 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_fires(args: argparse.Namespace, settings: Settings) -> int:
     from app import schedules
 
+    limits.check_whole("--limit", args.limit, 1, limits.MAX_FIRES_SHOWN)
     with transaction(resolve_database_url(settings)) as conn:
         zone = schedules.zone_of(conn, args.name)
         rows = schedules.list_fires(conn, args.name, args.limit)

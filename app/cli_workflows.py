@@ -10,7 +10,7 @@ from typing import Any
 from psycopg import errors
 from psycopg.types.json import Jsonb
 
-from app import runs, workflows
+from app import limits, runs, workflows
 from app.cli_runs import add_job_settings_options, parse_args_json, read_json
 from app.config import Settings
 from app.db import connect, resolve_database_url
@@ -45,6 +45,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         if not args.handler:
             raise UsageError("job add needs --handler")
+        limits.check_name("the job name", args.name)
         new_run = runs.NewRun(
             args.handler,
             parse_args_json(args.args),
