@@ -44,6 +44,8 @@ MAX_TEXT_LENGTH = 10_000  # descriptions, pause notes, cron expressions
 MAX_ARGS_BYTES = 256 * 1024  # args as JSON
 MAX_ARGS_DEPTH = 32  # nesting of objects and lists in args
 ARGS_INT_RANGE = (-(2**63), 2**63 - 1)  # whole numbers in args
+# Other numbers in args: beyond 2**53 a float is read back as a different whole number.
+ARGS_FLOAT_MAX = float(2**53)
 
 
 class LimitError(UsageError):
@@ -151,6 +153,11 @@ def check_args(label: str, value: Any) -> dict[str, Any]:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise LimitError(f"{label} cannot hold NaN or infinity (JSON has neither)")
+            if abs(item) >= ARGS_FLOAT_MAX:
+                raise LimitError(
+                    f"numbers with a fraction or exponent in {label} must lie within ±2**53; "
+                    "send larger ones as whole numbers or text"
+                )
         else:
             raise LimitError(f"{label} must hold only JSON values, got {type(item).__name__}")
     if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_ARGS_BYTES:

@@ -348,14 +348,17 @@ def _check_fields(spec: ScheduleSpec) -> list[str]:
         raise ScheduleError("the end of a schedule must come after its start")
     for label, value, low, high in (
         ("the spread window", spec.spread_seconds, 0, limits.MAX_DURATION_SECONDS),
-        ("the catch-up limit", spec.catchup_limit, 1, limits.MAX_COUNT),
-        ("the catch-up window", spec.catchup_window_seconds, 1, limits.MAX_DURATION_SECONDS),
-        ("auto-pause after", spec.auto_pause_after, 1, limits.MAX_COUNT),
         ("the timeout", spec.timeout_seconds, 1, limits.MAX_DURATION_SECONDS),
         ("max retries", spec.max_retries, 0, limits.MAX_RETRIES),
     ):
-        if value is not None:
-            limits.check_whole(label, value, low, high)
+        limits.check_whole(label, value, low, high)
+    for label, optional, low, high in (
+        ("the catch-up limit", spec.catchup_limit, 1, limits.MAX_COUNT),
+        ("the catch-up window", spec.catchup_window_seconds, 1, limits.MAX_DURATION_SECONDS),
+        ("auto-pause after", spec.auto_pause_after, 1, limits.MAX_COUNT),
+    ):
+        if optional is not None:  # None: off
+            limits.check_whole(label, optional, low, high)
     if spec.catchup_limit is not None and not spec.catchup:
         raise ScheduleError("a catch-up limit needs catch-up on (use --catchup N)")
     warnings = []
