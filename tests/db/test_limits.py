@@ -332,3 +332,33 @@ def test_args_at_the_limits_round_trip(conn: Conn) -> None:
     run_id = runs.submit(conn, NewRun("noop", args)).id
     row = conn.execute("SELECT args FROM job_runs WHERE id = %s", (run_id,)).fetchone()
     assert row == {"args": args}
+
+
+def test_a_schedule_made_due_with_a_start_past_2200_ends_without_crashing_the_trigger(
+    conn: Conn,
+) -> None:
+    create_schedule(conn, ScheduleSpec("late", cron="@hourly", handler="noop"))
+    conn.execute(
+        "UPDATE schedules SET start_at = '2299-06-01T00:00Z', "
+        "next_fire_time = now() - interval '1 minute'"
+    )
+    report = Trigger(Settings.from_env({}), holder="t").run_once(conn)
+    assert report.runs == 0
+    row = conn.execute("SELECT next_fire_time FROM schedules").fetchone()
+    assert row == {"next_fire_time": None}
+
+
+@pytest.mark.parametrize("run_at", ["1900-01-01T00:00Z", "2299-12-31T23:59:59Z"])
+def test_runs_at_the_edges_of_the_stored_range_can_be_shown(
+    db_url: str, conn: Conn, run_at: str
+) -> None:
+    row = conn.execute(
+        "INSERT INTO job_runs (handler, status, run_at) VALUES ('noop', 'pending', %s) "
+        "RETURNING id",
+        (run_at,),
+    ).fetchone()
+    assert row is not None
+    Reaper(Settings.from_env({})).run_once(conn)
+    shown = run_sundial(db_url, "show", str(row["id"]))
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["run_at"].startswith(run_at[:4])
