@@ -63,6 +63,8 @@ def refused_as(error: type[UsageError]) -> Iterator[None]:
 
 def check_whole(label: str, value: Any, low: int, high: int) -> int:
     """`value` as a whole number in [low, high]."""
+    if type(value) is int and low <= value <= high:  # the common case, fast (bulk submits)
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise LimitError(f"{label} must be a whole number, got {_show(value)}")
     if not low <= value <= high:
@@ -99,6 +101,8 @@ def check_instant(label: str, value: Any) -> datetime:
 
 def check_text(label: str, value: Any, max_length: int = MAX_TEXT_LENGTH) -> str:
     """`value` as text PostgreSQL can store: no NUL, valid Unicode, not too long."""
+    if plain_text(value, max_length):
+        return str(value)
     if not isinstance(value, str):
         raise LimitError(f"{label} must be text, got {_show(value)}")
     if len(value) > max_length:
@@ -128,9 +132,15 @@ def check_args(label: str, value: Any) -> dict[str, Any]:
     and size."""
     if not isinstance(value, dict):
         raise LimitError(f"{label} must be a JSON object, got {type(value).__name__}")
+    if plain_args(value):
+        return value
+    # An upper bound of its size as JSON, so that only big documents are encoded to measure
+    # them (bulk submits check thousands of small ones).
+    most_bytes = 2
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:  # iterative: a deep document cannot hit the recursion limit
         item, depth = stack.pop()
+        most_bytes += _ITEM_BYTES
         if isinstance(item, dict | list):
             if depth > MAX_ARGS_DEPTH:
                 raise LimitError(f"{label} may nest at most {MAX_ARGS_DEPTH} levels deep")
@@ -139,11 +149,13 @@ def check_args(label: str, value: Any) -> dict[str, Any]:
                     if not isinstance(key, str):
                         raise LimitError(f"{label} keys must be text, got {_show(key)}")
                     check_text(f"a key in {label}", key, MAX_ARGS_BYTES)
+                    most_bytes += _ITEM_BYTES + _CHAR_BYTES * len(key)
                 stack += [(v, depth + 1) for v in item.values()]
             else:
                 stack += [(v, depth + 1) for v in item]
         elif isinstance(item, str):
             check_text(f"a string in {label}", item, MAX_ARGS_BYTES)
+            most_bytes += _CHAR_BYTES * len(item)
         elif isinstance(item, bool) or item is None:
             continue
         elif isinstance(item, int):
@@ -160,9 +172,48 @@ def check_args(label: str, value: Any) -> dict[str, Any]:
                 )
         else:
             raise LimitError(f"{label} must hold only JSON values, got {type(item).__name__}")
-    if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_ARGS_BYTES:
-        raise LimitError(f"{label} may be at most {MAX_ARGS_BYTES // 1024} KB as JSON")
+    too_big = f"{label} may be at most {MAX_ARGS_BYTES // 1024} KB as JSON"
+    if most_bytes > MAX_ARGS_BYTES and len(json.dumps(value).encode()) > MAX_ARGS_BYTES:
+        raise LimitError(too_big)
     return value
+
+
+_ITEM_BYTES = 30  # the most one number, literal, separator or pair of quotes takes
+_CHAR_BYTES = 12  # the most one character takes, escaped as a surrogate pair \udXXX\udXXX
+
+
+_PLAIN_TEXT_MAX = 1000
+_PLAIN_INT = (-(2**53), 2**53)
+
+
+def plain_text(value: Any, max_length: int) -> bool:
+    """Short ASCII text without NUL: fine, told apart in constant time (ASCII has no
+    surrogates, and CPython knows whether a string is ASCII)."""
+    return (
+        type(value) is str
+        and len(value) <= min(max_length, _PLAIN_TEXT_MAX)
+        and value.isascii()
+        and "\x00" not in value
+    )
+
+
+def plain_args(args: dict[str, Any]) -> bool:
+    """A flat object of short plain text, small whole numbers, booleans and nulls: within
+    every limit without a closer look (most args are like this)."""
+    low, high = _PLAIN_INT
+    for key, item in args.items():
+        if not plain_text(key, _PLAIN_TEXT_MAX):
+            return False
+        kind = type(item)
+        if kind is int:
+            if not low <= item <= high:
+                return False
+        elif kind is str:
+            if not plain_text(item, _PLAIN_TEXT_MAX):
+                return False
+        elif not (kind is bool or item is None):
+            return False
+    return len(args) <= 100  # at most 100 * (1000 + 1000 + 30) bytes: far below the limit
 
 
 def _encodable(text: str) -> bool:
