@@ -172,10 +172,14 @@ def check_args(label: str, value: Any) -> dict[str, Any]:
                 )
         else:
             raise LimitError(f"{label} must hold only JSON values, got {type(item).__name__}")
-    too_big = f"{label} may be at most {MAX_ARGS_BYTES // 1024} KB as JSON"
-    if most_bytes > MAX_ARGS_BYTES and len(json.dumps(value).encode()) > MAX_ARGS_BYTES:
-        raise LimitError(too_big)
+    if most_bytes > MAX_ARGS_BYTES and _json_bytes(value) > MAX_ARGS_BYTES:
+        raise LimitError(f"{label} may be at most {MAX_ARGS_BYTES // 1024} KB as JSON")
     return value
+
+
+def _json_bytes(value: Any) -> int:
+    """Its size as PostgreSQL stores it: UTF-8, not escaped."""
+    return len(json.dumps(value, ensure_ascii=False).encode())
 
 
 _ITEM_BYTES = 30  # the most one number, literal, separator or pair of quotes takes
