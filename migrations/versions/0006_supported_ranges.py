@@ -10,8 +10,8 @@ transaction, then the constraints are added (and checked against every row). The
 - a running run without a lease gets an expired one, so the reaper hands it back (or fails
   it) on its next tick; a blocked run with no upstream left to wait for is released.
 
-Names longer than 200 characters are kept (people and programs refer to them): their
-constraints stay NOT VALID, so only new and renamed rows are checked.
+- a name longer than 200 characters is cut to its first 160 followed by the row's id in
+  parentheses, which keeps it unique and recognisable.
 
 Revision ID: 0006
 Revises: 0005
@@ -97,8 +97,8 @@ CONSTRAINTS = [
     ("schedule_fires", "schedule_fires_times_supported", _times("fire_time")),
     ("dag_runs", "dag_runs_times_supported", _times("fire_time")),
 ]
-# Kept NOT VALID: existing long names stay.
-NAME_CONSTRAINTS = [
+NAMED_TABLES = ("job_definitions", "schedules", "workflows")
+CONSTRAINTS += [
     ("job_definitions", "job_definitions_name_length", _between("char_length(name)", 1, 200)),
     ("schedules", "schedules_name_length", _between("char_length(name)", 0, 200)),
     ("workflows", "workflows_name_length", _between("char_length(name)", 1, 200)),
@@ -150,6 +150,11 @@ FIXUPS = [
         WHERE status = 'running' AND (lease_until IS NULL OR lease_owner IS NULL)""",
     # Nothing left to wait for: released, as the last upstream's completion would have.
     "UPDATE job_runs SET status = 'pending' WHERE status = 'blocked' AND upstream_remaining <= 0",
+    *(
+        f"UPDATE {table} SET name = left(name, 160) || ' (' || id::text || ')' "
+        "WHERE char_length(name) > 200"
+        for table in NAMED_TABLES
+    ),
 ]
 
 
@@ -158,10 +163,8 @@ def upgrade() -> None:
         op.execute(statement)
     for table, name, condition in CONSTRAINTS:
         op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({condition})")
-    for table, name, condition in NAME_CONSTRAINTS:
-        op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({condition}) NOT VALID")
 
 
 def downgrade() -> None:
-    for table, name, _ in reversed(CONSTRAINTS + NAME_CONSTRAINTS):
+    for table, name, _ in reversed(CONSTRAINTS):
         op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")

@@ -291,7 +291,12 @@ def test_migration_0006_fixes_up_existing_rows(empty_db_url: str) -> None:
                 ("long", "timeout_seconds, max_retries", "'pending', 2147483647, 2147483647"),
             ]
         }
+        job_id = conn.execute(
+            "INSERT INTO job_definitions (id, name, handler) "
+            "VALUES (gen_random_uuid(), repeat('x', 300), 'noop') RETURNING id"
+        ).fetchone()["id"]  # type: ignore[index]
         migrate.upgrade(empty_db_url)
+        job = conn.execute("SELECT name FROM job_definitions").fetchone()
         rows = {
             r["id"]: r
             for r in conn.execute(
@@ -308,6 +313,7 @@ def test_migration_0006_fixes_up_existing_rows(empty_db_url: str) -> None:
     assert rows[ids["unleased"]]["lease_until"] is not None
     assert rows[ids["unleased"]]["status"] == "running"  # the reaper hands it back
     assert rows[ids["unblocked"]]["status"] == "pending"
+    assert job == {"name": "x" * 160 + f" ({job_id})"}
     long = rows[ids["long"]]
     assert (long["timeout_seconds"], long["max_retries"]) == (limits.MAX_DURATION_SECONDS, 1000)
 
