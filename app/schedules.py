@@ -327,8 +327,7 @@ def _check_fields(spec: ScheduleSpec) -> list[str]:
             "give exactly one of a cron expression (--cron) or an interval (--every)"
         )
     if spec.every_seconds is not None:
-        limits.check_whole("the interval", spec.every_seconds, -(2**63), 2**63)
-        if spec.every_seconds <= 0:
+        if isinstance(spec.every_seconds, int) and spec.every_seconds <= 0:
             raise ScheduleError(
                 f"the interval must be a positive number of seconds, not {spec.every_seconds}"
             )
