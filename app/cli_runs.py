@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from app import limits
 from app.config import Settings
 from app.dag_spec import parse_dag
 from app.db import connect, resolve_database_url
@@ -22,9 +23,15 @@ def parse_args_json(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, 50,000-deep nesting
+        raise UsageError(f"--args is beyond what Sundial supports: {_first_line(exc)}") from None
     if not isinstance(value, dict):
         raise UsageError(f"--args must be a JSON object like '{{\"key\": 1}}', got {text!r}")
-    return value
+    return limits.check_args("--args", value)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def parse_time(text: str) -> datetime:
@@ -36,7 +43,7 @@ def parse_time(text: str) -> datetime:
         ) from None
     if moment.tzinfo is None:
         raise UsageError(f"--at needs a time zone (e.g. {text}Z or {text}+01:00)")
-    return moment
+    return limits.check_instant("--at", moment)
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
@@ -98,6 +105,8 @@ def read_json(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{path} is beyond what Sundial supports: {_first_line(exc)}") from None
 
 
 def _dag_run_id(text: str) -> uuid.UUID:
@@ -108,6 +117,7 @@ def _dag_run_id(text: str) -> uuid.UUID:
 
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
+    limits.check_run_id("RUN", args.run_id)
     from app import runs
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
@@ -123,6 +133,7 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
+    limits.check_run_id("RUN", args.run_id)
     from app import runs
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
@@ -138,6 +149,7 @@ def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    limits.check_run_id("RUN", args.run_id)
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         row = conn.execute("SELECT * FROM job_runs WHERE id = %s", (args.run_id,)).fetchone()
         if row is None:

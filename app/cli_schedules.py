@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from app import limits
 from app.cli_runs import add_job_settings_options
 from app.cli_text import safe
 from app.config import Settings
@@ -138,7 +139,7 @@ def _count(text: str, option: str) -> int | None:
         return None
     try:
         return int(text)
-    except ValueError:
+    except ValueError:  # also a number too long to read
         raise UsageError(
             f"{option} takes a whole number, or none to clear it; got {text!r}"
         ) from None
@@ -239,6 +240,7 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_fires(args: argparse.Namespace, settings: Settings) -> int:
     from app import schedules
 
+    limits.check_whole("--limit", args.limit, 1, limits.MAX_FIRES_SHOWN)
     with transaction(resolve_database_url(settings)) as conn:
         zone = schedules.zone_of(conn, args.name)
         rows = schedules.list_fires(conn, args.name, args.limit)

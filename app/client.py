@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from app import runs
+from app import limits, runs
 from app.config import Settings
 from app.db import connect, resolve_database_url
 from app.runs import NewRun
@@ -41,21 +41,25 @@ class Sundial:
 
     def submit(self, handler: str, args: dict[str, Any] | None = None, **options: Any) -> int:
         """Submit one run and return its id; options are the fields of `NewRun`."""
-        return runs.submit(self.conn, NewRun(handler, args or {}, **options)).id
+        unknown = sorted(set(options) - set(NewRun.__dataclass_fields__) - {"handler", "args"})
+        if unknown:
+            raise runs.SubmitError(f"unknown submit option {unknown[0]!r}")
+        return runs.submit(self.conn, NewRun(handler, {} if args is None else args, **options)).id
 
     def submit_many(self, new_runs: Sequence[NewRun]) -> list[int]:
         """Submit many runs in one statement; ids in input order."""
         return [s.id for s in runs.submit_many(self.conn, new_runs)]
 
     def cancel(self, run_id: int) -> str | None:
-        return runs.cancel(self.conn, run_id)
+        return runs.cancel(self.conn, limits.check_run_id("the run id", run_id))
 
     def retry(self, run_id: int) -> bool:
         """Queue a dead letter again (and, in a DAG, the steps it skipped)."""
-        return runs.retry(self.conn, run_id) is not None
+        return runs.retry(self.conn, limits.check_run_id("the run id", run_id)) is not None
 
     def get(self, run_id: int) -> dict[str, Any] | None:
         """The run's row as a dict, or None."""
+        limits.check_run_id("the run id", run_id)
         row = self.conn.execute("SELECT * FROM job_runs WHERE id = %s", (run_id,)).fetchone()
         return dict(row) if row else None
 

@@ -44,6 +44,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 from croniter.croniter import CroniterError
 
+from app.limits import LATEST
+
 # How far ahead a cron may be searched for its next fire: `0 0 29 2 *` waits up to 8 years
 # (2096 -> 2104 skips a leap year), so 9 years tells "rare" from "never".
 SEARCH_YEARS = 9
@@ -290,12 +292,17 @@ class Recurrence:
 
 
 def fires_after(rule: Recurrence, after: datetime) -> Iterator[Fire]:
-    """Every fire strictly after the instant `after`, in time order, until `rule.end`."""
+    """Every fire strictly after the instant `after`, in time order, until `rule.end`.
+
+    Every schedule ends at `limits.LATEST` at the latest: past it, dates soon stop fitting
+    in a datetime, and no schedule may run into that."""
     if rule.start is not None and after < rule.start:
         after = rule.start - EPSILON
+    if after >= LATEST:
+        return
     fires = _interval_fires(rule, after) if rule.cron is None else _cron_fires(rule, after)
     for fire in fires:
-        if rule.end is not None and fire.at > rule.end:
+        if fire.at >= LATEST or (rule.end is not None and fire.at > rule.end):
             return
         yield fire
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app import limits
 from app.errors import UsageError
 from app.runs import NewRun
 
@@ -61,6 +62,8 @@ def _parse_node(name: str, node: Any) -> tuple[NewRun, list[str]]:
     where = f"node {name!r}"
     if not name.strip():
         raise DagSpecError("node names cannot be empty")
+    with limits.refused_as(DagSpecError):
+        limits.check_name("a node name", name)
     if not isinstance(node, dict):
         raise DagSpecError(f'{where} must be an object like {{"handler": "noop"}}')
     unknown = set(node) - NODE_KEYS

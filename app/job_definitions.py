@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app import audit, runs
+from app import audit, limits, runs
 from app.errors import UsageError
 from app.handlers.builtin import BUILTINS
 from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
@@ -29,7 +29,6 @@ from app.states import ExecutionModel
 
 Conn = psycopg.Connection[dict[str, Any]]
 
-MAX_NAME_LENGTH = 200
 WORKER_LIVE_SECONDS = 300  # a worker seen this recently offers its handlers
 # Handlers that run arbitrary commands: only admins may put them in a job.
 DANGEROUS_HANDLERS = frozenset({"shell"})
@@ -62,17 +61,24 @@ def parse_args(text: str) -> dict[str, Any]:
         raise JobError(
             f"args are not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", "args"
         ) from None
+    except (ValueError, RecursionError):  # a 5,000-digit number, 50,000-deep nesting
+        raise JobError(
+            "args are beyond what Sundial supports (see Supported ranges)", "args"
+        ) from None
     if not isinstance(value, dict):
         raise JobError('args must be a JSON object, like {"key": 1}', "args")
-    return value
+    try:
+        return limits.check_args("args", value)
+    except UsageError as exc:
+        raise JobError(str(exc), "args") from None
 
 
 def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
     name = spec.name.strip()
     if spec.handler in DANGEROUS_HANDLERS and not allow_dangerous:
         raise JobError(f"only an admin may create a job that runs {spec.handler!r}", "handler")
-    if not name or len(name) > MAX_NAME_LENGTH or not name.isprintable():
-        raise JobError(f"a job name is 1 to {MAX_NAME_LENGTH} printable characters", "name")
+    if not name or len(name) > limits.MAX_NAME_LENGTH or not name.isprintable():
+        raise JobError(f"a job name is 1 to {limits.MAX_NAME_LENGTH} printable characters", "name")
     checks = runs.NewRun(
         spec.handler,
         spec.args,

@@ -16,11 +16,31 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
+from app import limits
 from app.cron import DstRepeated, DstSkipped
 from app.fires import FireOutcome, OverlapPolicy
 from app.states import ExecutionModel, Role, RunStatus, sql_in
 
 NOW = sa.text("now()")
+
+
+def _between(expression: str, low: int, high: int, *, nullable: bool = False) -> str:
+    check = f"{expression} BETWEEN {low} AND {high}"
+    return f"({expression} IS NULL OR {check})" if nullable else check
+
+
+def _times_supported(*columns: str) -> str:
+    """Every instant in these columns lies where every process can load it (see
+    app.limits: wider than the range people may ask for)."""
+    low, high = limits.STORED_EARLIEST, limits.STORED_LATEST
+    return " AND ".join(
+        f"({c} IS NULL OR ({c} >= '{low}'::timestamptz AND {c} < '{high}'::timestamptz))"
+        for c in columns
+    )
+
+
+PRIORITY_RANGE = (-limits.MAX_PRIORITY, limits.MAX_PRIORITY)
+DURATION_RANGE = (1, limits.MAX_DURATION_SECONDS)
 
 
 def _ts(*, nullable: bool = True, now: bool = False, index: bool = False) -> Any:
@@ -57,6 +77,19 @@ class JobDefinition(SQLModel, table=True):
         ),
         sa.CheckConstraint("timeout_seconds > 0", name="job_definitions_timeout_positive"),
         sa.CheckConstraint("max_retries >= 0", name="job_definitions_retries_nonneg"),
+        sa.CheckConstraint(
+            _between("priority", *PRIORITY_RANGE), name="job_definitions_priority_range"
+        ),
+        sa.CheckConstraint(
+            _between("timeout_seconds", *DURATION_RANGE), name="job_definitions_timeout_range"
+        ),
+        sa.CheckConstraint(
+            _between("max_retries", 0, limits.MAX_RETRIES), name="job_definitions_retries_range"
+        ),
+        sa.CheckConstraint(
+            _between("char_length(name)", 1, limits.MAX_NAME_LENGTH),
+            name="job_definitions_name_length",
+        ),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
@@ -114,6 +147,33 @@ class Schedule(SQLModel, table=True):
         sa.CheckConstraint(
             "auto_pause_after IS NULL OR auto_pause_after > 0",
             name="schedules_auto_pause_positive",
+        ),
+        sa.CheckConstraint(
+            _between("interval_seconds", *DURATION_RANGE, nullable=True),
+            name="schedules_interval_range",
+        ),
+        sa.CheckConstraint(
+            _between("spread_seconds", 0, limits.MAX_DURATION_SECONDS),
+            name="schedules_spread_range",
+        ),
+        sa.CheckConstraint(
+            _between("catchup_limit", 1, limits.MAX_COUNT, nullable=True),
+            name="schedules_catchup_limit_range",
+        ),
+        sa.CheckConstraint(
+            _between("catchup_window_seconds", *DURATION_RANGE, nullable=True),
+            name="schedules_catchup_window_range",
+        ),
+        sa.CheckConstraint(
+            _between("auto_pause_after", 1, limits.MAX_COUNT, nullable=True),
+            name="schedules_auto_pause_range",
+        ),
+        sa.CheckConstraint(
+            _times_supported("start_at", "end_at", "next_fire_time", "paused_until"),
+            name="schedules_times_supported",
+        ),
+        sa.CheckConstraint(
+            _between("char_length(name)", 0, limits.MAX_NAME_LENGTH), name="schedules_name_length"
         ),
         # The trigger's due query; paused schedules are included (their fires are recorded
         # as paused), ended ones have no next fire.
@@ -230,6 +290,33 @@ class JobRun(SQLModel, table=True):
         sa.CheckConstraint("timeout_seconds > 0", name="job_runs_timeout_positive"),
         sa.CheckConstraint("max_retries >= 0", name="job_runs_retries_nonneg"),
         sa.CheckConstraint("upstream_remaining >= 0", name="job_runs_upstream_nonneg"),
+        sa.CheckConstraint(
+            _between("priority", *PRIORITY_RANGE)
+            + " AND "
+            + _between("base_priority", *PRIORITY_RANGE),
+            name="job_runs_priority_range",
+        ),
+        sa.CheckConstraint(
+            _between("timeout_seconds", *DURATION_RANGE), name="job_runs_timeout_range"
+        ),
+        sa.CheckConstraint(
+            _between("max_retries", 0, limits.MAX_RETRIES), name="job_runs_retries_range"
+        ),
+        sa.CheckConstraint(
+            _times_supported(
+                "run_at", "fire_time", "lease_until", "started_at", "finished_at", "created_at"
+            ),
+            name="job_runs_times_supported",
+        ),
+        # A running run is always leased (the reaper frees it when the lease expires), and
+        # a blocked one always waits for an upstream (the last one to complete releases it).
+        sa.CheckConstraint(
+            "status <> 'running' OR (lease_owner IS NOT NULL AND lease_until IS NOT NULL)",
+            name="job_runs_running_leased",
+        ),
+        sa.CheckConstraint(
+            "status <> 'blocked' OR upstream_remaining > 0", name="job_runs_blocked_waits"
+        ),
         # The seed's UNIQUE(schedule_id, fire_time) and UNIQUE(idempotency_key), as partial
         # unique indexes: NULLs never collide anyway, and one-shot runs without a key then
         # cost no index entries on insert (bulk submit rate).
@@ -516,6 +603,7 @@ class ScheduleFire(SQLModel, table=True):
     __table_args__ = (
         sa.CheckConstraint(f"outcome IN ({sql_in(FireOutcome)})", name="schedule_fires_outcome"),
         sa.CheckConstraint("coalesced_count >= 0", name="schedule_fires_coalesced_nonneg"),
+        sa.CheckConstraint(_times_supported("fire_time"), name="schedule_fires_times_supported"),
         # The trigger looks for queued fires whose blocking run has ended, every tick.
         sa.Index(
             "ix_schedule_fires_queued",
@@ -553,6 +641,11 @@ class Workflow(SQLModel, table=True):
     """A named, reusable DAG over job definitions: its steps and the edges between them."""
 
     __tablename__ = "workflows"
+    __table_args__ = (
+        sa.CheckConstraint(
+            _between("char_length(name)", 1, limits.MAX_NAME_LENGTH), name="workflows_name_length"
+        ),
+    )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
     name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
@@ -616,6 +709,7 @@ class DagRun(SQLModel, table=True):
 
     __tablename__ = "dag_runs"
     __table_args__ = (
+        sa.CheckConstraint(_times_supported("fire_time"), name="dag_runs_times_supported"),
         sa.Index(
             "dag_runs_schedule_fire_time",
             "schedule_id",

@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
+from app import limits
 from app.backoff import full_jitter
 from app.errors import UsageError
 from app.handlers.gate import refuse_disabled_handlers
@@ -41,7 +42,7 @@ Conn = psycopg.Connection[dict[str, Any]]
 DEFAULT_PRIORITY = 1
 DEFAULT_TIMEOUT_SECONDS = 300
 DEFAULT_MAX_RETRIES = 3
-MAX_PRIORITY = 32767
+MAX_PRIORITY = limits.MAX_PRIORITY
 RETRY_BASE_DELAY_SECONDS = 1.0
 RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
@@ -76,27 +77,56 @@ class NewRun:
     job_id: uuid.UUID | None = None
 
     def validate(self) -> None:
-        if not self.handler or not self.handler.strip():
+        """Refuse, with one sentence, anything outside the ranges of `app.limits`."""
+        if self._plain():
+            return
+        try:
+            self._check()
+        except limits.LimitError as exc:
+            raise SubmitError(str(exc)) from None
+
+    def _plain(self) -> bool:
+        """Most runs, told valid at a glance: a bulk submit validates thousands."""
+        return (
+            type(self.priority) is int
+            and -MAX_PRIORITY <= self.priority <= MAX_PRIORITY
+            and type(self.timeout_seconds) is int
+            and 1 <= self.timeout_seconds <= limits.MAX_DURATION_SECONDS
+            and type(self.max_retries) is int
+            and 0 <= self.max_retries <= limits.MAX_RETRIES
+            and self.delay is None
+            and self.run_at is None
+            and self.idempotency_key is None
+            and self.execution_model in EXECUTION_MODELS
+            and limits.plain_text(self.handler, limits.MAX_NAME_LENGTH)
+            and bool(self.handler.strip())
+            and type(self.args) is dict
+            and limits.plain_args(self.args)
+        )
+
+    def _check(self) -> None:
+        if not isinstance(self.handler, str) or not self.handler.strip():
             raise SubmitError("a run needs a handler name")
+        limits.check_name("the handler name", self.handler)
         if not isinstance(self.args, dict):
             raise SubmitError(f"args must be a JSON object, got {type(self.args).__name__}")
+        limits.check_args("args", self.args)
         if self.execution_model not in EXECUTION_MODELS:
             models = ", ".join(m.value for m in ExecutionModel)
             raise SubmitError(
                 f"execution model must be one of {models}, got {self.execution_model!r}"
             )
-        if not -MAX_PRIORITY <= self.priority <= MAX_PRIORITY:
-            raise SubmitError(f"priority must be between -{MAX_PRIORITY} and {MAX_PRIORITY}")
-        if self.timeout_seconds <= 0:
-            raise SubmitError("timeout must be a positive number of seconds")
-        if self.max_retries < 0:
-            raise SubmitError("max retries cannot be negative")
-        if self.delay is not None and self.delay < 0:
-            raise SubmitError("delay cannot be negative")
+        limits.check_whole("priority", self.priority, -MAX_PRIORITY, MAX_PRIORITY)
+        limits.check_whole("the timeout", self.timeout_seconds, 1, limits.MAX_DURATION_SECONDS)
+        limits.check_whole("max retries", self.max_retries, 0, limits.MAX_RETRIES)
         if self.delay is not None and self.run_at is not None:
             raise SubmitError("give a delay or a time to run at, not both")
-        if self.run_at is not None and self.run_at.tzinfo is None:
-            raise SubmitError("the time to run at needs a time zone (e.g. 2030-01-01T09:00Z)")
+        if self.delay is not None:
+            limits.check_seconds("the delay", self.delay, 0)
+        if self.run_at is not None:
+            limits.check_instant("the time to run at", self.run_at)
+        if self.idempotency_key is not None:
+            limits.check_name("the idempotency key", self.idempotency_key, limits.MAX_KEY_LENGTH)
 
     def as_row(self) -> dict[str, Any]:
         """Its JSON row for an insert. Null fields are left out (jsonb_to_recordset reads a
@@ -735,6 +765,7 @@ def submit_dag(
     `edges` are (upstream, downstream) node names. Unknown nodes, self-edges and cycles are
     refused with a DagError naming them; nothing is written then.
     """
+    limits.check_text("the DAG run's name", name, limits.MAX_NAME_LENGTH)
     check_dag(nodes, edges)
     for node in nodes.values():
         node.validate()
@@ -838,6 +869,8 @@ def check_dag(nodes: Mapping[str, NewRun], edges: Sequence[tuple[str, str]]) -> 
     if len(nodes) > MAX_DAG_NODES:
         raise DagError(f"a DAG may have at most {MAX_DAG_NODES:,} nodes, got {len(nodes):,}")
     downstream: dict[str, list[str]] = {name: [] for name in nodes}
+    for name in nodes:
+        limits.check_name("a DAG step name", name)
     for upstream, down in edges:
         for name in (upstream, down):
             if name not in nodes:
@@ -887,6 +920,8 @@ def submit_after(
     otherwise skips the new run at once.
     """
     run.validate()
+    for upstream in after:
+        limits.check_run_id("a run to start after", upstream)
     if not after:
         return submit(conn, run, now=now).id
     with conn.transaction():

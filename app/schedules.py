@@ -12,7 +12,6 @@ nothing is written then.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Mapping
@@ -24,7 +23,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app import runs
+from app import limits, runs
 from app.cron import (
     DstRepeated,
     DstSkipped,
@@ -45,7 +44,7 @@ from app.states import ExecutionModel
 Conn = psycopg.Connection[dict[str, Any]]
 
 WORKER_LIVE_SECONDS = 300  # a worker seen this recently counts as live for handler checks
-MAX_NAME_LENGTH = 200
+MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
 DEFAULT_FIRES_SHOWN = 50
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -100,8 +99,9 @@ def parse_catchup(text: str) -> tuple[bool, int | None]:
         return False, None
     if value == "all":
         return True, None
-    if value.isdigit() and int(value) > 0:
-        return True, int(value)
+    if value.isascii() and value.isdigit() and int(value) > 0:
+        with limits.refused_as(ScheduleError):
+            return True, limits.check_whole("the catch-up limit", int(value), 1, limits.MAX_COUNT)
     raise ScheduleError(f"catch-up must be latest, all or a positive number of fires, not {text!r}")
 
 
@@ -111,7 +111,15 @@ def parse_when(text: str, zone_name: str, now: datetime) -> datetime:
     text = text.strip()
     duration = _DURATION.match(text.lower())
     if duration:
-        return now + timedelta(seconds=float(duration[1]) * _DURATION_UNITS[duration[2]])
+        seconds = float(duration[1]) * _DURATION_UNITS[duration[2]]
+        try:
+            moment = now + timedelta(seconds=seconds)
+        except OverflowError:
+            raise ScheduleError(
+                f"{text} from now lies past {limits.LATEST:%Y-%m-%d}, the latest supported time"
+            ) from None
+        with limits.refused_as(ScheduleError):
+            return limits.check_instant(text, moment)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -120,12 +128,21 @@ def parse_when(text: str, zone_name: str, now: datetime) -> datetime:
             f"an ISO time with an offset, or a duration like 90m, 2h, 3d"
         ) from None
     if moment.tzinfo is not None:
-        return moment.astimezone(UTC)
-    zone = zone_named(zone_name)
+        with limits.refused_as(ScheduleError):
+            return limits.check_instant(text, moment).astimezone(UTC)
+    try:
+        zone = zone_named(zone_name)
+    except RecurrenceError as exc:
+        raise ScheduleError(str(exc)) from None
     local = moment.replace(tzinfo=zone)
-    if local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != moment:
+    try:
+        exists = local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == moment
+    except OverflowError:  # year 1 or 9999 in a zone off UTC
+        exists = True  # refused just below, as outside the supported range
+    if not exists:
         raise ScheduleError(f"{text} does not exist in {zone_name} (the clocks jump over it)")
-    return local.astimezone(UTC)
+    with limits.refused_as(ScheduleError):
+        return limits.check_instant(text, local).astimezone(UTC)
 
 
 def recurrence_of(row: Mapping[str, Any]) -> Recurrence:
@@ -295,8 +312,15 @@ def _spec_of(row: Mapping[str, Any]) -> ScheduleSpec:
 
 
 def _validate_fields(spec: ScheduleSpec) -> list[str]:
+    """Refuse, with one sentence, a spec outside the ranges of `app.limits`."""
+    with limits.refused_as(ScheduleError):
+        return _check_fields(spec)
+
+
+def _check_fields(spec: ScheduleSpec) -> list[str]:
+    limits.check_text("a schedule name", spec.name, MAX_NAME_LENGTH)
     name = spec.name.strip()
-    if not name or len(name) > MAX_NAME_LENGTH or name != spec.name:
+    if not name or name != spec.name:
         raise ScheduleError(
             f"a schedule name must be 1 to {MAX_NAME_LENGTH} characters without leading or "
             f"trailing spaces, got {spec.name!r}"
@@ -305,27 +329,38 @@ def _validate_fields(spec: ScheduleSpec) -> list[str]:
         raise ScheduleError(
             "give exactly one of a cron expression (--cron) or an interval (--every)"
         )
-    if spec.every_seconds is not None and spec.every_seconds <= 0:
-        raise ScheduleError(
-            f"the interval must be a positive number of seconds, not {spec.every_seconds}"
-        )
+    if spec.every_seconds is not None:
+        if isinstance(spec.every_seconds, int) and spec.every_seconds <= 0:
+            raise ScheduleError(
+                f"the interval must be a positive number of seconds, not {spec.every_seconds}"
+            )
+        limits.check_whole("the interval", spec.every_seconds, 1, limits.MAX_DURATION_SECONDS)
+    limits.check_text("the time zone", spec.timezone, MAX_NAME_LENGTH)
+    if spec.cron is not None:
+        limits.check_text("the cron expression", spec.cron)
     try:
         zone_named(spec.timezone)
         cron = parse_cron(spec.cron) if spec.cron is not None else None
     except RecurrenceError as exc:
         raise ScheduleError(str(exc)) from None
+    for label, moment in (("the start", spec.start_at), ("the end", spec.end_at)):
+        if moment is not None:
+            limits.check_instant(label, moment)
     if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
         raise ScheduleError("the end of a schedule must come after its start")
-    for label, value, minimum in (
-        ("the spread window", spec.spread_seconds, 0),
-        ("the catch-up limit", spec.catchup_limit, 1),
-        ("the catch-up window", spec.catchup_window_seconds, 1),
-        ("auto-pause after", spec.auto_pause_after, 1),
-        ("the timeout", spec.timeout_seconds, 1),
-        ("max retries", spec.max_retries, 0),
+    for label, value, low, high in (
+        ("the spread window", spec.spread_seconds, 0, limits.MAX_DURATION_SECONDS),
+        ("the timeout", spec.timeout_seconds, 1, limits.MAX_DURATION_SECONDS),
+        ("max retries", spec.max_retries, 0, limits.MAX_RETRIES),
     ):
-        if value is not None and value < minimum:
-            raise ScheduleError(f"{label} must be at least {minimum}, not {value}")
+        limits.check_whole(label, value, low, high)
+    for label, optional, low, high in (
+        ("the catch-up limit", spec.catchup_limit, 1, limits.MAX_COUNT),
+        ("the catch-up window", spec.catchup_window_seconds, 1, limits.MAX_DURATION_SECONDS),
+        ("auto-pause after", spec.auto_pause_after, 1, limits.MAX_COUNT),
+    ):
+        if optional is not None:  # None: off
+            limits.check_whole(label, optional, low, high)
     if spec.catchup_limit is not None and not spec.catchup:
         raise ScheduleError("a catch-up limit needs catch-up on (use --catchup N)")
     warnings = []
@@ -377,6 +412,10 @@ def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[st
             "job definition) or --workflow"
         )
     target: dict[str, Any] = {"job_id": None, "workflow_id": None, "owns_job": False}
+    for label, wanted in (("the workflow name", spec.workflow), ("the job name", spec.job)):
+        if wanted is not None:
+            with limits.refused_as(ScheduleError):
+                limits.check_name(label, wanted)
     if spec.workflow is not None:
         found = conn.execute(query("workflows", "workflow_by_name"), {"name": spec.workflow})
         workflow = found.fetchone()
@@ -390,8 +429,8 @@ def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[st
             raise ScheduleError(f"there is no job definition named {spec.job!r}")
         return {**target, "job_id": job["id"]}, []
     assert spec.handler is not None
-    warnings = check_handler(conn, spec.handler)
     new = _validated_job_settings(spec)
+    warnings = check_handler(conn, spec.handler)
     new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
     if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
         raise ScheduleError(
@@ -402,21 +441,19 @@ def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[st
 
 
 def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
-    if not isinstance(spec.args, dict):
-        raise ScheduleError(f"args must be a JSON object, got {type(spec.args).__name__}")
+    """The settings of the job a schedule creates, checked like a run's."""
+    assert spec.handler is not None
     try:
-        json.dumps(spec.args)
-    except (TypeError, ValueError) as exc:
-        raise ScheduleError(f"args must be JSON-serialisable: {exc}") from None
-    if spec.execution_model not in {m.value for m in ExecutionModel}:
-        models = ", ".join(m.value for m in ExecutionModel)
-        raise ScheduleError(
-            f"execution model must be one of {models}, not {spec.execution_model!r}"
-        )
-    if not -runs.MAX_PRIORITY <= spec.priority <= runs.MAX_PRIORITY:
-        raise ScheduleError(
-            f"priority must be between -{runs.MAX_PRIORITY} and {runs.MAX_PRIORITY}"
-        )
+        runs.NewRun(
+            spec.handler,
+            spec.args,
+            priority=spec.priority,
+            timeout_seconds=spec.timeout_seconds,
+            max_retries=spec.max_retries,
+            execution_model=spec.execution_model,
+        ).validate()
+    except UsageError as exc:
+        raise ScheduleError(str(exc)) from None
     return {
         "execution_model": spec.execution_model,
         "priority": spec.priority,
@@ -459,6 +496,11 @@ def pause(
     now: datetime | None = None,
 ) -> None:
     """Pause a schedule (its fires are recorded as `paused`), optionally until a time."""
+    with limits.refused_as(ScheduleError):
+        if note is not None:
+            limits.check_text("the pause note", note)
+        if until is not None:
+            limits.check_instant("the end of the pause", until)
     with conn.transaction():
         row = _lock(conn, name)
         at = db_now(conn, now)
@@ -509,6 +551,8 @@ def delete(conn: Conn, name: str) -> None:
 
 
 def _find(conn: Conn, name: str) -> dict[str, Any]:
+    with limits.refused_as(ScheduleError):
+        limits.check_text("a schedule name", name, MAX_NAME_LENGTH)
     row = conn.execute(query("schedules", "schedule_by_name"), {"name": name}).fetchone()
     if row is None:
         raise ScheduleError(f"there is no schedule named {name!r}")
@@ -516,6 +560,8 @@ def _find(conn: Conn, name: str) -> dict[str, Any]:
 
 
 def _lock(conn: Conn, name: str) -> dict[str, Any]:
+    with limits.refused_as(ScheduleError):
+        limits.check_text("a schedule name", name, MAX_NAME_LENGTH)
     row = conn.execute(query("schedules", "schedule_lock_by_name"), {"name": name}).fetchone()
     if row is None:
         raise ScheduleError(f"there is no schedule named {name!r}")
@@ -590,6 +636,8 @@ def zone_of(conn: Conn, name: str) -> str:
 
 
 def list_fires(conn: Conn, name: str, limit: int = DEFAULT_FIRES_SHOWN) -> list[dict[str, Any]]:
+    with limits.refused_as(ScheduleError):
+        limits.check_whole("the number of fires shown", limit, 1, limits.MAX_FIRES_SHOWN)
     row = _find(conn, name)
     return conn.execute(
         query("schedules", "fire_list"), {"id": row["id"], "limit": limit}

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app import runs
+from app import limits, runs
 from app.dag_spec import DagSpecError
 from app.errors import UsageError
 from app.handlers.gate import refuse_disabled_handlers
@@ -89,8 +89,9 @@ def parse_spec(name: str, doc: Any, description: str = "") -> WorkflowSpec:
 
 def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUID:
     """Create a workflow, or with `replace` redefine an existing one (steps and edges)."""
-    if not spec.name.strip():
+    if not isinstance(spec.name, str) or not spec.name.strip():
         raise WorkflowError("a workflow needs a name")
+    _check_fields(spec)
     jobs = _jobs_named(conn, {s.job for s in spec.steps.values()})
     refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
     _check_shape(spec)
@@ -125,6 +126,17 @@ def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUI
     return workflow_id
 
 
+def _check_fields(spec: WorkflowSpec) -> None:
+    """Names, args and description within the ranges of `app.limits`."""
+    with limits.refused_as(WorkflowError):
+        limits.check_name("a workflow name", spec.name)
+        limits.check_text("the description", spec.description)
+        for step_name, step in spec.steps.items():
+            limits.check_name("a step name", step_name)
+            limits.check_name(f"the job of step {step_name!r}", step.job)
+            limits.check_args(f"the args of step {step_name!r}", step.args)
+
+
 def _check_shape(spec: WorkflowSpec) -> None:
     nodes = {name: NewRun("placeholder") for name in spec.steps}
     try:
@@ -144,6 +156,11 @@ def _jobs_named(conn: Conn, names: Iterable[str]) -> dict[str, dict[str, Any]]:
             f"`sundial job add {missing[0]} --handler …`)"
         )
     return found
+
+
+def _check_lookup(name: str) -> None:
+    with limits.refused_as(WorkflowError):
+        limits.check_name("a workflow name", name)
 
 
 def delete(conn: Conn, name: str, *, with_schedules: bool = False) -> list[str]:
@@ -176,6 +193,7 @@ def list_all(conn: Conn) -> list[dict[str, Any]]:
 
 
 def show(conn: Conn, name: str) -> dict[str, Any]:
+    _check_lookup(name)
     row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
     if row is None:
         raise WorkflowError(f"there is no workflow named {name!r}")
@@ -229,6 +247,7 @@ def shapes(conn: Conn, workflow_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Sha
 
 def run_now(conn: Conn, name: str, now: datetime | None = None) -> runs.SubmittedDag:
     """One DAG run of the workflow, due at once."""
+    _check_lookup(name)
     row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
     if row is None:
         raise WorkflowError(f"there is no workflow named {name!r}")

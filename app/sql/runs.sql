@@ -310,13 +310,15 @@ RETURNING r.id;
 
 -- name: run_age_priorities
 -- pending -> pending: one priority level per %(age_seconds)s a run has waited past its
--- run_at, at most %(max_boost)s above its base, so low-priority work cannot starve.
+-- run_at, at most %(max_boost)s above its base and never past the highest priority
+-- (32767, the top of smallint), so low-priority work cannot starve. Sums are int: in
+-- smallint they overflow at the ends of the range.
 WITH stale AS (
     SELECT id FROM job_runs
     WHERE status = 'pending'
-      AND priority < base_priority + %(max_boost)s
+      AND priority < least(base_priority::int + %(max_boost)s::int, 32767)
       AND run_at < coalesce(%(now)s::timestamptz, now())
-                   - make_interval(secs => %(age_seconds)s * (priority - base_priority + 1))
+                   - make_interval(secs => %(age_seconds)s * (priority::int - base_priority + 1))
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )

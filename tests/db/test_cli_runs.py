@@ -43,8 +43,8 @@ def test_same_key_same_payload_prints_the_same_id(db_url: str) -> None:
         (["noop", "--args", "[1, 2]"], "--args must be a JSON object"),
         (["noop", "--at", "tomorrow"], "--at must be an ISO 8601 time"),
         (["noop", "--at", "2030-01-01T09:00"], "--at needs a time zone"),
-        (["noop", "--timeout", "0"], "timeout must be a positive"),
-        (["noop", "--delay", "-1"], "delay cannot be negative"),
+        (["noop", "--timeout", "0"], "the timeout must be between 1 and"),
+        (["noop", "--delay", "-1"], "the delay must be between 0 and"),
     ],
 )
 def test_bad_submit_input_is_one_sentence_and_exit_code_2(

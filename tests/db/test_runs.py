@@ -104,11 +104,11 @@ def test_submit_many_returns_ids_in_input_order(conn: Conn, size: int) -> None:
         (NewRun(""), "needs a handler"),
         (NewRun("noop", args=[1, 2]), "args must be a JSON object"),  # type: ignore[arg-type]
         (NewRun("noop", execution_model="fiber"), "execution model must be one of"),
-        (NewRun("noop", timeout_seconds=0), "timeout must be a positive"),
-        (NewRun("noop", max_retries=-1), "max retries cannot be negative"),
-        (NewRun("noop", delay=-5), "delay cannot be negative"),
+        (NewRun("noop", timeout_seconds=0), "the timeout must be between 1 and"),
+        (NewRun("noop", max_retries=-1), "max retries must be between 0 and"),
+        (NewRun("noop", delay=-5), "the delay must be between 0 and"),
         (NewRun("noop", priority=99999), "priority must be between"),
-        (NewRun("noop", {"when": object()}), "must be JSON-serialisable"),
+        (NewRun("noop", {"when": object()}), "must hold only JSON values"),
     ],
 )
 def test_bad_submissions_are_refused_and_nothing_is_written(
@@ -399,7 +399,7 @@ def test_notifications_wake_workers_once_per_statement_and_carry_no_args(
 def test_a_large_batch_with_bad_args_is_refused_and_nothing_is_written(conn: Conn) -> None:
     batch = [NewRun("noop", {"i": i}) for i in range(runs.COPY_THRESHOLD + 10)]
     batch[-1] = NewRun("noop", {"when": object()})
-    with pytest.raises(SubmitError, match="must be JSON-serialisable"):
+    with pytest.raises(SubmitError, match="must hold only JSON values"):
         runs.submit_many(conn, batch)
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
     # the session's staging table is usable again afterwards
