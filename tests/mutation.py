@@ -5,8 +5,9 @@
 For each module, every mutant (one small change to its source) is loaded in place of the
 module in a forked child, which runs the module's fast unit tests; a mutant the tests still
 pass with has survived. The operators: flip a comparison (its negation and its off-by-one
-neighbour), shift a number by one, drop one member of a set literal, drop a statement, `return None`, swap `and` and
-`or`, negate an `if` or `while` condition. Decorator arguments (cache sizes) are not mutated.
+neighbour), shift a number by one, drop one member of a set literal, drop a statement,
+`return None`, swap `and` and `or`, negate an `if` or `while` condition. Decorator
+arguments (cache sizes) are not mutated.
 
 Mutants judged equivalent (no behaviour can tell them from the original) are listed in
 `tests/mutation_equivalent.txt` with their reason and left out of the score. The command
@@ -229,7 +230,7 @@ def _run_in_child(mutant: Mutant, tests: list[str]) -> int:
             return None
 
         def exec_module(self, module: object) -> None:
-            exec(code, module.__dict__)  # noqa: S102 - the mutant under test
+            exec(code, module.__dict__)  # the mutant under test
 
     class MutantFinder:
         def find_spec(self, fullname: str, path: object, target: object = None) -> object:
