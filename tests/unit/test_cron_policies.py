@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import cron
+from app import cron, fires
 from app.cron import Fire, Recurrence
 from app.fires import (
     DueSchedule,
@@ -44,6 +44,7 @@ def test_one_due_fire_becomes_one_run_and_the_next_fire_moves_on() -> None:
     plan = plan_fires(due(spread=timedelta(0)), utc("2026-05-01T10:00:02"))
     assert outcomes(plan) == [("01 10:00", "enqueued")]
     assert plan.runs_wanted[0].run_at == utc("2026-05-01T10:00")
+    assert plan.runs_wanted[0].coalesced_count == 0
     assert plan.next_fire_time == utc("2026-05-01T11:00")
     assert plan.cancel_run_ids == []
 
@@ -76,6 +77,7 @@ def test_catchup_all_backfills_every_missed_fire_oldest_first() -> None:
         ("01 13:00", "enqueued"),
     ]
     assert [e.run_at for e in plan.runs_wanted] == [e.fire.at for e in plan.entries]
+    assert {e.coalesced_count for e in plan.entries} == {0}
 
 
 def test_catchup_at_most_n_backfills_the_newest_n_and_misses_the_rest() -> None:
@@ -136,6 +138,9 @@ def test_a_year_long_outage_on_every_minute_is_bounded_in_rows_and_work(
     assert [e.fire.at for e in plan.runs_wanted][-1] == utc("2026-05-01T00:00")
     missed = [e for e in plan.entries if e.outcome is FireOutcome.MISSED]
     assert len(missed) == 100  # listed; the rest are counted on the oldest listed row
+    assert [e.fire.at - missed[0].fire.at for e in missed] == [
+        timedelta(minutes=i) for i in range(100)
+    ]
     assert missed[-1].fire.at == plan.runs_wanted[0].fire.at - timedelta(minutes=1)
     assert missed[0].detail is not None and "10000+ earlier fires since" in missed[0].detail
     # bounded by the limits, not by the 525,600 missed fires
@@ -201,6 +206,7 @@ def test_an_expired_pause_resumes_and_fires_after_it() -> None:
         ("01 12:00", "enqueued"),
     ]
     assert plan.resume
+    assert plan.entries[-1].coalesced_count == 0  # nothing older was folded into it
 
 
 def test_a_schedule_that_ended_has_no_next_fire() -> None:
@@ -289,7 +295,7 @@ def test_a_catchup_window_edge_on_a_fire_keeps_that_fire() -> None:
 
 
 def test_a_pause_ending_in_the_future_keeps_the_schedule_paused() -> None:
-    schedule = due(active=False, paused_until=utc("2026-05-01T12:30"))
+    schedule = due(active=False, paused_until=utc("2026-05-01T14:30"))
     plan = plan_fires(schedule, utc("2026-05-01T12:10"))
     assert outcomes(plan) == [
         ("01 10:00", "paused"),
@@ -341,3 +347,61 @@ def test_an_interval_schedule_at_its_start_fires_once() -> None:
     plan = plan_fires(schedule, start)
     assert [(e.fire.at, e.outcome.value) for e in plan.entries] == [(start, "enqueued")]
     assert plan.next_fire_time == start + timedelta(minutes=1)
+
+
+def test_a_fire_due_exactly_at_now_behind_an_older_one_coalesces_it() -> None:
+    plan = plan_fires(due(), utc("2026-05-01T11:00"))
+    assert outcomes(plan) == [("01 10:00", "coalesced"), ("01 11:00", "enqueued")]
+    assert plan.entries[-1].coalesced_count == 1
+
+
+def test_a_cursor_between_fires_enqueues_nothing_before_the_next_fire() -> None:
+    # the rule changed since next_fire_time was computed: 10:00 is no longer a fire
+    schedule = due(Recurrence.from_cron("30 * * * *", "UTC"), "2026-05-01T10:00")
+    plan = plan_fires(schedule, utc("2026-05-01T10:10"))
+    assert plan.entries == []
+    assert plan.next_fire_time == utc("2026-05-01T10:30")
+
+
+def test_the_usual_tick_does_not_search_a_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_backlog_search(*args: object) -> list[Fire]:
+        raise AssertionError("one due fire needs no backlog search")
+
+    monkeypatch.setattr(fires, "latest_fires", no_backlog_search)
+    plan = plan_fires(due(), utc("2026-05-01T10:00:02"))
+    assert outcomes(plan) == [("01 10:00", "enqueued")]
+
+
+def test_default_limits_backfill_1000_fires_and_list_100_missed() -> None:
+    schedule = due(MINUTELY, next_fire="2026-05-01T00:00", catchup=True)
+    plan = plan_fires(schedule, utc("2026-05-01T20:00"))  # 1201 fires due
+    assert len(plan.runs_wanted) == 1000
+    missed = [e for e in plan.entries if e.outcome is FireOutcome.MISSED]
+    assert len(missed) == 100
+    assert missed[0].detail is not None
+    assert missed[0].detail.endswith("and 101 earlier fires since 2026-05-01 00:00 UTC")
+
+
+def test_the_oldest_listed_row_keeps_its_own_dst_note_and_counts_the_rest() -> None:
+    rule = Recurrence.from_cron("30 2 * * *", "America/New_York")
+    schedule = due(rule, "2026-03-06T07:30", active=False)
+    plan = plan_fires(schedule, utc("2026-03-09T12:00"), limits=PlanLimits(ledger_rows=2))
+    assert [e.fire.local.day for e in plan.entries] == [8, 9]
+    assert plan.entries[0].detail == (
+        "local time skipped by DST; fired when the clocks jumped; "
+        "and 2 earlier fires since 2026-03-06 07:30 UTC"
+    )
+    assert plan.entries[1].detail is None
+
+
+def test_queue_overlap_with_a_fire_already_queued_notes_it_on_the_newest() -> None:
+    schedule = due(catchup=True, overlap=OverlapPolicy.QUEUE, has_queued_fire=True)
+    plan = plan_fires(schedule, utc("2026-05-01T11:30"), [7])
+    assert outcomes(plan) == [("01 10:00", "skipped_overlap"), ("01 11:00", "skipped_overlap")]
+    assert plan.entries[0].detail == "run 7 of this schedule was still pending or running"
+    assert plan.entries[1].detail is not None and "already queued" in plan.entries[1].detail
+
+
+def test_spread_offsets_use_every_millisecond_of_the_window() -> None:
+    offsets = {spread_offset(uuid.UUID(int=i), timedelta(milliseconds=2)) for i in range(1, 60)}
+    assert offsets == {timedelta(0), timedelta(milliseconds=1)}
