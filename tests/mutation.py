@@ -150,7 +150,7 @@ def _statement_variants(stmt: ast.stmt) -> list[ast.stmt]:
 def _sites(tree: ast.Module) -> Iterator[_Site]:
     """Every mutable place, with the qualified name of the function holding it."""
 
-    def walk(node: ast.AST, scope: str, in_body: bool) -> Iterator[_Site]:
+    def walk(node: ast.AST, scope: str, in_body: bool, statement: ast.AST) -> Iterator[_Site]:
         for field, value in ast.iter_fields(node):
             if field in ("decorator_list", "returns", "annotation"):
                 continue
@@ -168,12 +168,16 @@ def _sites(tree: ast.Module) -> Iterator[_Site]:
                     if variants:
                         yield _Site(scope, child, variants)  # type: ignore[arg-type]
                 elif isinstance(child, ast.expr):
-                    variants = [(v, _describe(child, v)) for v in _expression_variants(child)]
+                    where = f" in `{_short(statement)}`"  # tells apart equal expressions
+                    variants = [
+                        (v, _describe(child, v) + where) for v in _expression_variants(child)
+                    ]
                     if variants:
                         yield _Site(scope, child, variants)  # type: ignore[arg-type]
-                yield from walk(child, inner, body)
+                inner_statement = child if isinstance(child, ast.stmt) else statement
+                yield from walk(child, inner, body, inner_statement)
 
-    yield from walk(tree, "<module>", False)
+    yield from walk(tree, "<module>", False, tree)
 
 
 def _replace(tree: ast.Module, target: ast.AST, replacement: ast.AST) -> ast.Module:
