@@ -14,6 +14,7 @@ from croniter import croniter
 
 from app import cron
 from app.cron import (
+    EPSILON,
     DstRepeated,
     DstSkipped,
     Fire,
@@ -406,8 +407,11 @@ def test_count_fires_matches_walking_them(rule: Recurrence) -> None:
     start, end = utc("2026-05-01T10:00"), utc("2026-05-01T13:17")
     walked = sum(1 for _ in fires_between(rule, start, end))
     assert count_fires(rule, start, end, cap=100_000) == (walked, True)
+    assert count_fires(rule, start, end, cap=walked) == (walked, True)
+    assert count_fires(rule, start, end, cap=walked - 1) == (walked - 1, False)
     assert count_fires(rule, start, end, cap=5) == (5, False)
     assert count_fires(rule, end, start, cap=5) == (0, True)
+    assert count_fires(rule, start, start, cap=5) == (0, True)
 
 
 def test_latest_fires_finds_the_newest_without_walking_a_year() -> None:
@@ -524,3 +528,35 @@ def test_latest_fires_walks_only_the_fires_near_the_end(monkeypatch: pytest.Monk
     walked = 0
     assert len(latest_fires(rule, start, end, 100)) == 100
     assert walked <= 4 * 100 + 40
+    # 2 minutes hold 2 fires, 8 minutes hold 8: enough for 8, no third look (each look
+    # also reads the fire at `end` to know it is done)
+    walked = 0
+    assert len(latest_fires(rule, start, end, 8)) == 8
+    assert walked == (2 + 1) + (8 + 1)
+
+
+def test_count_fires_of_an_interval_before_its_start_is_zero() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start)
+    assert count_fires(rule, start - timedelta(hours=2), start - timedelta(hours=1), 100) == (
+        0,
+        True,
+    )
+    assert count_fires(rule, start - timedelta(hours=1), start, 100) == (0, True)
+    assert count_fires(rule, start - timedelta(hours=1), start + EPSILON, 100) == (1, True)
+
+
+def test_fires_between_is_exact_to_the_microsecond() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start)
+    after_first = start + EPSILON
+    assert [f.at for f in fires_between(rule, after_first, start + timedelta(minutes=2))] == [
+        start + timedelta(minutes=1)
+    ]
+    cron_rule = Recurrence.from_cron("* * * * *", "UTC")
+    assert [f.at for f in fires_between(cron_rule, after_first, start + timedelta(minutes=2))] == [
+        start + timedelta(minutes=1)
+    ]
+    assert next_fire(cron_rule, start - EPSILON) == next_fire(
+        cron_rule, start - timedelta(seconds=30)
+    )
