@@ -302,7 +302,9 @@ def load_equivalent() -> dict[str, str]:
     return equivalent
 
 
-def mutate_module(path: str, equivalent: dict[str, str], timeout_factor: float) -> float:
+def mutate_module(
+    path: str, equivalent: dict[str, str], timeout_factor: float, only: set[str] | None = None
+) -> float:
     tests = TESTS_FOR[path]
     timeout = max(10.0, timeout_factor * baseline_seconds(tests))
     results: dict[str, list[Mutant]] = {"killed": [], "survived": [], "timeout": []}
@@ -310,6 +312,8 @@ def mutate_module(path: str, equivalent: dict[str, str], timeout_factor: float) 
     for mutant in mutants(path):
         if mutant.key in equivalent:
             skipped += 1
+            continue
+        if only is not None and mutant.key not in only:
             continue
         results[run_mutant(mutant, tests, timeout)].append(mutant)
     counted = sum(len(group) for group in results.values())
@@ -338,6 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a mutant times out after this many times the tests' normal time",
     )
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument(
+        "--again",
+        type=Path,
+        metavar="OUTPUT",
+        help="run only the mutants a previous run's saved output lists as survivors",
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TESTS_FOR]
     if unknown:
@@ -352,7 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in WARM_IMPORTS:
         __import__(name)
     equivalent = load_equivalent()
-    scores = [mutate_module(path, equivalent, args.timeout_factor) for path in args.modules]
+    only = None
+    if args.again:
+        prefix = "    key: "
+        lines = args.again.read_text().splitlines()
+        only = {line.removeprefix(prefix) for line in lines if line.startswith(prefix)}
+    scores = [mutate_module(path, equivalent, args.timeout_factor, only) for path in args.modules]
     return 0 if all(score >= args.min_score for score in scores) else 1
 
 
