@@ -23,6 +23,7 @@ import argparse
 import ast
 import copy
 import os
+import re
 import select
 import signal
 import sys
@@ -303,7 +304,10 @@ def load_equivalent() -> dict[str, str]:
 
 
 def mutate_module(
-    path: str, equivalent: dict[str, str], timeout_factor: float, only: set[str] | None = None
+    path: str,
+    equivalent: dict[str, str],
+    timeout_factor: float,
+    only: list[tuple[str, int, str]] | None = None,
 ) -> float:
     tests = TESTS_FOR[path]
     timeout = max(10.0, timeout_factor * baseline_seconds(tests))
@@ -313,7 +317,9 @@ def mutate_module(
         if mutant.key in equivalent:
             skipped += 1
             continue
-        if only is not None and mutant.key not in only:
+        if only is not None and not any(
+            (mutant.path, mutant.line) == (p, n) and mutant.change.startswith(c) for p, n, c in only
+        ):
             continue
         results[run_mutant(mutant, tests, timeout)].append(mutant)
     counted = sum(len(group) for group in results.values())
@@ -363,10 +369,10 @@ def main(argv: list[str] | None = None) -> int:
         __import__(name)
     equivalent = load_equivalent()
     only = None
-    if args.again:
-        prefix = "    key: "
-        lines = args.again.read_text().splitlines()
-        only = {line.removeprefix(prefix) for line in lines if line.startswith(prefix)}
+    if args.again:  # lines `  survived PATH:LINE (FUNCTION) CHANGE`
+        survived = re.compile(r"^  survived (\S+):(\d+) \(\S+\) (.*)$")
+        matches = map(survived.match, args.again.read_text().splitlines())
+        only = [(m[1], int(m[2]), m[3]) for m in matches if m]
     scores = [mutate_module(path, equivalent, args.timeout_factor, only) for path in args.modules]
     return 0 if all(score >= args.min_score for score in scores) else 1
 
