@@ -49,10 +49,15 @@ TERMINAL = frozenset(
 )
 ACTIVE = frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.RUNNING})
 
-# transition name -> (from states, to states). `app.runs` implements each one; a test
-# checks that this table, the enum and the database CHECK constraint agree.
+# transition name -> (from states, to states). `app.runs` implements each one;
+# tests/unit/test_state_machine.py checks this table against the states each statement of
+# app/sql/runs.sql reads and writes, the enum and the database CHECK constraint.
 TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
-    "run_submit": (frozenset(), frozenset({RunStatus.PENDING, RunStatus.BLOCKED})),
+    # skipped: a DAG step submitted after one of its upstreams already failed
+    "run_submit": (
+        frozenset(),
+        frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.SKIPPED}),
+    ),
     "run_claim": (frozenset({RunStatus.PENDING}), frozenset({RunStatus.RUNNING})),
     "run_heartbeat": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.RUNNING})),
     "run_complete": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.COMPLETED})),
@@ -61,24 +66,30 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
         frozenset({RunStatus.PENDING, RunStatus.FAILED}),
         frozenset({RunStatus.COMPLETED}),
     ),
+    # fail, release and reap end in cancelled when a cancel was requested meanwhile
     "run_fail": (
         frozenset({RunStatus.RUNNING}),
-        frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.TIMED_OUT}),
+        frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}),
     ),
-    "run_release": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.PENDING})),
+    "run_release": (
+        frozenset({RunStatus.RUNNING}),
+        frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
+    ),
     "run_reap": (
         frozenset({RunStatus.RUNNING}),
-        frozenset({RunStatus.PENDING, RunStatus.FAILED}),
+        frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.CANCELLED}),
     ),
+    # a running run stays running with cancel_requested until its worker stops it
     "run_cancel": (
         frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.RUNNING}),
-        frozenset({RunStatus.CANCELLED}),
+        frozenset({RunStatus.CANCELLED, RunStatus.RUNNING}),
     ),
-    "run_unblock": (frozenset({RunStatus.BLOCKED}), frozenset({RunStatus.PENDING})),
-    "run_skip": (
+    # a step with upstreams still to complete stays blocked, one fewer to wait for
+    "run_unblock": (
+        frozenset({RunStatus.BLOCKED}),
         frozenset({RunStatus.PENDING, RunStatus.BLOCKED}),
-        frozenset({RunStatus.SKIPPED}),
     ),
+    "run_skip": (frozenset({RunStatus.BLOCKED}), frozenset({RunStatus.SKIPPED})),
     "run_retry": (
         frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}),
         frozenset({RunStatus.PENDING}),

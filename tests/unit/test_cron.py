@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 from croniter import croniter
 
+from app import cron
 from app.cron import (
+    EPSILON,
     DstRepeated,
     DstSkipped,
+    Fire,
     Recurrence,
     RecurrenceError,
     count_fires,
@@ -403,8 +407,11 @@ def test_count_fires_matches_walking_them(rule: Recurrence) -> None:
     start, end = utc("2026-05-01T10:00"), utc("2026-05-01T13:17")
     walked = sum(1 for _ in fires_between(rule, start, end))
     assert count_fires(rule, start, end, cap=100_000) == (walked, True)
+    assert count_fires(rule, start, end, cap=walked) == (walked, True)
+    assert count_fires(rule, start, end, cap=walked - 1) == (walked - 1, False)
     assert count_fires(rule, start, end, cap=5) == (5, False)
     assert count_fires(rule, end, start, cap=5) == (0, True)
+    assert count_fires(rule, start, start, cap=5) == (0, True)
 
 
 def test_latest_fires_finds_the_newest_without_walking_a_year() -> None:
@@ -418,3 +425,138 @@ def test_latest_fires_finds_the_newest_without_walking_a_year() -> None:
     ]
     assert latest_fires(rule, utc("2026-04-30T23:58"), end, 5) == newest[1:]
     assert latest_fires(rule, end, end, 5) == []
+
+
+# ---- gaps a mutation run found: behaviour users rely on ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("@yearly", ["2027-01-01", "2028-01-01", "2029-01-01"]),
+        ("0 0 1 6 *", ["2026-06-01", "2027-06-01", "2028-06-01"]),
+        ("0 0 * 2 1", ["2026-02-02", "2026-02-09", "2026-02-16"]),
+    ],
+)
+def test_a_restricted_month_field_fires_only_in_those_months(
+    expression: str, expected: list[str]
+) -> None:
+    rule = Recurrence.from_cron(expression, "UTC")
+    fires = itertools.islice(fires_after(rule, utc("2026-01-01T00:00")), 3)
+    assert [f"{f.at:%Y-%m-%d}" for f in fires] == expected
+
+
+def test_two_local_times_skipped_by_one_jump_fire_once_at_the_jump() -> None:
+    rule = Recurrence.from_cron("0,30 2 * * *", NEW_YORK)
+    assert local_fires(rule, "2026-03-07T00:00", "2026-03-10T00:00") == [
+        "2026-03-07 02:00 EST",
+        "2026-03-07 02:30 EST",
+        "2026-03-08 03:00 EDT",  # 02:00 and 02:30 both shift to the jump: one fire
+        "2026-03-09 02:00 EDT",
+        "2026-03-09 02:30 EDT",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("zone", "expression", "day"),
+    [
+        (NEW_YORK, "30 2 * * *", "2026-03-08"),
+        (LONDON, "30 1 * * *", "2026-03-29"),
+        ("Europe/Berlin", "15 2 * * *", "2027-03-28"),
+        ("Australia/Lord_Howe", "15 2 * * *", "2026-10-04"),  # a 30-minute jump
+        ("Pacific/Chatham", "50 2 * * *", "2026-09-27"),  # at 02:45 local
+        ("America/Santiago", "30 0 * * *", "2026-09-06"),  # at midnight
+    ],
+)
+def test_a_skipped_time_fires_at_the_exact_second_the_clocks_jump(
+    zone: str, expression: str, day: str
+) -> None:
+    rule = Recurrence.from_cron(expression, zone)
+    around = fires_between(
+        rule, utc(f"{day}T00:00") - timedelta(days=2), utc(f"{day}T00:00") + timedelta(days=2)
+    )
+    [fire] = [f for f in around if f"{f.local:%Y-%m-%d}" == day]
+    assert fire.note is not None, "the local time is skipped that day"
+    tz = ZoneInfo(zone)
+    # the old offset holds one second before the fire, the new one at the fire
+    assert (
+        fire.at.astimezone(tz).utcoffset()
+        != (fire.at - timedelta(seconds=1)).astimezone(tz).utcoffset()
+    )
+
+
+def test_an_interval_fires_once_at_its_start() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start)
+    for after in (start - timedelta(hours=1), start - timedelta(microseconds=1)):
+        first = list(itertools.islice(fires_after(rule, after), 2))
+        assert [f.at for f in first] == [start, start + timedelta(minutes=1)]
+    assert [f.at for f in itertools.islice(fires_after(rule, start), 1)] == [
+        start + timedelta(minutes=1)
+    ]
+    assert next_fire(rule, start + timedelta(seconds=59)) == next_fire(rule, start)
+
+
+def test_count_fires_of_an_interval_stops_at_its_end() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start, end=start + timedelta(minutes=10))
+    window_end = start + timedelta(hours=1)
+    assert count_fires(rule, start, window_end, cap=1000) == (11, True)  # end is inclusive
+    assert count_fires(rule, start - timedelta(hours=1), window_end, cap=1000) == (11, True)
+    assert count_fires(rule, start + timedelta(seconds=1), window_end, cap=1000) == (10, True)
+    walked = sum(1 for _ in fires_between(rule, start, window_end))
+    assert walked == 11
+    assert count_fires(rule, start, window_end, cap=11) == (11, True)
+    assert count_fires(rule, start, window_end, cap=10) == (10, False)
+
+
+def test_latest_fires_walks_only_the_fires_near_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    walked = 0
+    real_fires_after = cron.fires_after
+
+    def counting(rule: Recurrence, after: datetime) -> Iterator[Fire]:
+        nonlocal walked
+        for fire in real_fires_after(rule, after):
+            walked += 1
+            yield fire
+
+    monkeypatch.setattr(cron, "fires_after", counting)
+    rule = Recurrence.from_cron("* * * * *", "UTC")
+    start, end = utc("2025-05-01T00:00"), utc("2026-05-01T00:00")
+    assert len(latest_fires(rule, start, end, 3)) == 3
+    assert walked <= 40  # a year of minutes is 525,600
+    walked = 0
+    assert len(latest_fires(rule, start, end, 100)) == 100
+    assert walked <= 4 * 100 + 40
+    # 2 minutes hold 2 fires, 8 minutes hold 8: enough for 8, no third look (each look
+    # also reads the fire at `end` to know it is done)
+    walked = 0
+    assert len(latest_fires(rule, start, end, 8)) == 8
+    assert walked == (2 + 1) + (8 + 1)
+
+
+def test_count_fires_of_an_interval_before_its_start_is_zero() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start)
+    assert count_fires(rule, start - timedelta(hours=2), start - timedelta(hours=1), 100) == (
+        0,
+        True,
+    )
+    assert count_fires(rule, start - timedelta(hours=1), start, 100) == (0, True)
+    assert count_fires(rule, start - timedelta(hours=1), start + EPSILON, 100) == (1, True)
+
+
+def test_fires_between_is_exact_to_the_microsecond() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start)
+    after_first = start + EPSILON
+    assert [f.at for f in fires_between(rule, after_first, start + timedelta(minutes=2))] == [
+        start + timedelta(minutes=1)
+    ]
+    cron_rule = Recurrence.from_cron("* * * * *", "UTC")
+    assert [f.at for f in fires_between(cron_rule, after_first, start + timedelta(minutes=2))] == [
+        start + timedelta(minutes=1)
+    ]
+    assert next_fire(cron_rule, start - EPSILON) == next_fire(
+        cron_rule, start - timedelta(seconds=30)
+    )

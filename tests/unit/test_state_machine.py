@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sqlalchemy import CheckConstraint
+
+from app.models import JobRun
 from app.sql import load
-from app.states import TRANSITIONS, RunStatus
+from app.states import ACTIVE, TERMINAL, TRANSITIONS, RunStatus, sql_in
 
 APP = Path(__file__).resolve().parent.parent.parent / "app"
 
@@ -51,3 +54,99 @@ def test_no_module_but_the_state_module_writes_a_run_status() -> None:
         if path.name != "runs.sql" and re.search(r"UPDATE\s+job_runs", path.read_text(), re.I):
             offenders.append(str(path.relative_to(APP)))
     assert offenders == []
+
+
+# ---- the TRANSITIONS table against the SQL that implements it ----------------------------
+
+STATUS_COLUMN = r"\b(?:\w+\.)?status"
+QUOTED = re.compile(r"'([a-z_]+)'")
+
+
+def _transition_statements() -> dict[str, list[str]]:
+    """Transition name -> the SQL of the statements implementing it (`run_fail_many` is
+    `run_fail`, `run_cancel_dag` is `run_cancel`, ...)."""
+    found: dict[str, list[str]] = {}
+    for name, sql in load("runs").items():
+        base = re.sub(r"_(many|fires|downstream|dag|staged)$", "", name)
+        if base in TRANSITIONS:
+            found.setdefault(base, []).append(sql)
+    return found
+
+
+def _update_states(sql: str) -> tuple[set[str], set[str]]:
+    """(from, to) of an UPDATE of job_runs as its SQL writes them: the states its WHERE
+    clauses accept (the UPDATE's own, and those of the CTE picking its rows), and the
+    states its SET clause can write (the same ones when it writes no status)."""
+    start = re.search(r"UPDATE\s+job_runs", sql).start()  # type: ignore[union-attr]
+    update = re.split(r"\bRETURNING\b", sql[start:])[0]
+    set_clause, where = update.rsplit("WHERE", 1)
+    sources = set()
+    condition = STATUS_COLUMN + r"\s*(=\s*'[a-z_]+'|IN\s*\([^)]*\))"
+    for match in re.finditer(condition, sql[:start] + where):
+        sources |= set(QUOTED.findall(match.group(1)))
+    assigned = r"(?<![.\w])\(?status\b"
+    written = r"(?:THEN|ELSE|(?<![.\w])status\s*=)\s*'([a-z_]+)'"
+    targets = set(re.findall(written, set_clause))
+    if not re.search(assigned, set_clause):
+        targets = set(sources)
+    if re.search(r"ELSE\s+f\.outcome", set_clause):  # the attempt's own outcome
+        outcomes = re.search(r"f\.outcome\s+IN\s*\(([^)]*)\)", update)
+        assert outcomes, "an outcome written as status must be limited by the WHERE clause"
+        targets |= set(QUOTED.findall(outcomes.group(1)))
+    return sources, targets
+
+
+def _insert_states(sql: str) -> set[str]:
+    """The states an INSERT creates runs in, as its header declares `(new) -> a | b`; the
+    default in the SQL must be one of them."""
+    header = re.search(r"^-- \(new\) -> ([^:]*)", sql, re.MULTILINE)
+    assert header, "an INSERT of runs declares `(new) -> <states>` in its header"
+    declared = {part.split()[0] for part in header.group(1).split("|")}
+    literal = re.search(r"coalesce\(\w+\.status, '([a-z_]+)'\)|, '([a-z_]+)'\s*\n", sql)
+    assert literal and (literal.group(1) or literal.group(2)) in declared
+    return declared
+
+
+def test_the_transitions_table_is_what_the_sql_of_each_transition_writes() -> None:
+    statements = _transition_statements()
+    assert set(statements) == set(TRANSITIONS), "a transition without a statement"
+    for name, sqls in statements.items():
+        sources: set[str] = set()
+        targets: set[str] = set()
+        for sql in sqls:
+            if re.search(r"INSERT\s+INTO\s+job_runs\b", sql):
+                targets |= _insert_states(sql)
+            else:
+                update_sources, update_targets = _update_states(sql)
+                sources |= update_sources
+                targets |= update_targets
+        expected_sources, expected_targets = TRANSITIONS[name]
+        assert sources == {s.value for s in expected_sources}, f"{name} from"
+        assert targets == {s.value for s in expected_targets}, f"{name} to"
+
+
+def test_the_database_check_constraint_allows_exactly_the_states() -> None:
+    check = next(
+        c
+        for c in JobRun.__table__.constraints  # type: ignore[attr-defined]
+        if isinstance(c, CheckConstraint) and c.name == "job_runs_status"
+    )
+    allowed = set(QUOTED.findall(str(check.sqltext)))
+    assert allowed == {s.value for s in RunStatus}
+    in_transitions = set().union(*(a | b for a, b in TRANSITIONS.values()))
+    assert allowed == {s.value for s in in_transitions}
+
+
+def test_every_state_is_either_active_or_terminal() -> None:
+    assert ACTIVE | TERMINAL == set(RunStatus)
+    assert not ACTIVE & TERMINAL
+    # a run can be cancelled exactly while it is active
+    assert TRANSITIONS["run_cancel"][0] == ACTIVE
+    # terminal states only leave by a person's retry (or a retried upstream's un-skip), or
+    # by the late completion of an attempt the reaper alone declared dead
+    leaving_terminal = {name for name, (sources, _) in TRANSITIONS.items() if sources & TERMINAL}
+    assert leaving_terminal == {"run_retry", "run_unskip", "run_complete_late"}
+
+
+def test_sql_in_quotes_each_value_in_a_stable_order() -> None:
+    assert sql_in(["b", "a"]) == "'a', 'b'"
