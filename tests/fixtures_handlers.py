@@ -180,3 +180,39 @@ async def hostile(ctx: JobContext, kind: str) -> Any:
 @handler("fixture_sync_hostile")
 def sync_hostile(ctx: JobContext, kind: str) -> Any:
     return HOSTILE[kind]()
+
+
+# What the worker fuzz test asks a handler to do: text with hostile characters put in, then
+# returned, raised or exited with; or a result JSON cannot hold.
+RECIPE_CHARACTERS = {
+    "nul": "\x00",
+    "surrogate": "\ud800",
+    "low_surrogate": "\udfff",
+    "escape": "\x1b[2J",
+}
+
+
+def _follow_recipe(tag: int, action: str, text: str, inject: list[str], poison: str) -> Any:
+    hostile_text = f"{tag}:{text}{''.join(RECIPE_CHARACTERS[name] for name in inject)}"
+    if action == "raise":
+        raise RuntimeError(hostile_text)
+    if action == "exit":
+        raise SystemExit(hostile_text)
+    result: dict[str, Any] = {"tag": tag, "text": hostile_text}
+    if poison:
+        result["poison"] = HOSTILE_NOT_JSON[poison]()
+    return result
+
+
+@handler("fixture_recipe")
+async def recipe(
+    ctx: JobContext, tag: int, action: str, text: str, inject: list[str], poison: str
+) -> Any:
+    return _follow_recipe(tag, action, text, inject, poison)
+
+
+@handler("fixture_sync_recipe")
+def sync_recipe(
+    ctx: JobContext, tag: int, action: str, text: str, inject: list[str], poison: str
+) -> Any:
+    return _follow_recipe(tag, action, text, inject, poison)
