@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs
+from app import run_inserts, runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, IdempotencyConflict, NewRun, SubmitError
 
@@ -62,7 +62,7 @@ def test_delay_and_run_at_use_the_database_clock(conn: Conn) -> None:
     assert runs.claim(conn, "w", 10, 30) == []  # nothing due yet
 
 
-@pytest.mark.parametrize("size", [500, runs.COPY_THRESHOLD + 1500])  # JSON path, COPY path
+@pytest.mark.parametrize("size", [500, run_inserts.COPY_THRESHOLD + 1500])  # JSON path, COPY path
 def test_submit_many_returns_ids_in_input_order(conn: Conn, size: int) -> None:
     now = db_now(conn)
     batch = [
@@ -397,13 +397,13 @@ def test_notifications_wake_workers_once_per_statement_and_carry_no_args(
 
 
 def test_a_large_batch_with_bad_args_is_refused_and_nothing_is_written(conn: Conn) -> None:
-    batch = [NewRun("noop", {"i": i}) for i in range(runs.COPY_THRESHOLD + 10)]
+    batch = [NewRun("noop", {"i": i}) for i in range(run_inserts.COPY_THRESHOLD + 10)]
     batch[-1] = NewRun("noop", {"when": object()})
     with pytest.raises(SubmitError, match="must hold only JSON values"):
         runs.submit_many(conn, batch)
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
     # the session's staging table is usable again afterwards
-    assert len(runs.submit_many(conn, batch[:-1])) == runs.COPY_THRESHOLD + 9
+    assert len(runs.submit_many(conn, batch[:-1])) == run_inserts.COPY_THRESHOLD + 9
 
 
 def test_completing_clears_the_error_of_an_earlier_attempt(conn: Conn) -> None:
