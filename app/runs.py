@@ -201,7 +201,12 @@ def claim(
 
 
 def heartbeat(
-    conn: Conn, worker: str, held: Sequence[tuple[int, int]], lease_seconds: float
+    conn: Conn,
+    worker: str,
+    held: Sequence[tuple[int, int]],
+    lease_seconds: float,
+    *,
+    now: datetime | None = None,
 ) -> HeartbeatResult:
     """running -> running: renew every (run id, attempt) lease `worker` holds."""
     if not held:
@@ -211,6 +216,7 @@ def heartbeat(
         "ids": [h[0] for h in held],
         "attempts": [h[1] for h in held],
         "lease_seconds": lease_seconds,
+        **_now(now),
     }
     rows = conn.execute(query("runs", "run_heartbeat"), params).fetchall()
     renewed = {(r["id"], r["attempt"]) for r in rows}
@@ -235,7 +241,9 @@ def count_lease_lost() -> None:
     FENCE_LOST.labels("run_heartbeat").inc()
 
 
-def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Finish]:
+def finish_many(
+    conn: Conn, worker: str, finishes: Sequence[Finish], *, now: datetime | None = None
+) -> list[Finish]:
     """Record how attempts ended: running -> completed, or -> pending (retry) / failed /
     timed_out / cancelled. Returns the finishes that won; the rest lost their fence.
 
@@ -253,11 +261,12 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
                     "ids": [f.run_id for f in completed],
                     "attempts": [f.attempt for f in completed],
                     "results": [_result_json(f.outcome.result) for f in completed],
+                    **_now(now),
                 },
             ).fetchall()
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_complete").inc(len(rows))
-            _settle_downstream(conn, completed=[r["id"] for r in rows if r["in_dag"]])
+            _settle_downstream(conn, completed=[r["id"] for r in rows if r["in_dag"]], now=now)
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
@@ -273,13 +282,14 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
                         full_jitter(f.attempt, RETRY_BASE_DELAY_SECONDS, RETRY_MAX_DELAY_SECONDS)
                         for f in failed
                     ],
+                    **_now(now),
                 },
             ).fetchall()
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
-            _settle_downstream(conn, ended=_ended_in_dag(rows))
+            _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     late = [f for f in completed if (f.run_id, f.attempt) not in won]
-    won |= {(f.run_id, f.attempt) for f in complete_late(conn, worker, late)}
+    won |= {(f.run_id, f.attempt) for f in complete_late(conn, worker, late, now=now)}
     winners = [f for f in finishes if (f.run_id, f.attempt) in won]
     for f in finishes:
         if (f.run_id, f.attempt) not in won:
@@ -287,7 +297,9 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
     return winners
 
 
-def complete_late(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Finish]:
+def complete_late(
+    conn: Conn, worker: str, finishes: Sequence[Finish], *, now: datetime | None = None
+) -> list[Finish]:
     """pending | failed -> completed for completions that lost their fence only because
     the reaper declared the attempt dead meanwhile (its lease expired, e.g. while the
     database was unreachable) and no newer attempt exists. Returns those accepted.
@@ -298,7 +310,7 @@ def complete_late(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[F
     """
     accepted = []
     for f in finishes:
-        params = {"id": f.run_id, "attempt": f.attempt, "worker": worker}
+        params = {"id": f.run_id, "attempt": f.attempt, "worker": worker, **_now(now)}
         try:
             with conn.transaction():
                 row = conn.execute(
@@ -310,7 +322,7 @@ def complete_late(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[F
                 if row["in_dag"]:
                     unskipped = _unskip_downstream(conn, f.run_id)
                     TRANSITIONS.labels("run_unskip").inc(len(unskipped))
-                    _settle_downstream(conn, completed=[f.run_id])
+                    _settle_downstream(conn, completed=[f.run_id], now=now)
         except psycopg.errors.LockNotAvailable:
             continue
         TRANSITIONS.labels("run_complete_late").inc()
@@ -326,16 +338,23 @@ def _result_json(result: JSON) -> Jsonb | None:
     return None if result is None else Jsonb(result)
 
 
-def release_many(conn: Conn, worker: str, held: Sequence[tuple[int, int]]) -> list[int]:
+def release_many(
+    conn: Conn, worker: str, held: Sequence[tuple[int, int]], *, now: datetime | None = None
+) -> list[int]:
     """running -> pending: hand unfinished attempts back at shutdown (not a used attempt)."""
     if not held:
         return []
     with conn.transaction():
         rows = conn.execute(
             query("runs", "run_release_many"),
-            {"worker": worker, "ids": [h[0] for h in held], "attempts": [h[1] for h in held]},
+            {
+                "worker": worker,
+                "ids": [h[0] for h in held],
+                "attempts": [h[1] for h in held],
+                **_now(now),
+            },
         ).fetchall()
-        _settle_downstream(conn, ended=_ended_in_dag(rows))
+        _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     TRANSITIONS.labels("run_release").inc(len(rows))
     released = {r["id"] for r in rows}
     for run_id, attempt in held:
@@ -359,7 +378,7 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
     """running -> pending | failed | cancelled for runs whose lease has expired."""
     with conn.transaction():
         rows = conn.execute(query("runs", "run_reap"), {"limit": limit, **_now(now)}).fetchall()
-        _settle_downstream(conn, ended=_ended_in_dag(rows))
+        _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     TRANSITIONS.labels("run_reap").inc(len(rows))
     reaped = [Reaped(r["id"], r["attempt"], r["status"], r["lease_owner"]) for r in rows]
     for r in reaped:
@@ -391,16 +410,16 @@ def age_priorities(
 # ---- people and the API: cancel, retry ---------------------------------------------------
 
 
-def cancel(conn: Conn, run_id: int) -> str | None:
+def cancel(conn: Conn, run_id: int, *, now: datetime | None = None) -> str | None:
     """pending | blocked -> cancelled; running -> cancel requested (the worker stops it).
 
     Returns the run's status afterwards, or None when it had already finished.
     """
     with conn.transaction():
-        row = conn.execute(query("runs", "run_cancel"), {"id": run_id}).fetchone()
+        row = conn.execute(query("runs", "run_cancel"), {"id": run_id, **_now(now)}).fetchone()
         if row is None:
             return None
-        _settle_downstream(conn, ended=_ended_in_dag([row]))
+        _settle_downstream(conn, ended=_ended_in_dag([row]), now=now)
     TRANSITIONS.labels("run_cancel").inc()
     return str(row["status"])
 
@@ -418,7 +437,7 @@ class RetryBusy(UsageError):
 RETRY_TRIES = 5
 
 
-def retry(conn: Conn, run_id: int) -> Retried | None:
+def retry(conn: Conn, run_id: int, *, now: datetime | None = None) -> Retried | None:
     """failed | timed_out | cancelled -> pending, with a fresh retry budget; None when the
     run is not one of those. In a DAG, the steps skipped because this run did not complete
     (transitively) go back to blocked in the same transaction, so the DAG run can still
@@ -427,7 +446,8 @@ def retry(conn: Conn, run_id: int) -> Retried | None:
     for attempt in range(RETRY_TRIES):
         try:
             with conn.transaction():
-                row = conn.execute(query("runs", "run_retry"), {"id": run_id}).fetchone()
+                params = {"id": run_id, **_now(now)}
+                row = conn.execute(query("runs", "run_retry"), params).fetchone()
                 if row is None:
                     return None
                 unskipped = _unskip_downstream(conn, run_id) if row["dag_run_id"] else []
@@ -500,7 +520,11 @@ def _ended_in_dag(rows: Sequence[dict[str, Any]]) -> list[int]:
 
 
 def _settle_downstream(
-    conn: Conn, *, completed: Sequence[int] = (), ended: Sequence[int] = ()
+    conn: Conn,
+    *,
+    completed: Sequence[int] = (),
+    ended: Sequence[int] = (),
+    now: datetime | None = None,
 ) -> None:
     """blocked -> pending for dependents whose last upstream just completed; blocked ->
     skipped (upstream_failed) for every transitive dependent of runs that ended otherwise.
@@ -509,13 +533,14 @@ def _settle_downstream(
     upstream's ending from its dependents' release: a DAG never stays stuck.
     """
     if completed:
-        released = conn.execute(query("runs", "run_unblock"), {"ids": list(completed)}).fetchall()
+        params = {"ids": list(completed), **_now(now)}
+        released = conn.execute(query("runs", "run_unblock"), params).fetchall()
         TRANSITIONS.labels("run_unblock").inc(
             sum(r["status"] == RunStatus.PENDING for r in released)
         )
     if ended:
         skipped = conn.execute(
-            query("runs", "run_skip_downstream"), {"ids": list(ended)}
+            query("runs", "run_skip_downstream"), {"ids": list(ended), **_now(now)}
         ).fetchall()
         TRANSITIONS.labels("run_skip").inc(len(skipped))
 
@@ -683,12 +708,13 @@ def submit_after(
     return run_id
 
 
-def cancel_dag(conn: Conn, dag_run_id: uuid.UUID) -> dict[str, int]:
+def cancel_dag(conn: Conn, dag_run_id: uuid.UUID, *, now: datetime | None = None) -> dict[str, int]:
     """Cancel every unfinished run of a DAG run; counts of `cancelled` and `requested`."""
     with conn.transaction():
-        rows = conn.execute(query("runs", "run_cancel_dag"), {"dag_run_id": dag_run_id}).fetchall()
+        params = {"dag_run_id": dag_run_id, **_now(now)}
+        rows = conn.execute(query("runs", "run_cancel_dag"), params).fetchall()
         cancelled = [r["id"] for r in rows if r["status"] == RunStatus.CANCELLED]
-        _settle_downstream(conn, ended=cancelled)
+        _settle_downstream(conn, ended=cancelled, now=now)
     TRANSITIONS.labels("run_cancel").inc(len(rows))
     return {"cancelled": len(cancelled), "requested": len(rows) - len(cancelled)}
 

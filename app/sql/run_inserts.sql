@@ -23,7 +23,7 @@ WITH new AS (
         s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id,
         coalesce(s.status, 'pending'), s.dag_run_id, s.dag_node,
         coalesce(s.upstream_remaining, 0),
-        CASE WHEN s.status = 'skipped' THEN now() END, s.skip_reason,
+        CASE WHEN s.status = 'skipped' THEN coalesce(%(now)s::timestamptz, now()) END, s.skip_reason,
         CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END,
         s.schedule_id, s.fire_time
     FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (

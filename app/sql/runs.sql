@@ -48,7 +48,7 @@ WITH held AS (
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE job_runs r
-SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
+SET lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
 FROM held
 WHERE r.id = held.id
 RETURNING r.id, r.attempt, r.cancel_requested;
@@ -66,7 +66,7 @@ WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
 -- errors of earlier attempts are cleared from the run (their history rows keep them).
 WITH done AS (
     UPDATE job_runs r
-    SET status = 'completed', finished_at = now(), lease_owner = NULL, lease_until = NULL,
+    SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
         result = f.result, last_error = NULL, traceback = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::jsonb[])
          AS f(id, attempt, result)
@@ -74,7 +74,7 @@ WITH done AS (
     RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
-    SELECT id, attempt, %(worker)s, 'completed', started_at, now() FROM done
+    SELECT id, attempt, %(worker)s, 'completed', started_at, coalesce(%(now)s::timestamptz, now()) FROM done
 )
 SELECT id, attempt, in_dag FROM done;
 
@@ -85,14 +85,14 @@ SELECT id, attempt, in_dag FROM done;
 -- reaper's error. The reaper's history row of the attempt becomes its completion.
 WITH done AS (
     UPDATE job_runs r
-    SET status = 'completed', finished_at = now(), lease_owner = NULL, lease_until = NULL,
+    SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
         result = %(result)s, last_error = NULL, traceback = NULL
     WHERE r.id = %(id)s AND r.attempt = %(attempt)s AND r.status IN ('pending', 'failed')
       AND starts_with(r.last_error, 'lease expired:')
     RETURNING r.id, r.attempt, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     UPDATE job_run_attempts a
-    SET outcome = 'completed', worker = %(worker)s, finished_at = now(), error = NULL
+    SET outcome = 'completed', worker = %(worker)s, finished_at = coalesce(%(now)s::timestamptz, now()), error = NULL
     FROM done
     WHERE a.run_id = done.id AND a.attempt = done.attempt AND a.outcome = 'lost'
 )
@@ -107,8 +107,8 @@ WITH ended AS (
     SET (status, run_at, finished_at) = (
             SELECT next.status,
                    CASE WHEN next.status = 'pending'
-                        THEN now() + make_interval(secs => f.delay) ELSE r.run_at END,
-                   CASE WHEN next.status = 'pending' THEN NULL ELSE now() END
+                        THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => f.delay) ELSE r.run_at END,
+                   CASE WHEN next.status = 'pending' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END
             FROM (SELECT CASE
                     WHEN r.cancel_requested OR f.outcome = 'cancelled' THEN 'cancelled'
                     WHEN f.retryable AND r.attempt - r.retry_base <= r.max_retries THEN 'pending'
@@ -128,7 +128,7 @@ WITH ended AS (
 ), history AS (
     INSERT INTO job_run_attempts
         (run_id, attempt, worker, outcome, started_at, finished_at, error, traceback)
-    SELECT id, attempt, %(worker)s, outcome, started_at, now(), error, traceback FROM ended
+    SELECT id, attempt, %(worker)s, outcome, started_at, coalesce(%(now)s::timestamptz, now()), error, traceback FROM ended
 )
 SELECT id, attempt, status, in_dag FROM ended;
 
@@ -138,7 +138,7 @@ SELECT id, attempt, status, in_dag FROM ended;
 WITH released AS (
     UPDATE job_runs r
     SET status = CASE WHEN r.cancel_requested THEN 'cancelled' ELSE 'pending' END,
-        finished_at = CASE WHEN r.cancel_requested THEN now() END,
+        finished_at = CASE WHEN r.cancel_requested THEN coalesce(%(now)s::timestamptz, now()) END,
         retry_base = r.retry_base + 1,
         lease_owner = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
@@ -146,7 +146,7 @@ WITH released AS (
     RETURNING r.id, r.attempt, r.status, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
-    SELECT id, attempt, %(worker)s, 'released', started_at, now(), 'handed back at worker shutdown'
+    SELECT id, attempt, %(worker)s, 'released', started_at, coalesce(%(now)s::timestamptz, now()), 'handed back at worker shutdown'
     FROM released
 )
 SELECT released.id, released.attempt, released.status, released.in_dag FROM released
@@ -196,7 +196,7 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- the worker sees on its next heartbeat and answers by stopping the job.
 UPDATE job_runs
 SET status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
-    finished_at = CASE WHEN status = 'running' THEN NULL ELSE now() END,
+    finished_at = CASE WHEN status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
     cancel_requested = true
 WHERE id = %(id)s AND status IN ('pending', 'blocked', 'running')
 RETURNING id, status, dag_run_id IS NOT NULL AS in_dag;
@@ -206,7 +206,7 @@ RETURNING id, status, dag_run_id IS NOT NULL AS in_dag;
 -- retry budget. attempt is kept: the next claim still moves the fencing token forward.
 WITH retried AS (
     UPDATE job_runs
-    SET status = 'pending', run_at = now(), finished_at = NULL, cancel_requested = false,
+    SET status = 'pending', run_at = coalesce(%(now)s::timestamptz, now()), finished_at = NULL, cancel_requested = false,
         retry_base = attempt, priority = base_priority, lease_owner = NULL, lease_until = NULL
     WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
     RETURNING id, status, dag_run_id
@@ -288,7 +288,7 @@ WITH edges AS (
     UPDATE job_runs r
     SET upstream_remaining = r.upstream_remaining - e.n,
         status = CASE WHEN r.upstream_remaining = e.n THEN 'pending' ELSE 'blocked' END,
-        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, now())
+        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
                       ELSE r.run_at END
     FROM edges e
     WHERE r.id = e.run_id AND r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
@@ -311,7 +311,7 @@ WITH RECURSIVE downstream(id) AS (
     FOR UPDATE
 )
 UPDATE job_runs r
-SET status = 'skipped', skip_reason = 'upstream_failed', finished_at = now(),
+SET status = 'skipped', skip_reason = 'upstream_failed', finished_at = coalesce(%(now)s::timestamptz, now()),
     last_error = 'not run: an upstream run did not complete'
 WHERE r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
 RETURNING r.id;
@@ -327,7 +327,7 @@ WITH locked AS (
 )
 UPDATE job_runs r
 SET status = CASE WHEN r.status = 'running' THEN 'running' ELSE 'cancelled' END,
-    finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE now() END,
+    finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
     cancel_requested = true
 WHERE r.id IN (SELECT id FROM locked) AND r.status IN ('pending', 'blocked', 'running')
 RETURNING r.id, r.status;

@@ -420,3 +420,34 @@ def test_completing_clears_the_error_of_an_earlier_attempt(conn: Conn) -> None:
         (1, "failed", "boom 1"),
         (2, "completed", None),
     ]
+
+
+def test_every_transition_runs_on_the_clock_it_is_given(conn: Conn) -> None:
+    t = db_now(conn) + timedelta(days=3)  # far from the database's clock: no coincidence
+    run_id = runs.submit(conn, NewRun("noop"), now=t).id
+    (spec,) = runs.claim(conn, "w1", 10, 30, now=t)
+    runs.heartbeat(conn, "w1", [(run_id, spec.attempt)], 30, now=t + timedelta(seconds=10))
+    assert row(conn, run_id)["lease_until"] == t + timedelta(seconds=40)
+    done = Finish(run_id, spec.attempt, Outcome(OutcomeStatus.COMPLETED, result=None))
+    assert runs.finish_many(conn, "w1", [done], now=t + timedelta(seconds=20)) == [done]
+    assert row(conn, run_id)["finished_at"] == t + timedelta(seconds=20)
+    assert attempts(conn, run_id)[0]["finished_at"] == t + timedelta(seconds=20)
+
+    waiting = runs.submit(conn, NewRun("noop"), now=t).id
+    assert runs.cancel(conn, waiting, now=t + timedelta(seconds=30)) == "cancelled"
+    assert row(conn, waiting)["finished_at"] == t + timedelta(seconds=30)
+    assert runs.retry(conn, waiting, now=t + timedelta(seconds=40)) is not None
+    assert row(conn, waiting)["run_at"] == t + timedelta(seconds=40)
+
+
+def test_a_release_and_a_dag_cancel_run_on_the_clock_they_are_given(conn: Conn) -> None:
+    t = db_now(conn) - timedelta(days=3)
+    run_id = runs.submit(conn, NewRun("noop", max_retries=0), now=t).id
+    (spec,) = runs.claim(conn, "w1", 10, 30, now=t)
+    conn.execute("UPDATE job_runs SET cancel_requested = true WHERE id = %s", (run_id,))
+    assert runs.release_many(conn, "w1", [(run_id, spec.attempt)], now=t) == [run_id]
+    assert row(conn, run_id)["finished_at"] == t
+
+    dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
+    runs.cancel_dag(conn, dag.id, now=t)
+    assert {row(conn, i)["finished_at"] for i in dag.run_ids.values()} == {t}
