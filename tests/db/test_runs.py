@@ -291,12 +291,11 @@ def test_heartbeat_does_not_call_a_row_locked_by_a_finish_lost(db_url: str, conn
 
 
 def test_reap_requeues_expired_leases_only(conn: Conn) -> None:
-    expired = runs.submit(conn, NewRun("noop")).id
+    a_minute_ago = db_now(conn) - timedelta(minutes=1)
+    expired = runs.submit(conn, NewRun("noop"), now=a_minute_ago).id
+    runs.claim(conn, "w1", 1, 30, now=a_minute_ago)  # its lease ended 30 s ago
     healthy = runs.submit(conn, NewRun("noop")).id
-    runs.claim(conn, "w1", 2, 30)
-    conn.execute(
-        "UPDATE job_runs SET lease_until = now() - interval '1 s' WHERE id = %s", (expired,)
-    )
+    runs.claim(conn, "w1", 1, 30)
     reaped = runs.reap(conn)
     assert [(r.run_id, r.status, r.worker) for r in reaped] == [(expired, "pending", "w1")]
     assert row(conn, healthy)["status"] == "running"
@@ -374,9 +373,8 @@ def test_retry_a_dead_letter_with_a_fresh_budget(conn: Conn) -> None:
 
 
 def test_aging_raises_waiting_runs_one_level_per_period_up_to_the_bound(conn: Conn) -> None:
-    old = runs.submit(conn, NewRun("noop", priority=0)).id
+    old = runs.submit(conn, NewRun("noop", priority=0), now=db_now(conn) - timedelta(hours=1)).id
     fresh = runs.submit(conn, NewRun("noop", priority=0)).id
-    conn.execute("UPDATE job_runs SET run_at = now() - interval '1 hour' WHERE id = %s", (old,))
     for _ in range(10):
         runs.age_priorities(conn, age_seconds=600, max_boost=3)
     assert row(conn, old)["priority"] == 3  # 60 min waited: 6 periods, capped at +3
