@@ -1,6 +1,6 @@
 """The shape of a DAG, checked before anything is written: its nodes are named within
-limits, its edges name known nodes, and it has no cycle. The web, the CLI and workflow
-definitions check a DAG here; `app.runs` inserts it only once it passed.
+limits, its edges name known nodes, and it has no cycle. Workflow definitions are checked
+here when saved, and `app.runs` checks every DAG here before inserting its runs.
 """
 
 from __future__ import annotations
