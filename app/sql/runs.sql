@@ -3,6 +3,7 @@
 -- leased run, the attempt) it moves a run from, so an actor that lost a race changes
 -- 0 rows. `coalesce(%(now)s, now())` lets tests move time; production uses the database
 -- clock. One pg_notify per statement (never per row, never with job args) wakes workers.
+-- New runs are inserted by `run_inserts.sql`, old history deleted by `retention.sql`.
 
 -- name: run_find_by_keys
 -- (read) the runs already holding these idempotency keys, to compare their payloads.
