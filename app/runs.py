@@ -7,177 +7,60 @@ logged and counted here, and the caller discards its result.
 
 Functions take a psycopg connection and do not commit, except where noted: callers own
 their transactions (the trigger inserts fires and advances schedules in one).
+
+Beside it: `app.run_inserts` sends new runs to the database in bulk (a submit here picks
+each new run's first status), `app.dag_graph` checks a DAG's shape, `app.retention`
+deletes old history. The names a caller needs to submit (`NewRun`, `SubmitError`,
+`DagError`, the defaults) are imported here too, so `runs.NewRun` keeps working.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from app import limits
 from app.backoff import full_jitter
+from app.dag_graph import DagError as DagError
+from app.dag_graph import check_dag as check_dag
 from app.errors import UsageError
 from app.handlers.gate import refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
-from app.json_rows import encode_json, iso_text, json_rows
+from app.json_rows import json_rows
 from app.metrics import FENCE_LOST, TRANSITIONS
+from app.run_inserts import COPY_THRESHOLD, copy_runs, insert_fires, insert_runs, run_row
+from app.run_inserts import DEFAULT_MAX_RETRIES as DEFAULT_MAX_RETRIES
+from app.run_inserts import DEFAULT_PRIORITY as DEFAULT_PRIORITY
+from app.run_inserts import DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS
+from app.run_inserts import FireRequest as FireRequest
+from app.run_inserts import IdempotencyConflict as IdempotencyConflict
+from app.run_inserts import NewRun as NewRun
+from app.run_inserts import SubmitError as SubmitError
 from app.sql import query
-from app.states import ACTIVE, ExecutionModel
+from app.states import ACTIVE, RunStatus
 
 log = logging.getLogger(__name__)
 
 Conn = psycopg.Connection[dict[str, Any]]
 
-DEFAULT_PRIORITY = 1
-DEFAULT_TIMEOUT_SECONDS = 300
-DEFAULT_MAX_RETRIES = 3
-MAX_PRIORITY = limits.MAX_PRIORITY
 RETRY_BASE_DELAY_SECONDS = 1.0
 RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
-SUBMIT_CHUNK = 2000  # runs per INSERT statement of a bulk submit
-COPY_THRESHOLD = 1000  # from this many runs without keys, a bulk submit goes through COPY
-
-
-EXECUTION_MODELS = frozenset(m.value for m in ExecutionModel)
-
-
-class SubmitError(UsageError):
-    """A run cannot be submitted as asked; the message says why."""
-
-
-class IdempotencyConflict(SubmitError):
-    """The idempotency key already names a run with a different payload."""
-
-
-@dataclass(frozen=True, slots=True)
-class NewRun:
-    """A run to submit. `delay` (seconds from the database's now) or `run_at` delays it."""
-
-    handler: str
-    args: dict[str, Any] = field(default_factory=dict)
-    priority: int = DEFAULT_PRIORITY
-    delay: float | None = None
-    run_at: datetime | None = None
-    idempotency_key: str | None = None
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
-    max_retries: int = DEFAULT_MAX_RETRIES
-    execution_model: str = ExecutionModel.ASYNC.value
-    job_id: uuid.UUID | None = None
-
-    def validate(self) -> None:
-        """Refuse, with one sentence, anything outside the ranges of `app.limits`."""
-        if self._plain():
-            return
-        try:
-            self._check()
-        except limits.LimitError as exc:
-            raise SubmitError(str(exc)) from None
-
-    def _plain(self) -> bool:
-        """Most runs, told valid at a glance: a bulk submit validates thousands."""
-        return (
-            type(self.priority) is int
-            and -MAX_PRIORITY <= self.priority <= MAX_PRIORITY
-            and type(self.timeout_seconds) is int
-            and 1 <= self.timeout_seconds <= limits.MAX_DURATION_SECONDS
-            and type(self.max_retries) is int
-            and 0 <= self.max_retries <= limits.MAX_RETRIES
-            and self.delay is None
-            and self.run_at is None
-            and self.idempotency_key is None
-            and self.execution_model in EXECUTION_MODELS
-            and limits.plain_text(self.handler, limits.MAX_NAME_LENGTH)
-            and bool(self.handler.strip())
-            and type(self.args) is dict
-            and limits.plain_args(self.args)
-        )
-
-    def _check(self) -> None:
-        if not isinstance(self.handler, str) or not self.handler.strip():
-            raise SubmitError("a run needs a handler name")
-        limits.check_name("the handler name", self.handler)
-        if not isinstance(self.args, dict):
-            raise SubmitError(f"args must be a JSON object, got {type(self.args).__name__}")
-        limits.check_args("args", self.args)
-        if self.execution_model not in EXECUTION_MODELS:
-            models = ", ".join(m.value for m in ExecutionModel)
-            raise SubmitError(
-                f"execution model must be one of {models}, got {self.execution_model!r}"
-            )
-        limits.check_whole("priority", self.priority, -MAX_PRIORITY, MAX_PRIORITY)
-        limits.check_whole("the timeout", self.timeout_seconds, 1, limits.MAX_DURATION_SECONDS)
-        limits.check_whole("max retries", self.max_retries, 0, limits.MAX_RETRIES)
-        if self.delay is not None and self.run_at is not None:
-            raise SubmitError("give a delay or a time to run at, not both")
-        if self.delay is not None:
-            limits.check_seconds("the delay", self.delay, 0)
-        if self.run_at is not None:
-            limits.check_instant("the time to run at", self.run_at)
-        if self.idempotency_key is not None:
-            limits.check_name("the idempotency key", self.idempotency_key, limits.MAX_KEY_LENGTH)
-
-    def as_row(self) -> dict[str, Any]:
-        """Its JSON row for an insert. Null fields are left out (jsonb_to_recordset reads a
-        missing key as NULL): most runs have no key, delay or start time, and a bulk
-        submit then sends and parses far fewer bytes."""
-        row: dict[str, Any] = {
-            "handler": self.handler,
-            "args": self.args,
-            "execution_model": self.execution_model,
-            "priority": self.priority,
-            "max_retries": self.max_retries,
-            "timeout_seconds": self.timeout_seconds,
-        }
-        if self.run_at is not None:
-            row["run_at"] = self.run_at.isoformat()
-        if self.delay is not None:
-            row["delay"] = self.delay
-        if self.idempotency_key is not None:
-            row["idempotency_key"] = self.idempotency_key
-        if self.job_id is not None:
-            row["job_id"] = str(self.job_id)
-        return row
-
-    def same_payload(self, handler: str, args: dict[str, Any]) -> bool:
-        return self.handler == handler and self.args == args
 
 
 @dataclass(frozen=True, slots=True)
 class Submitted:
     id: int
     created: bool  # False: the idempotency key named an existing run with this payload
-
-
-@dataclass(frozen=True, slots=True)
-class FireRequest:
-    """A schedule's fire to turn into a run of its job definition (see the trigger)."""
-
-    schedule_id: uuid.UUID
-    job_id: uuid.UUID
-    fire_time: datetime
-    run_at: datetime
-
-    def as_row(self, iso: dict[datetime, str]) -> dict[str, Any]:
-        """Its JSON row; `iso` caches instants already written out (a batch of fires
-        mostly shares one fire time)."""
-        return {
-            "schedule_id": str(self.schedule_id),
-            "job_id": str(self.job_id),
-            "fire_time": iso_text(iso, self.fire_time),
-            "run_at": self.run_at.isoformat(),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +119,10 @@ def submit_many(
     with conn.transaction():
         rows: list[tuple[int, str | None]]
         if len(unkeyed) >= COPY_THRESHOLD:
-            rows = [(run_id, None) for run_id in _copy_runs(conn, unkeyed, now)]
-            rows += _insert_runs(conn, [r.as_row() for r in keyed], now) if keyed else []
+            rows = [(run_id, None) for run_id in copy_runs(conn, unkeyed, now)]
+            rows += insert_runs(conn, [r.as_row() for r in keyed], now) if keyed else []
         else:
-            rows = _insert_runs(conn, [r.as_row() for r in unkeyed + keyed], now)
+            rows = insert_runs(conn, [r.as_row() for r in unkeyed + keyed], now)
         created_by_key = {key: run_id for run_id, key in rows if key is not None}
         # Ids come from one sequence in insertion order, so unkeyed runs map in order.
         unkeyed_ids = iter(run_id for run_id, key in rows if key is None)
@@ -254,81 +137,6 @@ def submit_many(
         else:
             result.append(Submitted(existing[key], created=False))
     return result
-
-
-def _copy_runs(conn: Conn, new_runs: list[NewRun], now: datetime | None) -> list[int]:
-    """(new) -> pending for a large batch without idempotency keys: COPY into the session's
-    staging table, then one INSERT from it. Ids in input order."""
-    conn.execute(query("runs", "run_stage_prepare"))
-    with conn.cursor().copy(query("runs", "run_stage_copy")) as copy:
-        for n, run in enumerate(new_runs):
-            try:
-                args = encode_json(run.args) if run.args else "{}"
-            except (TypeError, ValueError) as exc:
-                raise SubmitError(
-                    f"args of a {run.handler!r} run must be JSON-serialisable: {exc}"
-                ) from None
-            copy.write_row(
-                (
-                    n,
-                    run.handler,
-                    args,
-                    run.execution_model,
-                    run.priority,
-                    run.run_at,
-                    run.delay,
-                    run.max_retries,
-                    run.timeout_seconds,
-                    run.job_id,
-                )
-            )
-    cursor = conn.cursor(row_factory=tuple_row)
-    rows = cursor.execute(query("runs", "run_submit_staged"), _now(now)).fetchall()
-    ids = [run_id for (run_id,) in rows]
-    TRANSITIONS.labels("run_submit").inc(len(ids))
-    return ids
-
-
-def _run_row(run: NewRun, **extra: Any) -> dict[str, Any]:
-    """The JSON row of a run; `extra` sets status, dag_run_id, upstream_remaining, …"""
-    row = run.as_row()
-    row.update((key, value) for key, value in extra.items() if value is not None)
-    return row
-
-
-def _insert_runs(
-    conn: Conn, rows: list[dict[str, Any]], now: datetime | None
-) -> list[tuple[int, str | None]]:
-    """(new) -> pending | blocked | skipped: insert rows, (id, idempotency key) in order.
-
-    Pipelined chunks: Python encodes the next chunk while the server inserts this one.
-    """
-    chunks = [rows[i : i + SUBMIT_CHUNK] for i in range(0, len(rows), SUBMIT_CHUNK)]
-    with conn.pipeline():
-        cursors = [conn.cursor(row_factory=tuple_row) for _ in chunks]
-        for cursor, chunk in zip(cursors, chunks, strict=True):
-            cursor.execute(
-                query("runs", "run_submit_many"), {"runs": _rows_json(chunk), **_now(now)}
-            )
-    inserted: list[tuple[int, str | None]] = []
-    for cursor in cursors:
-        inserted += cursor.fetchall()
-    TRANSITIONS.labels("run_submit").inc(len(inserted))
-    return inserted
-
-
-def _rows_json(rows: list[dict[str, Any]]) -> str:
-    try:
-        return json_rows(rows)
-    except (TypeError, ValueError):
-        for row in rows:
-            try:
-                json.dumps(row["args"])
-            except (TypeError, ValueError) as exc:
-                raise SubmitError(
-                    f"args of a {row['handler']!r} run must be JSON-serialisable: {exc}"
-                ) from None
-        raise
 
 
 def _existing_runs_for(
@@ -353,16 +161,7 @@ def _existing_runs_for(
 
 def submit_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     """(new) -> pending, one run per fire; None where that fire already has a run."""
-    if not fires:
-        return []
-    iso: dict[datetime, str] = {}
-    params = {"fires": json_rows([f.as_row(iso) for f in fires])}
-    # Plain tuples: a batch of fires returns thousands of rows, and dicts cost more.
-    with conn.cursor(row_factory=tuple_row) as cur:
-        rows = cur.execute(query("runs", "run_submit_fires"), params).fetchall()
-    TRANSITIONS.labels("run_submit").inc(len(rows))
-    created = {(schedule_id, fire_time): run_id for run_id, schedule_id, fire_time in rows}
-    return [created.get((f.schedule_id, f.fire_time)) for f in fires]
+    return insert_fires(conn, fires)
 
 
 # ---- worker: claim, heartbeat, finish, release -------------------------------------------
@@ -402,7 +201,12 @@ def claim(
 
 
 def heartbeat(
-    conn: Conn, worker: str, held: Sequence[tuple[int, int]], lease_seconds: float
+    conn: Conn,
+    worker: str,
+    held: Sequence[tuple[int, int]],
+    lease_seconds: float,
+    *,
+    now: datetime | None = None,
 ) -> HeartbeatResult:
     """running -> running: renew every (run id, attempt) lease `worker` holds."""
     if not held:
@@ -412,6 +216,7 @@ def heartbeat(
         "ids": [h[0] for h in held],
         "attempts": [h[1] for h in held],
         "lease_seconds": lease_seconds,
+        **_now(now),
     }
     rows = conn.execute(query("runs", "run_heartbeat"), params).fetchall()
     renewed = {(r["id"], r["attempt"]) for r in rows}
@@ -436,7 +241,9 @@ def count_lease_lost() -> None:
     FENCE_LOST.labels("run_heartbeat").inc()
 
 
-def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Finish]:
+def finish_many(
+    conn: Conn, worker: str, finishes: Sequence[Finish], *, now: datetime | None = None
+) -> list[Finish]:
     """Record how attempts ended: running -> completed, or -> pending (retry) / failed /
     timed_out / cancelled. Returns the finishes that won; the rest lost their fence.
 
@@ -454,11 +261,12 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
                     "ids": [f.run_id for f in completed],
                     "attempts": [f.attempt for f in completed],
                     "results": [_result_json(f.outcome.result) for f in completed],
+                    **_now(now),
                 },
             ).fetchall()
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_complete").inc(len(rows))
-            _settle_downstream(conn, completed=[r["id"] for r in rows if r["in_dag"]])
+            _settle_downstream(conn, completed=[r["id"] for r in rows if r["in_dag"]], now=now)
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
@@ -474,13 +282,14 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
                         full_jitter(f.attempt, RETRY_BASE_DELAY_SECONDS, RETRY_MAX_DELAY_SECONDS)
                         for f in failed
                     ],
+                    **_now(now),
                 },
             ).fetchall()
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
-            _settle_downstream(conn, ended=_ended_in_dag(rows))
+            _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     late = [f for f in completed if (f.run_id, f.attempt) not in won]
-    won |= {(f.run_id, f.attempt) for f in complete_late(conn, worker, late)}
+    won |= {(f.run_id, f.attempt) for f in complete_late(conn, worker, late, now=now)}
     winners = [f for f in finishes if (f.run_id, f.attempt) in won]
     for f in finishes:
         if (f.run_id, f.attempt) not in won:
@@ -488,7 +297,9 @@ def finish_many(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Fin
     return winners
 
 
-def complete_late(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[Finish]:
+def complete_late(
+    conn: Conn, worker: str, finishes: Sequence[Finish], *, now: datetime | None = None
+) -> list[Finish]:
     """pending | failed -> completed for completions that lost their fence only because
     the reaper declared the attempt dead meanwhile (its lease expired, e.g. while the
     database was unreachable) and no newer attempt exists. Returns those accepted.
@@ -499,7 +310,7 @@ def complete_late(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[F
     """
     accepted = []
     for f in finishes:
-        params = {"id": f.run_id, "attempt": f.attempt, "worker": worker}
+        params = {"id": f.run_id, "attempt": f.attempt, "worker": worker, **_now(now)}
         try:
             with conn.transaction():
                 row = conn.execute(
@@ -511,7 +322,7 @@ def complete_late(conn: Conn, worker: str, finishes: Sequence[Finish]) -> list[F
                 if row["in_dag"]:
                     unskipped = _unskip_downstream(conn, f.run_id)
                     TRANSITIONS.labels("run_unskip").inc(len(unskipped))
-                    _settle_downstream(conn, completed=[f.run_id])
+                    _settle_downstream(conn, completed=[f.run_id], now=now)
         except psycopg.errors.LockNotAvailable:
             continue
         TRANSITIONS.labels("run_complete_late").inc()
@@ -527,16 +338,23 @@ def _result_json(result: JSON) -> Jsonb | None:
     return None if result is None else Jsonb(result)
 
 
-def release_many(conn: Conn, worker: str, held: Sequence[tuple[int, int]]) -> list[int]:
+def release_many(
+    conn: Conn, worker: str, held: Sequence[tuple[int, int]], *, now: datetime | None = None
+) -> list[int]:
     """running -> pending: hand unfinished attempts back at shutdown (not a used attempt)."""
     if not held:
         return []
     with conn.transaction():
         rows = conn.execute(
             query("runs", "run_release_many"),
-            {"worker": worker, "ids": [h[0] for h in held], "attempts": [h[1] for h in held]},
+            {
+                "worker": worker,
+                "ids": [h[0] for h in held],
+                "attempts": [h[1] for h in held],
+                **_now(now),
+            },
         ).fetchall()
-        _settle_downstream(conn, ended=_ended_in_dag(rows))
+        _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     TRANSITIONS.labels("run_release").inc(len(rows))
     released = {r["id"] for r in rows}
     for run_id, attempt in held:
@@ -560,45 +378,16 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
     """running -> pending | failed | cancelled for runs whose lease has expired."""
     with conn.transaction():
         rows = conn.execute(query("runs", "run_reap"), {"limit": limit, **_now(now)}).fetchall()
-        _settle_downstream(conn, ended=_ended_in_dag(rows))
+        _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     TRANSITIONS.labels("run_reap").inc(len(rows))
     reaped = [Reaped(r["id"], r["attempt"], r["status"], r["lease_owner"]) for r in rows]
     for r in reaped:
         log.warning(
             "lease expired; run %s",
-            "re-queued" if r.status == "pending" else f"ended {r.status}",
+            "re-queued" if r.status == RunStatus.PENDING else f"ended {r.status}",
             extra={"run_id": r.run_id, "attempt": r.attempt, "worker": r.worker},
         )
     return reaped
-
-
-@dataclass(frozen=True, slots=True)
-class Pruned:
-    lone_runs: int  # runs outside DAGs deleted
-    dag_runs: int
-    dag_steps: int  # the runs of those DAG runs
-
-    @property
-    def runs(self) -> int:
-        return self.lone_runs + self.dag_steps
-
-
-def prune(
-    conn: Conn,
-    *,
-    runs_before: datetime | None,
-    failed_before: datetime | None,
-    limit: int = 1000,
-) -> Pruned:
-    """Delete up to `limit` runs outside DAGs and `limit` DAG runs whose retention has
-    passed (see `run_prune`): ended well, cancelled or skipped before `runs_before`, failed
-    or timed out before `failed_before`; None keeps that kind forever."""
-    params = {"runs_before": runs_before, "failed_before": failed_before, "limit": limit}
-    with conn.transaction():
-        lone = conn.execute(query("runs", "run_prune"), params).fetchone()
-        dags = conn.execute(query("runs", "dag_run_prune"), params).fetchone()
-    assert lone is not None and dags is not None
-    return Pruned(int(lone["runs"]), int(dags["dag_runs"]), int(dags["runs"]))
 
 
 def age_priorities(
@@ -621,16 +410,16 @@ def age_priorities(
 # ---- people and the API: cancel, retry ---------------------------------------------------
 
 
-def cancel(conn: Conn, run_id: int) -> str | None:
+def cancel(conn: Conn, run_id: int, *, now: datetime | None = None) -> str | None:
     """pending | blocked -> cancelled; running -> cancel requested (the worker stops it).
 
     Returns the run's status afterwards, or None when it had already finished.
     """
     with conn.transaction():
-        row = conn.execute(query("runs", "run_cancel"), {"id": run_id}).fetchone()
+        row = conn.execute(query("runs", "run_cancel"), {"id": run_id, **_now(now)}).fetchone()
         if row is None:
             return None
-        _settle_downstream(conn, ended=_ended_in_dag([row]))
+        _settle_downstream(conn, ended=_ended_in_dag([row]), now=now)
     TRANSITIONS.labels("run_cancel").inc()
     return str(row["status"])
 
@@ -648,7 +437,7 @@ class RetryBusy(UsageError):
 RETRY_TRIES = 5
 
 
-def retry(conn: Conn, run_id: int) -> Retried | None:
+def retry(conn: Conn, run_id: int, *, now: datetime | None = None) -> Retried | None:
     """failed | timed_out | cancelled -> pending, with a fresh retry budget; None when the
     run is not one of those. In a DAG, the steps skipped because this run did not complete
     (transitively) go back to blocked in the same transaction, so the DAG run can still
@@ -657,7 +446,8 @@ def retry(conn: Conn, run_id: int) -> Retried | None:
     for attempt in range(RETRY_TRIES):
         try:
             with conn.transaction():
-                row = conn.execute(query("runs", "run_retry"), {"id": run_id}).fetchone()
+                params = {"id": run_id, **_now(now)}
+                row = conn.execute(query("runs", "run_retry"), params).fetchone()
                 if row is None:
                     return None
                 unskipped = _unskip_downstream(conn, run_id) if row["dag_run_id"] else []
@@ -676,7 +466,7 @@ def _unskip_downstream(conn: Conn, run_id: int) -> list[int]:
     completed, active = set(), set()
     for edge in edges:
         upstreams[edge["run_id"]].add(edge["depends_on"])
-        if edge["upstream_status"] == "completed" and edge["depends_on"] != run_id:
+        if edge["upstream_status"] == RunStatus.COMPLETED and edge["depends_on"] != run_id:
             # `run_id` itself (retried, or completed late) releases its dependents
             # when its completion is recorded.
             completed.add(edge["depends_on"])
@@ -701,12 +491,9 @@ def _unskip_downstream(conn: Conn, run_id: int) -> list[int]:
 
 # ---- DAGs: dependents move in the transaction of their upstream's ending --------------------
 
-ENDED_WITHOUT_COMPLETING = frozenset({"failed", "timed_out", "cancelled", "skipped"})
-MAX_DAG_NODES = 10_000
-
-
-class DagError(SubmitError):
-    """A DAG cannot be submitted as given (unknown node, cycle, …)."""
+ENDED_WITHOUT_COMPLETING = frozenset(
+    {RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED, RunStatus.SKIPPED}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -733,7 +520,11 @@ def _ended_in_dag(rows: Sequence[dict[str, Any]]) -> list[int]:
 
 
 def _settle_downstream(
-    conn: Conn, *, completed: Sequence[int] = (), ended: Sequence[int] = ()
+    conn: Conn,
+    *,
+    completed: Sequence[int] = (),
+    ended: Sequence[int] = (),
+    now: datetime | None = None,
 ) -> None:
     """blocked -> pending for dependents whose last upstream just completed; blocked ->
     skipped (upstream_failed) for every transitive dependent of runs that ended otherwise.
@@ -742,11 +533,14 @@ def _settle_downstream(
     upstream's ending from its dependents' release: a DAG never stays stuck.
     """
     if completed:
-        released = conn.execute(query("runs", "run_unblock"), {"ids": list(completed)}).fetchall()
-        TRANSITIONS.labels("run_unblock").inc(sum(r["status"] == "pending" for r in released))
+        params = {"ids": list(completed), **_now(now)}
+        released = conn.execute(query("runs", "run_unblock"), params).fetchall()
+        TRANSITIONS.labels("run_unblock").inc(
+            sum(r["status"] == RunStatus.PENDING for r in released)
+        )
     if ended:
         skipped = conn.execute(
-            query("runs", "run_skip_downstream"), {"ids": list(ended)}
+            query("runs", "run_skip_downstream"), {"ids": list(ended), **_now(now)}
         ).fetchall()
         TRANSITIONS.labels("run_skip").inc(len(skipped))
 
@@ -840,9 +634,9 @@ def _insert_dag_steps(
         upstream_count[downstream] += 1
     names = list(nodes)
     rows = [
-        _run_row(
+        run_row(
             nodes[name],
-            status="blocked" if upstream_count[name] else "pending",
+            status=RunStatus.BLOCKED if upstream_count[name] else RunStatus.PENDING,
             upstream_remaining=upstream_count[name],
             dag_run_id=str(dag_id),
             dag_node=name,
@@ -850,7 +644,7 @@ def _insert_dag_steps(
         )
         for name in names
     ]
-    inserted = _insert_runs(conn, rows, now)
+    inserted = insert_runs(conn, rows, now)
     ids = dict(zip(names, (run_id for run_id, _ in inserted), strict=True))
     if unique_edges:
         conn.execute(
@@ -861,53 +655,6 @@ def _insert_dag_steps(
             },
         )
     return ids
-
-
-def check_dag(nodes: Mapping[str, NewRun], edges: Sequence[tuple[str, str]]) -> None:
-    if not nodes:
-        raise DagError("a DAG needs at least one node")
-    if len(nodes) > MAX_DAG_NODES:
-        raise DagError(f"a DAG may have at most {MAX_DAG_NODES:,} nodes, got {len(nodes):,}")
-    downstream: dict[str, list[str]] = {name: [] for name in nodes}
-    for name in nodes:
-        limits.check_name("a DAG step name", name)
-    for upstream, down in edges:
-        for name in (upstream, down):
-            if name not in nodes:
-                raise DagError(f"edge {upstream!r} -> {down!r} names an unknown node {name!r}")
-        if upstream == down:
-            raise DagError(f"node {upstream!r} cannot depend on itself")
-        downstream[upstream].append(down)
-    cycle = _find_cycle(downstream)
-    if cycle:
-        raise DagError("the DAG has a cycle: " + " -> ".join(cycle))
-
-
-def _find_cycle(downstream: Mapping[str, list[str]]) -> list[str] | None:
-    """One cycle as a path of node names (first node repeated at the end), or None.
-
-    Iterative depth-first search, so a 10,000-node chain cannot hit the recursion limit.
-    """
-    ON_PATH, DONE = 1, 2
-    state: dict[str, int] = {}
-    for start in downstream:
-        if start in state:
-            continue
-        path = [start]
-        state[start] = ON_PATH
-        stack = [iter(downstream[start])]
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                stack.pop()
-                state[path.pop()] = DONE
-            elif state.get(nxt) == ON_PATH:
-                return [*path[path.index(nxt) :], nxt]
-            elif nxt not in state:
-                state[nxt] = ON_PATH
-                path.append(nxt)
-                stack.append(iter(downstream[nxt]))
-    return None
 
 
 def submit_after(
@@ -939,17 +686,21 @@ def submit_after(
             query("runs", "run_join_dag"),
             {"dag_run_id": dag_id, "ids": [u["id"] for u in upstreams]},
         )
-        remaining = sum(u["status"] != "completed" for u in upstreams)
+        remaining = sum(u["status"] != RunStatus.COMPLETED for u in upstreams)
         failed_upstream = any(u["status"] in ENDED_WITHOUT_COMPLETING for u in upstreams)
-        status = "skipped" if failed_upstream else ("blocked" if remaining else "pending")
-        row = _run_row(
+        status = (
+            RunStatus.SKIPPED
+            if failed_upstream
+            else (RunStatus.BLOCKED if remaining else RunStatus.PENDING)
+        )
+        row = run_row(
             run,
             status=status,
             upstream_remaining=0 if failed_upstream else remaining,
             dag_run_id=str(dag_id),
             skip_reason="upstream_failed" if failed_upstream else None,
         )
-        ((run_id, _),) = _insert_runs(conn, [row], now)
+        ((run_id, _),) = insert_runs(conn, [row], now)
         conn.execute(
             query("runs", "run_dag_edges"),
             {"run_ids": [run_id] * len(upstreams), "depends_on": [u["id"] for u in upstreams]},
@@ -957,12 +708,13 @@ def submit_after(
     return run_id
 
 
-def cancel_dag(conn: Conn, dag_run_id: uuid.UUID) -> dict[str, int]:
+def cancel_dag(conn: Conn, dag_run_id: uuid.UUID, *, now: datetime | None = None) -> dict[str, int]:
     """Cancel every unfinished run of a DAG run; counts of `cancelled` and `requested`."""
     with conn.transaction():
-        rows = conn.execute(query("runs", "run_cancel_dag"), {"dag_run_id": dag_run_id}).fetchall()
-        cancelled = [r["id"] for r in rows if r["status"] == "cancelled"]
-        _settle_downstream(conn, ended=cancelled)
+        params = {"dag_run_id": dag_run_id, **_now(now)}
+        rows = conn.execute(query("runs", "run_cancel_dag"), params).fetchall()
+        cancelled = [r["id"] for r in rows if r["status"] == RunStatus.CANCELLED]
+        _settle_downstream(conn, ended=cancelled, now=now)
     TRANSITIONS.labels("run_cancel").inc(len(rows))
     return {"cancelled": len(cancelled), "requested": len(rows) - len(cancelled)}
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from app import runs, schedules
+from app import retention, runs, schedules
 from app.config import Settings
 from app.metrics import LEASE_EXPIRIES
 from app.services.periodic import run_periodic
@@ -61,7 +60,7 @@ class ReaperReport:
 class Reaper:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._last_prune: float | None = None  # monotonic time of the last prune pass
+        self._last_prune: datetime | None = None  # when the last prune pass ran
         self._fires_after: uuid.UUID | None = None  # where the ledger walk goes on
 
     def run_once(
@@ -84,11 +83,19 @@ class Reaper:
         if aged:
             log.info("raised the priority of %d long-waiting runs", aged, extra={"count": aged})
         pruned = None
-        started = time.monotonic()
-        if self._last_prune is None or started - self._last_prune >= PRUNE_INTERVAL_SECONDS:
-            self._last_prune = started
-            pruned = self.prune(conn, now)
+        at = schedules.db_now(conn, now)  # the clock the tick is given, like its statements
+        if self._prune_due(at):
+            self._last_prune = at
+            pruned = self.prune(conn, at)
         return ReaperReport(reaped, aged, pruned)
+
+    def _prune_due(self, at: datetime) -> bool:
+        """A pass every PRUNE_INTERVAL_SECONDS; also when the clock went back (a test moved
+        time, the database's clock was set back), so history is never kept forever."""
+        if self._last_prune is None:
+            return True
+        since = (at - self._last_prune).total_seconds()
+        return since >= PRUNE_INTERVAL_SECONDS or since < 0
 
     def prune(
         self, conn: psycopg.Connection[dict[str, Any]], now: datetime | None = None
@@ -100,7 +107,7 @@ class Reaper:
         pruned_runs = pruned_dags = 0
         if runs_before or failed_before:
             for _ in range(PRUNE_BATCHES):
-                batch = runs.prune(
+                batch = retention.prune(
                     conn, runs_before=runs_before, failed_before=failed_before, limit=PRUNE_BATCH
                 )
                 pruned_runs += batch.runs

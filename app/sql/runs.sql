@@ -3,67 +3,11 @@
 -- leased run, the attempt) it moves a run from, so an actor that lost a race changes
 -- 0 rows. `coalesce(%(now)s, now())` lets tests move time; production uses the database
 -- clock. One pg_notify per statement (never per row, never with job args) wakes workers.
-
--- name: run_submit_many
--- (new) -> pending | blocked (waits for DAG upstreams) | skipped (an upstream already failed):
--- insert runs in one statement; an idempotency key already used is left alone.
--- The batch arrives as one JSON array: parsing it server-side is far cheaper than
--- adapting ten parallel arrays in Python.
-WITH new AS (
-    INSERT INTO job_runs (
-        handler, args, execution_model, priority, base_priority, run_at,
-        max_retries, timeout_seconds, idempotency_key, job_id, status,
-        dag_run_id, dag_node, upstream_remaining, finished_at, skip_reason, last_error,
-        schedule_id, fire_time
-    )
-    SELECT
-        s.handler, s.args, s.execution_model, s.priority, s.priority,
-        coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
-                           + make_interval(secs => coalesce(s.delay, 0))),
-        s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id,
-        coalesce(s.status, 'pending'), s.dag_run_id, s.dag_node,
-        coalesce(s.upstream_remaining, 0),
-        CASE WHEN s.status = 'skipped' THEN now() END, s.skip_reason,
-        CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END,
-        s.schedule_id, s.fire_time
-    FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (
-        handler text, args jsonb, execution_model text, priority smallint, run_at timestamptz,
-        delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid,
-        status text, dag_run_id uuid, dag_node text, upstream_remaining int, skip_reason text,
-        schedule_id uuid, fire_time timestamptz
-    )) WITH ORDINALITY AS s
-    ORDER BY s.ordinality
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, idempotency_key
-)
-SELECT new.id, new.idempotency_key FROM new
-LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true
-ORDER BY new.id;
+-- New runs are inserted by `run_inserts.sql`, old history deleted by `retention.sql`.
 
 -- name: run_find_by_keys
 -- (read) the runs already holding these idempotency keys, to compare their payloads.
 SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = ANY(%(keys)s::text[]);
-
--- name: run_submit_fires
--- (new) -> pending: one run per schedule fire, from the schedule's job definition as it is
--- now; a fire that already has a run is left alone.
-WITH new AS (
-    INSERT INTO job_runs (
-        schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
-        priority, base_priority, timeout_seconds, max_retries, status
-    )
-    SELECT
-        f.schedule_id, j.id, f.fire_time, f.run_at, j.handler, j.args, j.execution_model,
-        j.priority, j.priority, j.timeout_seconds, j.max_retries, 'pending'
-    FROM jsonb_to_recordset(%(fires)s::jsonb)
-        AS f(schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz)
-    JOIN job_definitions j ON j.id = f.job_id
-    ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
-    DO NOTHING
-    RETURNING id, schedule_id, fire_time
-)
-SELECT new.id, new.schedule_id, new.fire_time FROM new
-LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: run_claim
 -- pending -> running: lease up to %(limit)s due runs to one worker, highest effective
@@ -105,7 +49,7 @@ WITH held AS (
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE job_runs r
-SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
+SET lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
 FROM held
 WHERE r.id = held.id
 RETURNING r.id, r.attempt, r.cancel_requested;
@@ -123,7 +67,7 @@ WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
 -- errors of earlier attempts are cleared from the run (their history rows keep them).
 WITH done AS (
     UPDATE job_runs r
-    SET status = 'completed', finished_at = now(), lease_owner = NULL, lease_until = NULL,
+    SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
         result = f.result, last_error = NULL, traceback = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(results)s::jsonb[])
          AS f(id, attempt, result)
@@ -131,7 +75,7 @@ WITH done AS (
     RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
-    SELECT id, attempt, %(worker)s, 'completed', started_at, now() FROM done
+    SELECT id, attempt, %(worker)s, 'completed', started_at, coalesce(%(now)s::timestamptz, now()) FROM done
 )
 SELECT id, attempt, in_dag FROM done;
 
@@ -142,14 +86,14 @@ SELECT id, attempt, in_dag FROM done;
 -- reaper's error. The reaper's history row of the attempt becomes its completion.
 WITH done AS (
     UPDATE job_runs r
-    SET status = 'completed', finished_at = now(), lease_owner = NULL, lease_until = NULL,
+    SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
         result = %(result)s, last_error = NULL, traceback = NULL
     WHERE r.id = %(id)s AND r.attempt = %(attempt)s AND r.status IN ('pending', 'failed')
       AND starts_with(r.last_error, 'lease expired:')
     RETURNING r.id, r.attempt, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     UPDATE job_run_attempts a
-    SET outcome = 'completed', worker = %(worker)s, finished_at = now(), error = NULL
+    SET outcome = 'completed', worker = %(worker)s, finished_at = coalesce(%(now)s::timestamptz, now()), error = NULL
     FROM done
     WHERE a.run_id = done.id AND a.attempt = done.attempt AND a.outcome = 'lost'
 )
@@ -164,8 +108,8 @@ WITH ended AS (
     SET (status, run_at, finished_at) = (
             SELECT next.status,
                    CASE WHEN next.status = 'pending'
-                        THEN now() + make_interval(secs => f.delay) ELSE r.run_at END,
-                   CASE WHEN next.status = 'pending' THEN NULL ELSE now() END
+                        THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => f.delay) ELSE r.run_at END,
+                   CASE WHEN next.status = 'pending' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END
             FROM (SELECT CASE
                     WHEN r.cancel_requested OR f.outcome = 'cancelled' THEN 'cancelled'
                     WHEN f.retryable AND r.attempt - r.retry_base <= r.max_retries THEN 'pending'
@@ -185,7 +129,7 @@ WITH ended AS (
 ), history AS (
     INSERT INTO job_run_attempts
         (run_id, attempt, worker, outcome, started_at, finished_at, error, traceback)
-    SELECT id, attempt, %(worker)s, outcome, started_at, now(), error, traceback FROM ended
+    SELECT id, attempt, %(worker)s, outcome, started_at, coalesce(%(now)s::timestamptz, now()), error, traceback FROM ended
 )
 SELECT id, attempt, status, in_dag FROM ended;
 
@@ -195,7 +139,7 @@ SELECT id, attempt, status, in_dag FROM ended;
 WITH released AS (
     UPDATE job_runs r
     SET status = CASE WHEN r.cancel_requested THEN 'cancelled' ELSE 'pending' END,
-        finished_at = CASE WHEN r.cancel_requested THEN now() END,
+        finished_at = CASE WHEN r.cancel_requested THEN coalesce(%(now)s::timestamptz, now()) END,
         retry_base = r.retry_base + 1,
         lease_owner = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
@@ -203,7 +147,7 @@ WITH released AS (
     RETURNING r.id, r.attempt, r.status, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
-    SELECT id, attempt, %(worker)s, 'released', started_at, now(), 'handed back at worker shutdown'
+    SELECT id, attempt, %(worker)s, 'released', started_at, coalesce(%(now)s::timestamptz, now()), 'handed back at worker shutdown'
     FROM released
 )
 SELECT released.id, released.attempt, released.status, released.in_dag FROM released
@@ -253,7 +197,7 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- the worker sees on its next heartbeat and answers by stopping the job.
 UPDATE job_runs
 SET status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
-    finished_at = CASE WHEN status = 'running' THEN NULL ELSE now() END,
+    finished_at = CASE WHEN status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
     cancel_requested = true
 WHERE id = %(id)s AND status IN ('pending', 'blocked', 'running')
 RETURNING id, status, dag_run_id IS NOT NULL AS in_dag;
@@ -263,7 +207,7 @@ RETURNING id, status, dag_run_id IS NOT NULL AS in_dag;
 -- retry budget. attempt is kept: the next claim still moves the fencing token forward.
 WITH retried AS (
     UPDATE job_runs
-    SET status = 'pending', run_at = now(), finished_at = NULL, cancel_requested = false,
+    SET status = 'pending', run_at = coalesce(%(now)s::timestamptz, now()), finished_at = NULL, cancel_requested = false,
         retry_base = attempt, priority = base_priority, lease_owner = NULL, lease_until = NULL
     WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
     RETURNING id, status, dag_run_id
@@ -345,7 +289,7 @@ WITH edges AS (
     UPDATE job_runs r
     SET upstream_remaining = r.upstream_remaining - e.n,
         status = CASE WHEN r.upstream_remaining = e.n THEN 'pending' ELSE 'blocked' END,
-        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, now())
+        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
                       ELSE r.run_at END
     FROM edges e
     WHERE r.id = e.run_id AND r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
@@ -368,7 +312,7 @@ WITH RECURSIVE downstream(id) AS (
     FOR UPDATE
 )
 UPDATE job_runs r
-SET status = 'skipped', skip_reason = 'upstream_failed', finished_at = now(),
+SET status = 'skipped', skip_reason = 'upstream_failed', finished_at = coalesce(%(now)s::timestamptz, now()),
     last_error = 'not run: an upstream run did not complete'
 WHERE r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
 RETURNING r.id;
@@ -384,7 +328,7 @@ WITH locked AS (
 )
 UPDATE job_runs r
 SET status = CASE WHEN r.status = 'running' THEN 'running' ELSE 'cancelled' END,
-    finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE now() END,
+    finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
     cancel_requested = true
 WHERE r.id IN (SELECT id FROM locked) AND r.status IN ('pending', 'blocked', 'running')
 RETURNING r.id, r.status;
@@ -406,101 +350,3 @@ FOR UPDATE;
 -- (no status change) an upstream that belonged to no DAG run joins the new run's.
 UPDATE job_runs SET dag_run_id = %(dag_run_id)s
 WHERE id = ANY(%(ids)s::bigint[]) AND dag_run_id IS NULL;
-
--- name: run_stage_prepare
--- (no status change) this session's staging table for large bulk submits: created on first
--- use, emptied at each commit. COPY into it is several times cheaper per row than
--- parsing the batch from JSON.
-DO $$
-BEGIN
-    IF to_regclass('pg_temp.run_stage') IS NULL THEN
-        CREATE TEMP TABLE run_stage (
-            n int, handler text, args jsonb, execution_model text, priority smallint,
-            run_at timestamptz, delay float8, max_retries int, timeout_seconds int, job_id uuid
-        ) ON COMMIT DELETE ROWS;
-    END IF;
-    DELETE FROM run_stage;  -- empty already, unless a transaction submits twice
-END
-$$;
-
--- name: run_stage_copy
--- (no status change) the staged runs, in input order.
-COPY run_stage (
-    n, handler, args, execution_model, priority, run_at, delay, max_retries, timeout_seconds,
-    job_id
-) FROM STDIN;
-
--- name: run_submit_staged
--- (new) -> pending: a large bulk submit of runs without idempotency keys, from the
--- staging table, ids in input order.
-WITH new AS (
-    INSERT INTO job_runs (
-        handler, args, execution_model, priority, base_priority, run_at,
-        max_retries, timeout_seconds, job_id, status
-    )
-    SELECT
-        s.handler, s.args, s.execution_model, s.priority, s.priority,
-        coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
-                           + make_interval(secs => coalesce(s.delay, 0))),
-        s.max_retries, s.timeout_seconds, s.job_id, 'pending'
-    FROM run_stage s
-    ORDER BY s.n
-    RETURNING id
-)
-SELECT new.id FROM new
-LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true
-ORDER BY new.id;
-
--- name: run_prune
--- Up to %(limit)s runs outside any DAG whose retention has passed. Not a transition: the
--- history of runs that ended long ago, deleted with their attempts (and, by cascade, their
--- dependency edges). A run that ended well, was cancelled or skipped goes once it ended
--- before the runs_before cutoff; a dead letter (failed, timed out) once it ended before
--- failed_before. A NULL cutoff keeps that kind forever.
-WITH doomed AS (
-    SELECT id FROM job_runs
-    WHERE dag_run_id IS NULL
-      AND ((status IN ('completed', 'cancelled', 'skipped')
-            AND finished_at < coalesce(%(runs_before)s::timestamptz, '-infinity'))
-        OR (status IN ('failed', 'timed_out')
-            AND finished_at < coalesce(%(failed_before)s::timestamptz, '-infinity')))
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM job_runs r USING doomed WHERE r.id = doomed.id RETURNING r.id
-), attempts AS (
-    DELETE FROM job_run_attempts a USING gone WHERE a.run_id = gone.id
-)
-SELECT count(*) AS runs FROM gone;
-
--- name: dag_run_prune
--- Up to %(limit)s DAG runs whose every step's retention has passed, with all their steps: a
--- DAG run goes whole, never leaving a step without the upstreams whose results it reads.
-WITH doomed AS (
-    SELECT d.id FROM dag_runs d
-    WHERE d.created_at < greatest(
-        coalesce(%(runs_before)s::timestamptz, '-infinity'),
-        coalesce(%(failed_before)s::timestamptz, '-infinity')
-    )
-      AND NOT EXISTS (
-          SELECT 1 FROM job_runs r
-          WHERE r.dag_run_id = d.id
-            AND NOT coalesce(
-                (r.status IN ('completed', 'cancelled', 'skipped')
-                 AND r.finished_at < coalesce(%(runs_before)s::timestamptz, '-infinity'))
-                OR (r.status IN ('failed', 'timed_out')
-                 AND r.finished_at < coalesce(%(failed_before)s::timestamptz, '-infinity')),
-                false
-            )
-      )
-    ORDER BY d.created_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), steps AS (
-    DELETE FROM job_runs r USING doomed WHERE r.dag_run_id = doomed.id RETURNING r.id
-), attempts AS (
-    DELETE FROM job_run_attempts a USING steps WHERE a.run_id = steps.id
-), dags AS (
-    DELETE FROM dag_runs d USING doomed WHERE d.id = doomed.id RETURNING d.id
-)
-SELECT (SELECT count(*) FROM dags) AS dag_runs, (SELECT count(*) FROM steps) AS runs;

@@ -125,6 +125,19 @@ def test_the_reaper_prunes_once_per_interval(conn: Conn) -> None:
     assert keeper.run_once(conn).pruned is None
 
 
+def test_the_prune_cadence_follows_the_clock_the_reaper_is_given(conn: Conn) -> None:
+    keeper = Reaper(settings())
+    start = db_now(conn)
+    interval = timedelta(seconds=reaper.PRUNE_INTERVAL_SECONDS)
+    assert keeper.run_once(conn, start).pruned == PrunedHistory()
+    assert keeper.run_once(conn, start + interval - timedelta(seconds=1)).pruned is None
+    assert keeper.run_once(conn, start + interval).pruned == PrunedHistory()
+    assert keeper.run_once(conn, start + interval).pruned is None
+    # A clock set back (a test moving time, the database's clock corrected) prunes again
+    # rather than waiting for the old time to come round.
+    assert keeper.run_once(conn, start).pruned == PrunedHistory()
+
+
 def test_a_pass_prunes_batch_after_batch_up_to_its_bound(
     conn: Conn, monkeypatch: pytest.MonkeyPatch
 ) -> None:

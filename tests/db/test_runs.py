@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs
+from app import run_inserts, runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, IdempotencyConflict, NewRun, SubmitError
 
@@ -62,7 +62,7 @@ def test_delay_and_run_at_use_the_database_clock(conn: Conn) -> None:
     assert runs.claim(conn, "w", 10, 30) == []  # nothing due yet
 
 
-@pytest.mark.parametrize("size", [500, runs.COPY_THRESHOLD + 1500])  # JSON path, COPY path
+@pytest.mark.parametrize("size", [500, run_inserts.COPY_THRESHOLD + 1500])  # JSON path, COPY path
 def test_submit_many_returns_ids_in_input_order(conn: Conn, size: int) -> None:
     now = db_now(conn)
     batch = [
@@ -291,12 +291,11 @@ def test_heartbeat_does_not_call_a_row_locked_by_a_finish_lost(db_url: str, conn
 
 
 def test_reap_requeues_expired_leases_only(conn: Conn) -> None:
-    expired = runs.submit(conn, NewRun("noop")).id
+    a_minute_ago = db_now(conn) - timedelta(minutes=1)
+    expired = runs.submit(conn, NewRun("noop"), now=a_minute_ago).id
+    runs.claim(conn, "w1", 1, 30, now=a_minute_ago)  # its lease ended 30 s ago
     healthy = runs.submit(conn, NewRun("noop")).id
-    runs.claim(conn, "w1", 2, 30)
-    conn.execute(
-        "UPDATE job_runs SET lease_until = now() - interval '1 s' WHERE id = %s", (expired,)
-    )
+    runs.claim(conn, "w1", 1, 30)
     reaped = runs.reap(conn)
     assert [(r.run_id, r.status, r.worker) for r in reaped] == [(expired, "pending", "w1")]
     assert row(conn, healthy)["status"] == "running"
@@ -374,9 +373,8 @@ def test_retry_a_dead_letter_with_a_fresh_budget(conn: Conn) -> None:
 
 
 def test_aging_raises_waiting_runs_one_level_per_period_up_to_the_bound(conn: Conn) -> None:
-    old = runs.submit(conn, NewRun("noop", priority=0)).id
+    old = runs.submit(conn, NewRun("noop", priority=0), now=db_now(conn) - timedelta(hours=1)).id
     fresh = runs.submit(conn, NewRun("noop", priority=0)).id
-    conn.execute("UPDATE job_runs SET run_at = now() - interval '1 hour' WHERE id = %s", (old,))
     for _ in range(10):
         runs.age_priorities(conn, age_seconds=600, max_boost=3)
     assert row(conn, old)["priority"] == 3  # 60 min waited: 6 periods, capped at +3
@@ -397,13 +395,13 @@ def test_notifications_wake_workers_once_per_statement_and_carry_no_args(
 
 
 def test_a_large_batch_with_bad_args_is_refused_and_nothing_is_written(conn: Conn) -> None:
-    batch = [NewRun("noop", {"i": i}) for i in range(runs.COPY_THRESHOLD + 10)]
+    batch = [NewRun("noop", {"i": i}) for i in range(run_inserts.COPY_THRESHOLD + 10)]
     batch[-1] = NewRun("noop", {"when": object()})
     with pytest.raises(SubmitError, match="must hold only JSON values"):
         runs.submit_many(conn, batch)
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
     # the session's staging table is usable again afterwards
-    assert len(runs.submit_many(conn, batch[:-1])) == runs.COPY_THRESHOLD + 9
+    assert len(runs.submit_many(conn, batch[:-1])) == run_inserts.COPY_THRESHOLD + 9
 
 
 def test_completing_clears_the_error_of_an_earlier_attempt(conn: Conn) -> None:
@@ -420,3 +418,34 @@ def test_completing_clears_the_error_of_an_earlier_attempt(conn: Conn) -> None:
         (1, "failed", "boom 1"),
         (2, "completed", None),
     ]
+
+
+def test_every_transition_runs_on_the_clock_it_is_given(conn: Conn) -> None:
+    t = db_now(conn) + timedelta(days=3)  # far from the database's clock: no coincidence
+    run_id = runs.submit(conn, NewRun("noop"), now=t).id
+    (spec,) = runs.claim(conn, "w1", 10, 30, now=t)
+    runs.heartbeat(conn, "w1", [(run_id, spec.attempt)], 30, now=t + timedelta(seconds=10))
+    assert row(conn, run_id)["lease_until"] == t + timedelta(seconds=40)
+    done = Finish(run_id, spec.attempt, Outcome(OutcomeStatus.COMPLETED, result=None))
+    assert runs.finish_many(conn, "w1", [done], now=t + timedelta(seconds=20)) == [done]
+    assert row(conn, run_id)["finished_at"] == t + timedelta(seconds=20)
+    assert attempts(conn, run_id)[0]["finished_at"] == t + timedelta(seconds=20)
+
+    waiting = runs.submit(conn, NewRun("noop"), now=t).id
+    assert runs.cancel(conn, waiting, now=t + timedelta(seconds=30)) == "cancelled"
+    assert row(conn, waiting)["finished_at"] == t + timedelta(seconds=30)
+    assert runs.retry(conn, waiting, now=t + timedelta(seconds=40)) is not None
+    assert row(conn, waiting)["run_at"] == t + timedelta(seconds=40)
+
+
+def test_a_release_and_a_dag_cancel_run_on_the_clock_they_are_given(conn: Conn) -> None:
+    t = db_now(conn) - timedelta(days=3)
+    run_id = runs.submit(conn, NewRun("noop", max_retries=0), now=t).id
+    (spec,) = runs.claim(conn, "w1", 10, 30, now=t)
+    conn.execute("UPDATE job_runs SET cancel_requested = true WHERE id = %s", (run_id,))
+    assert runs.release_many(conn, "w1", [(run_id, spec.attempt)], now=t) == [run_id]
+    assert row(conn, run_id)["finished_at"] == t
+
+    dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
+    runs.cancel_dag(conn, dag.id, now=t)
+    assert {row(conn, i)["finished_at"] for i in dag.run_ids.values()} == {t}

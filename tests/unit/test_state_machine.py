@@ -22,19 +22,19 @@ def test_transition_table_only_names_known_states() -> None:
 
 
 def test_every_status_written_in_sql_is_a_known_state() -> None:
-    text = (APP / "sql" / "runs.sql").read_text()
-    written = set(re.findall(r"'([a-z_]+)'", text)) - {"sundial_runs", ""}
-    outcomes = {"completed", "failed", "timed_out", "cancelled", "lost", "released"}
-    other_literals = {"upstream_failed"}
-    assert written - outcomes - other_literals <= {s.value for s in RunStatus}
+    for file in ("runs.sql", "run_inserts.sql"):
+        text = (APP / "sql" / file).read_text()
+        written = set(re.findall(r"'([a-z_]+)'", text)) - {"sundial_runs", ""}
+        outcomes = {"completed", "failed", "timed_out", "cancelled", "lost", "released"}
+        other_literals = {"upstream_failed"}
+        assert written - outcomes - other_literals <= {s.value for s in RunStatus}, file
 
 
 def test_every_run_statement_belongs_to_a_named_transition() -> None:
     # reads, and writes that change no status
     reads = {"run_find_by_keys", "run_held_check", "run_lock_upstreams", "run_join_dag"}
     reads |= {"run_lock_skipped_downstream"}
-    reads |= {"run_dag_edges", "run_stage_prepare", "run_stage_copy"}
-    reads |= {"run_prune", "dag_run_prune"}  # deletes history of ended runs: no transition
+    reads |= {"run_dag_edges"}
     for name in load("runs"):
         if name in reads:
             continue
@@ -66,7 +66,8 @@ def _transition_statements() -> dict[str, list[str]]:
     """Transition name -> the SQL of the statements implementing it (`run_fail_many` is
     `run_fail`, `run_cancel_dag` is `run_cancel`, ...)."""
     found: dict[str, list[str]] = {}
-    for name, sql in load("runs").items():
+    statements = {**load("runs"), **load("run_inserts")}
+    for name, sql in statements.items():
         base = re.sub(r"_(many|fires|downstream|dag|staged)$", "", name)
         if base in TRANSITIONS:
             found.setdefault(base, []).append(sql)
@@ -150,3 +151,33 @@ def test_every_state_is_either_active_or_terminal() -> None:
 
 def test_sql_in_quotes_each_value_in_a_stable_order() -> None:
     assert sql_in(["b", "a"]) == "'a', 'b'"
+
+
+# Inserting a new run is not a transition of an existing one: `app.run_inserts` sends the
+# rows (COPY staging, pipelined JSON batches) whose first status `app.runs` chose. So the
+# insert statements live in their own file, only that module runs them, and none of them
+# may change the status of a run already there.
+def test_new_runs_are_inserted_without_touching_existing_runs() -> None:
+    for name, statement in load("run_inserts").items():
+        assert not re.search(r"UPDATE\s+job_runs|DO\s+UPDATE", statement, re.I), name
+
+
+def test_only_the_state_module_and_the_insert_module_run_their_statements() -> None:
+    owners = {"runs": {"runs.py"}, "run_inserts": {"run_inserts.py"}}
+    for path in APP.rglob("*.py"):
+        text = path.read_text()
+        for file, modules in owners.items():
+            if re.search(rf"query\(\s*\"{file}\"", text):
+                assert str(path.relative_to(APP)) in modules, (path, file)
+
+
+def test_every_time_dependent_run_statement_takes_now() -> None:
+    # `coalesce(%(now)s, now())` everywhere a statement reads the clock, so a test moves
+    # time by passing `now` instead of sleeping.
+    for file in ("runs", "run_inserts"):
+        for name, statement in load(file).items():
+            code = "\n".join(
+                line for line in statement.splitlines() if not line.lstrip().startswith("--")
+            )
+            bare = code.replace("coalesce(%(now)s::timestamptz, now())", "")
+            assert "now()" not in bare, f"{file}.sql {name} reads the clock without %(now)s"

@@ -1,0 +1,46 @@
+"""Deleting the history of ended runs once their retention has passed (the reaper calls
+this every few minutes). Not a transition: no run changes status, runs that ended long
+ago go, with their attempts; a DAG run goes whole. The statements are in
+`app/sql/retention.sql`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from app.sql import query
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    lone_runs: int  # runs outside DAGs deleted
+    dag_runs: int
+    dag_steps: int  # the runs of those DAG runs
+
+    @property
+    def runs(self) -> int:
+        return self.lone_runs + self.dag_steps
+
+
+def prune(
+    conn: Conn,
+    *,
+    runs_before: datetime | None,
+    failed_before: datetime | None,
+    limit: int = 1000,
+) -> Pruned:
+    """Delete up to `limit` runs outside DAGs and `limit` DAG runs whose retention has
+    passed (see `run_prune`): ended well, cancelled or skipped before `runs_before`, failed
+    or timed out before `failed_before`; None keeps that kind forever."""
+    params = {"runs_before": runs_before, "failed_before": failed_before, "limit": limit}
+    with conn.transaction():
+        lone = conn.execute(query("retention", "run_prune"), params).fetchone()
+        dags = conn.execute(query("retention", "dag_run_prune"), params).fetchone()
+    assert lone is not None and dags is not None
+    return Pruned(int(lone["runs"]), int(dags["dag_runs"]), int(dags["runs"]))

@@ -1,0 +1,56 @@
+-- Deleting the history of ended runs past its retention. `app/retention.py` runs them (for
+-- the reaper). Not transitions: no status changes, rows that ended long ago go.
+
+-- name: run_prune
+-- Up to %(limit)s runs outside any DAG whose retention has passed. Not a transition: the
+-- history of runs that ended long ago, deleted with their attempts (and, by cascade, their
+-- dependency edges). A run that ended well, was cancelled or skipped goes once it ended
+-- before the runs_before cutoff; a dead letter (failed, timed out) once it ended before
+-- failed_before. A NULL cutoff keeps that kind forever.
+WITH doomed AS (
+    SELECT id FROM job_runs
+    WHERE dag_run_id IS NULL
+      AND ((status IN ('completed', 'cancelled', 'skipped')
+            AND finished_at < coalesce(%(runs_before)s::timestamptz, '-infinity'))
+        OR (status IN ('failed', 'timed_out')
+            AND finished_at < coalesce(%(failed_before)s::timestamptz, '-infinity')))
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM job_runs r USING doomed WHERE r.id = doomed.id RETURNING r.id
+), attempts AS (
+    DELETE FROM job_run_attempts a USING gone WHERE a.run_id = gone.id
+)
+SELECT count(*) AS runs FROM gone;
+
+-- name: dag_run_prune
+-- Up to %(limit)s DAG runs whose every step's retention has passed, with all their steps: a
+-- DAG run goes whole, never leaving a step without the upstreams whose results it reads.
+WITH doomed AS (
+    SELECT d.id FROM dag_runs d
+    WHERE d.created_at < greatest(
+        coalesce(%(runs_before)s::timestamptz, '-infinity'),
+        coalesce(%(failed_before)s::timestamptz, '-infinity')
+    )
+      AND NOT EXISTS (
+          SELECT 1 FROM job_runs r
+          WHERE r.dag_run_id = d.id
+            AND NOT coalesce(
+                (r.status IN ('completed', 'cancelled', 'skipped')
+                 AND r.finished_at < coalesce(%(runs_before)s::timestamptz, '-infinity'))
+                OR (r.status IN ('failed', 'timed_out')
+                 AND r.finished_at < coalesce(%(failed_before)s::timestamptz, '-infinity')),
+                false
+            )
+      )
+    ORDER BY d.created_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), steps AS (
+    DELETE FROM job_runs r USING doomed WHERE r.dag_run_id = doomed.id RETURNING r.id
+), attempts AS (
+    DELETE FROM job_run_attempts a USING steps WHERE a.run_id = steps.id
+), dags AS (
+    DELETE FROM dag_runs d USING doomed WHERE d.id = doomed.id RETURNING d.id
+)
+SELECT (SELECT count(*) FROM dags) AS dag_runs, (SELECT count(*) FROM steps) AS runs;

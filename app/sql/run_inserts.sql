@@ -1,0 +1,106 @@
+-- Inserting new runs. `app/run_inserts.py` runs them, for `app/runs.py`'s submits: a new
+-- run is not a transition of an existing one, so none of these UPDATEs job_runs; each
+-- writes the first status `app.runs` chose (pending, blocked or skipped).
+-- `coalesce(%(now)s, now())` lets tests move time; production uses the database clock.
+-- One pg_notify per statement (never per row, never with job args) wakes workers.
+
+-- name: run_submit_many
+-- (new) -> pending | blocked (waits for DAG upstreams) | skipped (an upstream already failed):
+-- insert runs in one statement; an idempotency key already used is left alone.
+-- The batch arrives as one JSON array: parsing it server-side is far cheaper than
+-- adapting ten parallel arrays in Python.
+WITH new AS (
+    INSERT INTO job_runs (
+        handler, args, execution_model, priority, base_priority, run_at,
+        max_retries, timeout_seconds, idempotency_key, job_id, status,
+        dag_run_id, dag_node, upstream_remaining, finished_at, skip_reason, last_error,
+        schedule_id, fire_time
+    )
+    SELECT
+        s.handler, s.args, s.execution_model, s.priority, s.priority,
+        coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
+                           + make_interval(secs => coalesce(s.delay, 0))),
+        s.max_retries, s.timeout_seconds, s.idempotency_key, s.job_id,
+        coalesce(s.status, 'pending'), s.dag_run_id, s.dag_node,
+        coalesce(s.upstream_remaining, 0),
+        CASE WHEN s.status = 'skipped' THEN coalesce(%(now)s::timestamptz, now()) END, s.skip_reason,
+        CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END,
+        s.schedule_id, s.fire_time
+    FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (
+        handler text, args jsonb, execution_model text, priority smallint, run_at timestamptz,
+        delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid,
+        status text, dag_run_id uuid, dag_node text, upstream_remaining int, skip_reason text,
+        schedule_id uuid, fire_time timestamptz
+    )) WITH ORDINALITY AS s
+    ORDER BY s.ordinality
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, idempotency_key
+)
+SELECT new.id, new.idempotency_key FROM new
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true
+ORDER BY new.id;
+
+-- name: run_submit_fires
+-- (new) -> pending: one run per schedule fire, from the schedule's job definition as it is
+-- now; a fire that already has a run is left alone.
+WITH new AS (
+    INSERT INTO job_runs (
+        schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
+        priority, base_priority, timeout_seconds, max_retries, status
+    )
+    SELECT
+        f.schedule_id, j.id, f.fire_time, f.run_at, j.handler, j.args, j.execution_model,
+        j.priority, j.priority, j.timeout_seconds, j.max_retries, 'pending'
+    FROM jsonb_to_recordset(%(fires)s::jsonb)
+        AS f(schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz)
+    JOIN job_definitions j ON j.id = f.job_id
+    ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
+    DO NOTHING
+    RETURNING id, schedule_id, fire_time
+)
+SELECT new.id, new.schedule_id, new.fire_time FROM new
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_stage_prepare
+-- (no status change) this session's staging table for large bulk submits: created on first
+-- use, emptied at each commit. COPY into it is several times cheaper per row than
+-- parsing the batch from JSON.
+DO $$
+BEGIN
+    IF to_regclass('pg_temp.run_stage') IS NULL THEN
+        CREATE TEMP TABLE run_stage (
+            n int, handler text, args jsonb, execution_model text, priority smallint,
+            run_at timestamptz, delay float8, max_retries int, timeout_seconds int, job_id uuid
+        ) ON COMMIT DELETE ROWS;
+    END IF;
+    DELETE FROM run_stage;  -- empty already, unless a transaction submits twice
+END
+$$;
+
+-- name: run_stage_copy
+-- (no status change) the staged runs, in input order.
+COPY run_stage (
+    n, handler, args, execution_model, priority, run_at, delay, max_retries, timeout_seconds,
+    job_id
+) FROM STDIN;
+
+-- name: run_submit_staged
+-- (new) -> pending: a large bulk submit of runs without idempotency keys, from the
+-- staging table, ids in input order.
+WITH new AS (
+    INSERT INTO job_runs (
+        handler, args, execution_model, priority, base_priority, run_at,
+        max_retries, timeout_seconds, job_id, status
+    )
+    SELECT
+        s.handler, s.args, s.execution_model, s.priority, s.priority,
+        coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
+                           + make_interval(secs => coalesce(s.delay, 0))),
+        s.max_retries, s.timeout_seconds, s.job_id, 'pending'
+    FROM run_stage s
+    ORDER BY s.n
+    RETURNING id
+)
+SELECT new.id FROM new
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true
+ORDER BY new.id;
