@@ -142,6 +142,7 @@ class Trigger:
         return fired
 
     def fire_batch(self, conn: Conn, cursor: DueCursor) -> Batch:
+        """The cursor's next batch, fired while this trigger still holds the lease."""
         return firing.fire_batch(conn, cursor, self.limits, self.lease)
 
     # ---- queued fires, auto-pause, expired pauses ---------------------------------------
