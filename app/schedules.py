@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -34,10 +33,20 @@ from app.cron import (
     zone_named,
 )
 from app.errors import UsageError
-from app.fire_starts import Start, Started, start_fires, workflow_shapes
 from app.fires import DEFAULT_SPREAD_SECONDS, FireOutcome, OverlapPolicy
+from app.firing import (
+    FireRecord,
+    Start,
+    Started,
+    record_fires,
+    recurrence_of,
+    start_fires,
+    workflow_shapes,
+)
+
+# Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
+from app.firing import db_now as db_now
 from app.handlers.gate import refuse_disabled_handlers
-from app.json_rows import iso_text, json_rows
 from app.sql import query
 from app.states import ExecutionModel
 
@@ -143,57 +152,6 @@ def parse_when(text: str, zone_name: str, now: datetime) -> datetime:
         raise ScheduleError(f"{text} does not exist in {zone_name} (the clocks jump over it)")
     with limits.refused_as(ScheduleError):
         return limits.check_instant(text, local).astimezone(UTC)
-
-
-def recurrence_of(row: Mapping[str, Any]) -> Recurrence:
-    """The recurrence of a `schedules` row. An interval schedule without a start fires one
-    interval after it was created, then every interval."""
-    anchor = row["start_at"]
-    if row["cron"] is None and anchor is None:
-        anchor = row["created_at"].replace(microsecond=0) + timedelta(
-            seconds=row["interval_seconds"]
-        )
-    return _recurrence(
-        row["cron"],
-        row["interval_seconds"],
-        row["timezone"],
-        anchor,
-        row["end_at"],
-        row["dst_skipped"],
-        row["dst_repeated"],
-    )
-
-
-@lru_cache(maxsize=4096)
-def _recurrence(
-    cron: str | None,
-    interval_seconds: int | None,
-    timezone: str,
-    start: datetime | None,
-    end: datetime | None,
-    dst_skipped: str,
-    dst_repeated: str,
-) -> Recurrence:
-    """Cached: the trigger builds one per due schedule, and most share their settings."""
-    if cron is not None:
-        return Recurrence.from_cron(
-            cron,
-            timezone,
-            start=start,
-            end=end,
-            dst_skipped=DstSkipped(dst_skipped),
-            dst_repeated=DstRepeated(dst_repeated),
-        )
-    assert interval_seconds is not None and start is not None
-    return Recurrence.every(interval_seconds, start, end=end, timezone=timezone)
-
-
-def db_now(conn: Conn, now: datetime | None = None) -> datetime:
-    """The database clock, or the injected `now` when given."""
-    row = conn.execute(query("schedules", "db_now"), {"now": now}).fetchone()
-    assert row is not None
-    moment: datetime = row["now"]
-    return moment
 
 
 # ---- create ------------------------------------------------------------------------------
@@ -569,50 +527,6 @@ def _lock(conn: Conn, name: str) -> dict[str, Any]:
 
 
 # ---- the ledger ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FireRecord:
-    """One ledger row to write. `link` is the fire time of the run (or DAG run) the row
-    links, a run made earlier in the same transaction."""
-
-    schedule_id: uuid.UUID
-    fire_time: datetime
-    local_time: datetime
-    outcome: FireOutcome
-    link: datetime | None = None
-    coalesced_count: int = 0
-    manual: bool = False
-    detail: str | None = None
-
-
-def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
-    """Write ledger rows in one statement; fires already recorded are left alone."""
-    write_fire_rows(conn, fire_rows(records), now)
-
-
-def write_fire_rows(conn: Conn, rows: list[dict[str, Any]], now: datetime | None = None) -> None:
-    """`record_fires` for rows already made by `fire_rows`."""
-    if rows:
-        conn.execute(query("schedules", "fire_record_many"), {"fires": json_rows(rows), "now": now})
-
-
-def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
-    """The JSON rows of ledger records."""
-    iso: dict[datetime, str] = {}
-    return [
-        {
-            "schedule_id": str(r.schedule_id),
-            "fire_time": iso_text(iso, r.fire_time),
-            "local_time": iso_text(iso, r.local_time),
-            "outcome": r.outcome.value,
-            "link": None if r.link is None else iso_text(iso, r.link),
-            "coalesced_count": r.coalesced_count,
-            "manual": r.manual,
-            "detail": r.detail,
-        }
-        for r in records
-    ]
 
 
 def prune_fires(

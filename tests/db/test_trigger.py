@@ -17,9 +17,10 @@ from app import runs, schedules, workflows
 from app.config import Settings
 from app.cron import DstRepeated
 from app.fires import OverlapPolicy, spread_offset
+from app.firing import Batch, DueCursor
 from app.jobs import Outcome, OutcomeStatus
 from app.schedules import ScheduleSpec, create_schedule
-from app.services.trigger import Batch, DueCursor, Trigger
+from app.services.trigger import Trigger
 
 Conn = psycopg.Connection[dict[str, Any]]
 T0 = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)

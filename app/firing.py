@@ -1,0 +1,438 @@
+"""What a fire does: the one owner of turning due schedules into runs and ledger rows.
+
+Purpose: every intended fire of every schedule gets exactly one decision, written to the
+fire ledger, and at most one run (`job_runs` UNIQUE(schedule_id, fire_time)).
+
+Use: the trigger (`app.services.trigger`) holds the leader lease and calls, per tick,
+`release_queued` and, batch after batch, `fire_batch`; "run now" (`app.schedules`) calls
+`start_fires` and `record_fires`. A batch locks due schedules (`FOR UPDATE SKIP LOCKED`),
+decides their fires by the pure policies of `app.fires` over the fire times of
+`app.cron`, and in ONE transaction creates the runs (through `app.runs.submit_fires` or
+`submit_workflow_fires`: nothing here writes a run), writes the ledger and moves
+`next_fire_time` forward (compare-and-set: it only moves forward).
+
+    cursor = DueCursor(now, limit=2000)
+    while not cursor.exhausted:
+        fired = fire_batch(conn, cursor, PlanLimits(), lease)
+
+Due decisions use the database clock; `now` injects another one. SQL: `app/sql/firing.sql`.
+Telemetry: a log line per catch-up and per schedule stopped for a broken rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+
+from app import runs, workflows
+from app.cron import DstRepeated, DstSkipped, Recurrence, RecurrenceError
+from app.fires import DueSchedule, FireOutcome, OverlapPolicy, Plan, PlanLimits, plan_fires
+from app.json_rows import iso_text, json_rows
+from app.lease import LeaderLease
+from app.sql import query
+from app.workflows import Shape
+
+log = logging.getLogger(__name__)
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+RELEASE_BATCH_SIZE = 500  # queued fires released per tick
+Planned = Sequence[tuple[Mapping[str, Any], Plan]]  # each locked schedule row with its plan
+_DOWNTIME_OUTCOMES = frozenset({FireOutcome.COALESCED, FireOutcome.MISSED})
+
+
+def db_now(conn: Conn, now: datetime | None = None) -> datetime:
+    """The database clock, or the injected `now` when given."""
+    row = conn.execute(query("firing", "db_now"), {"now": now}).fetchone()
+    assert row is not None
+    moment: datetime = row["now"]
+    return moment
+
+
+# ---- a schedule's rule ----------------------------------------------------------------------
+
+
+def recurrence_of(row: Mapping[str, Any]) -> Recurrence:
+    """The recurrence of a `schedules` row. An interval schedule without a start fires one
+    interval after it was created, then every interval."""
+    anchor = row["start_at"]
+    if row["cron"] is None and anchor is None:
+        anchor = row["created_at"].replace(microsecond=0) + timedelta(
+            seconds=row["interval_seconds"]
+        )
+    return _recurrence(
+        row["cron"],
+        row["interval_seconds"],
+        row["timezone"],
+        anchor,
+        row["end_at"],
+        row["dst_skipped"],
+        row["dst_repeated"],
+    )
+
+
+@lru_cache(maxsize=4096)
+def _recurrence(
+    cron: str | None,
+    interval_seconds: int | None,
+    timezone: str,
+    start: datetime | None,
+    end: datetime | None,
+    dst_skipped: str,
+    dst_repeated: str,
+) -> Recurrence:
+    """Cached: the trigger builds one per due schedule, and most share their settings."""
+    if cron is not None:
+        return Recurrence.from_cron(
+            cron,
+            timezone,
+            start=start,
+            end=end,
+            dst_skipped=DstSkipped(dst_skipped),
+            dst_repeated=DstRepeated(dst_repeated),
+        )
+    assert interval_seconds is not None and start is not None
+    return Recurrence.every(interval_seconds, start, end=end, timezone=timezone)
+
+
+# ---- firing due schedules -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What firing one or more batches of due schedules did."""
+
+    schedules: int = 0  # due schedules locked and planned
+    fires: int = 0  # ledger rows written
+    runs: int = 0  # runs created
+
+    def __add__(self, other: Batch) -> Batch:
+        return Batch(
+            self.schedules + other.schedules, self.fires + other.fires, self.runs + other.runs
+        )
+
+
+class DueCursor:
+    """Where the next batch of due schedules starts, shared by the connections firing
+    them. Batches are locked one at a time and each starts after the (next_fire_time, id)
+    of the one before, so none rescans the index entries that earlier batches left behind.
+    A batch smaller than the limit was the last."""
+
+    def __init__(self, now: datetime | None, limit: int) -> None:
+        self.now = now
+        self.limit = limit
+        self.exhausted = False
+        self._after: tuple[datetime, uuid.UUID] | None = None
+        self._mutex = threading.Lock()
+
+    def lock_next(self, conn: Conn) -> list[dict[str, Any]]:
+        """Lock the next batch in `conn`'s open transaction."""
+        with self._mutex:
+            if self.exhausted:
+                return []
+            after_time, after_id = self._after or (None, None)
+            params = {
+                "now": self.now,
+                "limit": self.limit,
+                "after_time": after_time,
+                "after_id": after_id,
+            }
+            rows = conn.execute(query("firing", "schedule_lock_due"), params).fetchall()
+            self.exhausted = len(rows) < self.limit
+            if rows:
+                self._after = (rows[-1]["next_fire_time"], rows[-1]["id"])
+            return rows
+
+    def stop(self) -> None:
+        with self._mutex:
+            self.exhausted = True
+
+
+def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderLease) -> Batch:
+    """Lock, plan and fire the cursor's next batch of due schedules, in one transaction,
+    while `lease` is still held (else the cursor stops)."""
+    now = cursor.now
+    with conn.transaction():
+        if not lease.still_held(conn, now):
+            cursor.stop()
+            return Batch()
+        rows = cursor.lock_next(conn)
+        if not rows:
+            return Batch()
+        shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
+        plans, broken = _plan(rows, shapes, limits)
+        if broken:
+            conn.execute(query("firing", "schedule_stop_broken"), {"schedules": broken})
+        for _, plan in plans:
+            for run_id in plan.cancel_run_ids:
+                runs.cancel(conn, run_id)
+        # Pipelined: the statements go out together and PostgreSQL runs them in turn; the
+        # ledger finds the runs it links by their fire times, so nothing waits for another
+        # statement's result. Errors still end the transaction (they are raised when the
+        # pipeline syncs, before the commit).
+        with conn.pipeline():
+            _advance(conn, plans)
+            started = _start(conn, plans, shapes)
+            records = _ledger(plans)
+            write_fire_rows(conn, fire_rows(records), now)
+    _log_catchups(plans)
+    created = sum(1 for s in started if s.run_id or s.dag_run_id)
+    return Batch(len(rows), len(records), created)
+
+
+def _plan(
+    rows: Sequence[Mapping[str, Any]], shapes: Mapping[uuid.UUID, Shape], limits: PlanLimits
+) -> tuple[Planned, str | None]:
+    """Plans for the locked rows, and (as a JSON batch) the rows whose rule cannot be
+    computed or whose workflow has no steps, which are stopped rather than failing every
+    batch they land in."""
+    plans = []
+    broken = []
+    for row in rows:
+        try:
+            due = _due(row)
+            if row["workflow_id"] is not None and row["workflow_id"] not in shapes:
+                raise RecurrenceError("its workflow has no steps")
+        except RecurrenceError as exc:
+            note = f"stopped by the trigger: {exc}"
+            log.error("schedule %s %s", row["name"], note, extra={"schedule_id": row["id"]})
+            broken.append({"id": str(row["id"]), "note": note})
+            continue
+        plan = plan_fires(due, row["now"], row["active_run_ids"] or (), limits)
+        plans.append((row, plan))
+    return plans, json_rows(broken) if broken else None
+
+
+def _start(conn: Conn, plans: Planned, shapes: Mapping[uuid.UUID, Shape]) -> list[Started]:
+    """Create the runs (or DAG runs) of the fires the plans enqueue."""
+    starts = [
+        Start(row, entry.fire.at, entry.run_at or entry.fire.at)
+        for row, plan in plans
+        for entry in plan.runs_wanted
+    ]
+    return start_fires(conn, starts, shapes)
+
+
+def _advance(conn: Conn, plans: Planned) -> None:
+    iso: dict[datetime, str] = {}
+    moves = [
+        {
+            "id": str(row["id"]),
+            "previous": iso_text(iso, row["next_fire_time"]),
+            "next_fire_time": (
+                None if plan.next_fire_time is None else iso_text(iso, plan.next_fire_time)
+            ),
+            "resume": plan.resume,
+        }
+        for row, plan in plans
+    ]
+    conn.execute(query("firing", "schedule_advance_many"), {"schedules": json_rows(moves)})
+
+
+def _due(row: Mapping[str, Any]) -> DueSchedule:
+    window = row["catchup_window_seconds"]
+    return DueSchedule(
+        id=row["id"],
+        rule=recurrence_of(row),
+        next_fire_time=row["next_fire_time"],
+        active=row["active"],
+        paused_until=row["paused_until"],
+        paused_note=row["paused_note"],
+        catchup=row["catchup"],
+        catchup_limit=row["catchup_limit"],
+        catchup_window=_seconds(window) if window else None,
+        overlap=_OVERLAP_POLICIES[row["overlap"]],
+        spread=_seconds(0 if row["exact_minute"] else row["spread_seconds"]),
+        has_queued_fire=row["has_queued_fire"],
+    )
+
+
+_OVERLAP_POLICIES = {policy.value: policy for policy in OverlapPolicy}
+
+
+@lru_cache(maxsize=256)
+def _seconds(seconds: int) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def _ledger(plans: Planned) -> list[FireRecord]:
+    """The ledger rows of the plans. An enqueued fire links its own run, a coalesced one
+    the run of the fire that covered it."""
+    records: list[FireRecord] = []
+    for row, plan in plans:
+        schedule_id = row["id"]
+        for entry in plan.entries:
+            fire = entry.fire
+            link = fire.at if entry.outcome is FireOutcome.ENQUEUED else entry.covered_by
+            records.append(
+                FireRecord(
+                    schedule_id,
+                    fire.at,
+                    fire.local,
+                    entry.outcome,
+                    link,
+                    entry.coalesced_count,
+                    detail=entry.detail,
+                )
+            )
+    return records
+
+
+def _log_catchups(plans: Planned) -> None:
+    for row, plan in plans:
+        if any(e.outcome in _DOWNTIME_OUTCOMES for e in plan.entries):
+            counts: dict[str, int] = defaultdict(int)
+            for entry in plan.entries:
+                counts[entry.outcome.value] += 1
+            summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+            log.info(
+                "schedule %s caught up: %s", row["name"], summary, extra={"schedule_id": row["id"]}
+            )
+
+
+# ---- queued fires ---------------------------------------------------------------------------
+
+
+def release_queued(conn: Conn, now: datetime | None = None) -> int:
+    """Enqueue fires that waited behind a run that has now ended (overlap policy `queue`)."""
+    with conn.transaction():
+        rows = conn.execute(
+            query("firing", "fire_lock_releasable"), {"limit": RELEASE_BATCH_SIZE}
+        ).fetchall()
+        if not rows:
+            return 0
+        at = db_now(conn, now)
+        shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
+        rows = [r for r in rows if r["workflow_id"] is None or r["workflow_id"] in shapes]
+        started = start_fires(conn, [Start(r, r["fire_time"], at) for r in rows], shapes)
+        released = [
+            {"schedule_id": str(row["id"]), "fire_time": row["fire_time"].isoformat()}
+            for row in rows
+        ]
+        conn.execute(
+            query("firing", "fire_release_many"), {"fires": json_rows(released), "now": now}
+        )
+    return sum(1 for s in started if s.run_id or s.dag_run_id)
+
+
+# ---- starting fires: a job schedule's fire is one run, a workflow schedule's one DAG run ----
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A fire to start. `schedule` holds the schedule's id, name, job_id and workflow_id."""
+
+    schedule: Mapping[str, Any]
+    fire_time: datetime
+    run_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What a fire created; both None when the fire already had its run (or DAG run)."""
+
+    run_id: int | None = None
+    dag_run_id: uuid.UUID | None = None
+
+
+def workflow_shapes(conn: Conn, workflow_ids: Iterable[uuid.UUID | None]) -> dict[uuid.UUID, Shape]:
+    """The runnable shape of each workflow; a workflow without steps has none."""
+    wanted = sorted({w for w in workflow_ids if w is not None})
+    return workflows.shapes(conn, wanted) if wanted else {}
+
+
+def start_fires(
+    conn: Conn, starts: Sequence[Start], shapes: Mapping[uuid.UUID, Shape]
+) -> list[Started]:
+    """Create the run or DAG run of each fire, in two statements at most. Neither commits;
+    the caller's transaction also records the fires."""
+    started = [Started()] * len(starts)
+    jobs = [(i, s) for i, s in enumerate(starts) if s.schedule["workflow_id"] is None]
+    flows = [(i, s) for i, s in enumerate(starts) if s.schedule["workflow_id"] is not None]
+    if jobs:
+        run_ids = runs.submit_fires(conn, [_fire_request(s) for _, s in jobs])
+        for (i, _), run_id in zip(jobs, run_ids, strict=True):
+            started[i] = Started(run_id=run_id)
+    if flows:
+        fires = [_workflow_fire(s, shapes[s.schedule["workflow_id"]]) for _, s in flows]
+        dag_run_ids = runs.submit_workflow_fires(conn, fires)
+        for (i, _), dag_run_id in zip(flows, dag_run_ids, strict=True):
+            started[i] = Started(dag_run_id=dag_run_id)
+    return started
+
+
+def _fire_request(start: Start) -> runs.FireRequest:
+    return runs.FireRequest(
+        schedule_id=start.schedule["id"],
+        job_id=start.schedule["job_id"],
+        fire_time=start.fire_time,
+        run_at=start.run_at,
+    )
+
+
+def _workflow_fire(start: Start, shape: Shape) -> runs.WorkflowFire:
+    return runs.WorkflowFire(
+        schedule_id=start.schedule["id"],
+        workflow_id=shape.workflow_id,
+        name=start.schedule["name"],
+        fire_time=start.fire_time,
+        run_at=start.run_at,
+        steps=shape.runs,
+        edges=shape.edges,
+    )
+
+
+# ---- the ledger -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FireRecord:
+    """One ledger row to write. `link` is the fire time of the run (or DAG run) the row
+    links, a run made earlier in the same transaction."""
+
+    schedule_id: uuid.UUID
+    fire_time: datetime
+    local_time: datetime
+    outcome: FireOutcome
+    link: datetime | None = None
+    coalesced_count: int = 0
+    manual: bool = False
+    detail: str | None = None
+
+
+def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
+    """Write ledger rows in one statement; fires already recorded are left alone."""
+    write_fire_rows(conn, fire_rows(records), now)
+
+
+def write_fire_rows(conn: Conn, rows: list[dict[str, Any]], now: datetime | None = None) -> None:
+    """`record_fires` for rows already made by `fire_rows`."""
+    if rows:
+        conn.execute(query("firing", "fire_record_many"), {"fires": json_rows(rows), "now": now})
+
+
+def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
+    """The JSON rows of ledger records."""
+    iso: dict[datetime, str] = {}
+    return [
+        {
+            "schedule_id": str(r.schedule_id),
+            "fire_time": iso_text(iso, r.fire_time),
+            "local_time": iso_text(iso, r.local_time),
+            "outcome": r.outcome.value,
+            "link": None if r.link is None else iso_text(iso, r.link),
+            "coalesced_count": r.coalesced_count,
+            "manual": r.manual,
+            "detail": r.detail,
+        }
+        for r in records
+    ]

@@ -1,0 +1,123 @@
+-- What a fire does: lock due schedules, advance them, write their fire ledger, release
+-- queued fires. Runs are never written here: `app.firing` creates them through
+-- `app.runs.submit_fires`.
+
+-- name: db_now
+-- The database clock (or the injected one), for decisions made in Python.
+SELECT coalesce(%(now)s::timestamptz, now()) AS now;
+
+-- name: schedule_lock_due
+-- Lock up to %(limit)s schedules whose next fire is due, with the runs that are still
+-- active (for the overlap policy: a job schedule's runs, or the steps of a workflow
+-- schedule's DAG runs) and whether a fire is queued; schedules another trigger has locked
+-- are skipped, not waited for. Within a tick, batches resume after the last
+-- (next_fire_time, id) seen, so no batch rescans the index entries that earlier batches
+-- left behind.
+WITH due AS (
+    SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
+           s.end_at, s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
+           s.overlap, s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped,
+           s.dst_repeated, s.exact_minute, s.spread_seconds
+    FROM schedules s
+    WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
+      AND (s.next_fire_time, s.id) > (
+          coalesce(%(after_time)s::timestamptz, '-infinity'),
+          coalesce(%(after_id)s::uuid, '00000000-0000-0000-0000-000000000000')
+      )
+    ORDER BY s.next_fire_time, s.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+SELECT due.*,
+       coalesce(%(now)s::timestamptz, now()) AS now,
+       -- Runs of a workflow fire carry the schedule too, so one lookup on the partial
+       -- index of active scheduled runs covers job and workflow schedules alike.
+       CASE WHEN due.overlap <> 'allow' THEN ARRAY(
+           SELECT r.id FROM job_runs r
+           WHERE r.schedule_id = due.id AND r.status IN ('pending', 'blocked', 'running')
+           ORDER BY r.id
+       ) END AS active_run_ids,
+       due.overlap = 'queue' AND EXISTS (
+           SELECT 1 FROM schedule_fires f WHERE f.schedule_id = due.id AND f.outcome = 'queued'
+       ) AS has_queued_fire
+FROM due;
+
+-- name: schedule_advance_many
+-- Move each schedule's next fire forward, never back (compare-and-set on the old value),
+-- and end the pauses that expired (resumed at their expiry).
+UPDATE schedules s
+SET next_fire_time = a.next_fire_time,
+    active = s.active OR a.resume,
+    paused_note = CASE WHEN a.resume THEN NULL ELSE s.paused_note END,
+    paused_until = CASE WHEN a.resume THEN NULL ELSE s.paused_until END,
+    paused_at = CASE WHEN a.resume THEN NULL ELSE s.paused_at END,
+    resumed_at = CASE WHEN a.resume THEN s.paused_until ELSE s.resumed_at END
+FROM jsonb_to_recordset(%(schedules)s::jsonb)
+    AS a(id uuid, previous timestamptz, next_fire_time timestamptz, resume bool)
+WHERE s.id = a.id AND s.next_fire_time = a.previous
+  AND (a.next_fire_time IS NULL OR a.next_fire_time > a.previous);
+
+-- name: schedule_stop_broken
+-- A schedule whose rule cannot be computed (a row written around validation, a zone gone
+-- from tzdata) is paused with the reason and no next fire, so it cannot wedge a batch.
+UPDATE schedules s
+SET active = false, next_fire_time = NULL, paused_at = now(), paused_note = b.note
+FROM jsonb_to_recordset(%(schedules)s::jsonb) AS b(id uuid, note text)
+WHERE s.id = b.id;
+
+-- name: fire_record_many
+-- Write ledger rows; a fire already recorded (by another trigger) is left as it is. A row
+-- with a `link` fire time names the run (or a workflow schedule's DAG run) it links,
+-- created earlier in this transaction: an enqueued fire's own, or for a coalesced fire the
+-- run of the fire that covered it.
+INSERT INTO schedule_fires (
+    schedule_id, fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual,
+    detail, recorded_at, updated_at
+)
+-- (Lookups as subqueries: one probe of a unique index per linked row, whatever the planner
+-- guesses about the size of the batch.)
+SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome,
+       CASE WHEN f.link IS NOT NULL THEN (
+           SELECT r.id FROM job_runs r
+           WHERE r.schedule_id = f.schedule_id AND r.fire_time = f.link AND r.dag_run_id IS NULL
+       ) END,
+       CASE WHEN f.link IS NOT NULL THEN (
+           SELECT d.id FROM dag_runs d WHERE d.schedule_id = f.schedule_id AND d.fire_time = f.link
+       ) END,
+       f.coalesced_count, f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
+       coalesce(%(now)s::timestamptz, now())
+FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
+    schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text,
+    link timestamptz, coalesced_count int, manual bool, detail text
+)
+ON CONFLICT (schedule_id, fire_time) DO NOTHING;
+
+-- name: fire_lock_releasable
+-- Lock queued fires of active schedules that no longer wait behind a pending or running run.
+SELECT f.schedule_id, f.fire_time, s.id, s.name, s.job_id, s.workflow_id
+FROM schedule_fires f
+JOIN schedules s ON s.id = f.schedule_id
+WHERE f.outcome = 'queued' AND s.active
+  AND NOT EXISTS (
+      SELECT 1 FROM job_runs r
+      WHERE r.schedule_id = f.schedule_id AND r.status IN ('pending', 'blocked', 'running')
+  )
+ORDER BY f.fire_time
+LIMIT %(limit)s
+FOR UPDATE OF f SKIP LOCKED;
+
+-- name: fire_release_many
+-- queued -> enqueued, linking the run (or DAG run) just created for each fire.
+UPDATE schedule_fires f
+SET outcome = 'enqueued',
+    run_id = (
+        SELECT r.id FROM job_runs r
+        WHERE r.schedule_id = f.schedule_id AND r.fire_time = f.fire_time AND r.dag_run_id IS NULL
+    ),
+    dag_run_id = (
+        SELECT d.id FROM dag_runs d WHERE d.schedule_id = f.schedule_id AND d.fire_time = f.fire_time
+    ),
+    updated_at = coalesce(%(now)s::timestamptz, now()),
+    detail = concat_ws('; ', f.detail, 'enqueued when the run ahead of it ended')
+FROM jsonb_to_recordset(%(fires)s::jsonb) AS q(schedule_id uuid, fire_time timestamptz)
+WHERE f.schedule_id = q.schedule_id AND f.fire_time = q.fire_time AND f.outcome = 'queued';
