@@ -64,38 +64,6 @@ def test_worker_executes_runs_and_records_results(db_url: str, tmp_path: Path) -
     assert registered["stopped_at"] is not None
 
 
-def test_unknown_handler_fails_at_once_without_retries(db_url: str, tmp_path: Path) -> None:
-    (run_id,) = submit(db_url, NewRun("no_such_handler", max_retries=5))
-    with services(db_url, tmp_path) as start:
-        worker = start("worker")
-        row = wait_status(db_url, run_id, "failed", service=worker)
-    assert row["attempt"] == 1
-    assert "no_such_handler" in row["last_error"]
-
-
-def test_poison_job_dead_letters_after_max_retries_with_traceback(
-    db_url: str, tmp_path: Path
-) -> None:
-    (run_id,) = submit(db_url, NewRun("fail", {"message": "always broken"}, max_retries=2))
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        # skip the backoff waits: make every retry due at once
-        conn.execute(
-            "CREATE FUNCTION no_wait() RETURNS trigger AS $$ BEGIN NEW.run_at := now(); "
-            "RETURN NEW; END $$ LANGUAGE plpgsql"
-        )
-        conn.execute(
-            "CREATE TRIGGER no_wait BEFORE UPDATE ON job_runs FOR EACH ROW "
-            "WHEN (NEW.status = 'pending') EXECUTE FUNCTION no_wait()"
-        )
-    with services(db_url, tmp_path) as start:
-        worker = start("worker")
-        row = wait_status(db_url, run_id, "failed", service=worker)
-    assert row["attempt"] == 3
-    assert "always broken" in row["last_error"]
-    assert "Traceback" in row["traceback"]
-    assert attempt_outcomes(db_url, run_id) == ["failed", "failed", "failed"]
-
-
 @pytest.mark.parametrize("model", MODELS)
 def test_timeout_stops_the_job_for_each_model(db_url: str, tmp_path: Path, model: str) -> None:
     (run_id,) = submit(
