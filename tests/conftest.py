@@ -82,10 +82,12 @@ def template_db(server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    migrate.upgrade(with_database(server_url, name))
-    yield name
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        migrate.upgrade(with_database(server_url, name))
+        yield name
+    finally:  # a failed migration too: leave no half-migrated template behind
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import psutil
 import psycopg
 from psycopg.rows import tuple_row
 
@@ -47,3 +48,15 @@ def wait_until(
         time.sleep(POLL_SECONDS)
     detail = f"\n{service.log()}" if service else ""
     raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only a zombie waiting to be reaped by whoever inherited it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_until_gone(pid: int) -> None:
+    wait_until(lambda: gone(pid), f"process {pid} gone")

@@ -4,7 +4,7 @@ PostgreSQL, real crashes (SIGKILL), pauses (SIGSTOP) and cancellations."""
 from __future__ import annotations
 
 import signal
-import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +72,8 @@ def test_timeout_stops_the_job_for_each_model(db_url: str, tmp_path: Path, model
     )
     with services(db_url, tmp_path) as start:
         worker = start("worker")
-        began = time.monotonic()
-        row = wait_status(db_url, run_id, "timed_out", timeout=20, service=worker)
-        assert time.monotonic() - began < 15
+        row = wait_status(db_url, run_id, "timed_out", service=worker)
+        assert row["finished_at"] - row["started_at"] < timedelta(seconds=60)  # stopped early
         (submitted_after,) = submit(db_url, NewRun("echo", {"after": model}))
         wait_status(db_url, submitted_after, "completed", service=worker)
     assert attempt_outcomes(db_url, run_id) == ["timed_out"]
@@ -91,9 +90,8 @@ def test_cancel_stops_a_running_job_for_each_model(db_url: str, tmp_path: Path, 
             wait_until(lambda: SUBPROCESS_CHILD in _children(worker.pid), "the job's child", 10)
         with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
             assert runs.cancel(conn, run_id) == "running"
-        began = time.monotonic()
-        wait_status(db_url, run_id, "cancelled", timeout=15, service=worker)
-        assert time.monotonic() - began < 10
+        row = wait_status(db_url, run_id, "cancelled", service=worker)
+        assert row["finished_at"] - row["started_at"] < timedelta(seconds=60)  # stopped early
         if model == "subprocess":
             wait_until(lambda: SUBPROCESS_CHILD not in _children(worker.pid), "no child left", 10)
     assert attempt_outcomes(db_url, run_id) == ["cancelled"]
@@ -171,7 +169,7 @@ def test_sigstopped_worker_cannot_overwrite_the_newer_attempt(db_url: str, tmp_p
             20,
             paused,
         )
-        time.sleep(1)
+        assert paused.stop() == 0  # once it has exited, it can write nothing more
     row = run_row(db_url, run_id)
     assert (row["status"], row["attempt"]) == ("completed", 2)
     assert attempt_outcomes(db_url, run_id) == ["lost", "completed"]
@@ -228,8 +226,8 @@ def test_sigterm_is_honoured_when_every_slot_is_busy(db_url: str, tmp_path: Path
     with services(db_url, tmp_path) as start:
         worker = start("worker", "--concurrency", "1", SUNDIAL_SHUTDOWN_GRACE_SECONDS="1")
         wait_status(db_url, run_id, "running", service=worker)
-        began = time.monotonic()
         worker.signal(signal.SIGTERM)
-        assert worker.proc.wait(20) == 0
-        assert time.monotonic() - began < 8
+        assert worker.proc.wait(30) == 0
+        assert "handed 1 unfinished runs back" in worker.log()  # it did not wait out the job
     assert status_of(db_url, run_id) == "pending"
+    assert attempt_outcomes(db_url, run_id) == ["released"]

@@ -24,6 +24,7 @@ from app.executors.protocol import encode_request
 from app.handlers import default_registry
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from tests import fixtures_handlers
+from tests.waits import gone, wait_until
 
 MODELS = ["async", "thread", "process", "subprocess"]
 T = TypeVar("T")
@@ -66,23 +67,6 @@ def with_executors(
 
 def processes_for(model: str) -> int:
     return 1 if model == "process" else 0
-
-
-def gone(pid: int) -> bool:
-    """No such process, or only a zombie waiting to be reaped by whoever inherited it."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 3.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 async def cancel_soon(executors: Executors, spec: JobSpec, after: float = 0.2) -> Outcome:
@@ -362,7 +346,7 @@ def test_timeout_kills_only_that_child_and_the_other_job_completes(tmp_path: Pat
     assert stuck.status is OutcomeStatus.TIMED_OUT
     assert steady.status is OutcomeStatus.COMPLETED
     child, grandchild = map(int, pids_file.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), "the job's processes gone")
     assert stats["process_restarts"] == 1
 
 
@@ -473,7 +457,7 @@ def test_job_children_ignore_sigterm_so_a_graceful_shutdown_lets_jobs_finish(
         task = asyncio.create_task(
             ex.run(job("fixture_pid_then_sleep", model, path=str(pid_file), seconds=0.5))
         )
-        assert await asyncio.to_thread(wait_until, pid_file.exists)
+        await asyncio.to_thread(wait_until, pid_file.exists, "the job's pid file")
         os.kill(int(pid_file.read_text()), signal.SIGTERM)  # as Heroku does to every process
         return await task
 
@@ -500,7 +484,7 @@ def test_killed_subprocess_leaves_no_process_behind(tmp_path: Path) -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any]]:
         spec = job("fixture_write_pids", "subprocess", path=str(pids_file))
         task = asyncio.create_task(ex.run(spec))
-        assert await asyncio.to_thread(wait_until, pids_file.exists)
+        await asyncio.to_thread(wait_until, pids_file.exists, "the job's pids file")
         ex.cancel(spec.run_id, spec.attempt)
         return await task, ex.stats()
 
@@ -508,7 +492,7 @@ def test_killed_subprocess_leaves_no_process_behind(tmp_path: Path) -> None:
     assert outcome.status is OutcomeStatus.CANCELLED
     assert stats["subprocesses_running"] == 0
     child, grandchild = map(int, pids_file.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), "the job's processes gone")
 
 
 def test_subprocess_that_dies_by_a_signal_names_it() -> None:
