@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -60,3 +61,15 @@ def gone(pid: int) -> bool:
 
 def wait_until_gone(pid: int) -> None:
     wait_until(lambda: gone(pid), f"process {pid} gone")
+
+
+async def wait_until_async(check: Callable[[], Any], what: str) -> Any:
+    """`wait_until` for a test on an event loop: polls without blocking the loop."""
+    timeout = 30
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        await asyncio.sleep(POLL_SECONDS)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
