@@ -7,21 +7,26 @@ PostgreSQL and real executors; tests/db/test_worker.py keeps what needs a real p
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import psutil
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from app import runs
 from app.config import Settings
 from app.runs import NewRun
 from app.services.worker import Worker, build_worker
-from tests.db.test_worker import attempt_outcomes, run_row, submit
-from tests.waits import db_now
+from tests.db.test_worker import MODELS, attempt_outcomes, run_row, submit
+from tests.waits import db_now, wait_until
 
 T = TypeVar("T")
+SUBPROCESS_CHILD = "app.executors.child"  # the module a subprocess job runs
 WORKER_ENV = {"SUNDIAL_HANDLERS": "tests.worker_handlers", "SUNDIAL_LEASE_SECONDS": "30"}
 
 
@@ -168,3 +173,59 @@ def test_listen_relays_a_new_run_notification(db_url: str) -> None:
 
     quiet, heard = with_worker(db_url, steps)
     assert (quiet, heard) == (False, True)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_timeout_stops_the_job_for_each_model(db_url: str, model: str) -> None:
+    (run_id,) = submit(
+        db_url,
+        NewRun("sleep", {"seconds": 60}, timeout_seconds=1, max_retries=0, execution_model=model),
+    )
+
+    async def steps(worker: Worker) -> None:
+        await worker.fetch_once()
+        await worker.wait_executed()
+        await worker.finish_once()
+        (after,) = submit(db_url, NewRun("echo", {"after": model}))
+        await worker.fetch_once()  # the slot the stopped job held is free again
+        await worker.wait_executed()
+        await worker.finish_once()
+        assert run_row(db_url, after)["status"] == "completed"
+
+    with_worker(db_url, steps)
+    row = run_row(db_url, run_id)
+    assert (row["status"], row["attempt"]) == ("timed_out", 1)
+    assert row["finished_at"] - row["started_at"] < timedelta(seconds=60)  # stopped early
+    assert attempt_outcomes(db_url, run_id) == ["timed_out"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_cancel_stops_a_running_job_for_each_model(db_url: str, model: str) -> None:
+    (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 60}, execution_model=model))
+
+    async def steps(worker: Worker) -> None:
+        await worker.fetch_once()
+        if model == "subprocess":
+            await asyncio.to_thread(wait_until, lambda: SUBPROCESS_CHILD in children(), "child")
+        with connect(db_url) as conn:
+            assert runs.cancel(conn, run_id) == "running"
+        await asyncio.to_thread(worker.heartbeat_once)
+        await worker.wait_executed()
+        await worker.finish_once()
+        if model == "subprocess":
+            await asyncio.to_thread(wait_until, lambda: SUBPROCESS_CHILD not in children(), "gone")
+
+    with_worker(db_url, steps)
+    row = run_row(db_url, run_id)
+    assert row["status"] == "cancelled"
+    assert row["finished_at"] - row["started_at"] < timedelta(seconds=60)  # stopped early
+    assert attempt_outcomes(db_url, run_id) == ["cancelled"]
+
+
+def children() -> str:
+    """Command lines of this process's children: a subprocess job runs in one."""
+    lines = []
+    for child in psutil.Process(os.getpid()).children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # it exited meanwhile
+            lines.append(" ".join(child.cmdline()))
+    return " ".join(lines)
