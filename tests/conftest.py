@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -79,13 +80,21 @@ def template_db(server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
     never rebuild each other's template.
     """
     name = f"sundial_tpl_{worker_tag(pytestconfig)}_{os.getpid()}"
+    with migrated_database(server_url, name):
+        yield name
+
+
+@contextmanager
+def migrated_database(server_url: str, name: str) -> Iterator[None]:
+    """Database `name`, created afresh and migrated, dropped afterwards; dropped at once
+    when the migration fails, so a failed run leaves no half-migrated template behind."""
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
         migrate.upgrade(with_database(server_url, name))
-        yield name
-    finally:  # a failed migration too: leave no half-migrated template behind
+        yield
+    finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
