@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ import pytest
 
 from app import migrate
 from app.db import normalize_url
+from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 EMBEDDED_TEST_DIR = REPO / ".sundial" / "test-pg"
@@ -163,17 +163,16 @@ def run_sundial(db_url: str | None, *args: str, **env: str) -> subprocess.Comple
 def wait_for_http(
     url: str, timeout: float = 20.0, proc: subprocess.Popen[Any] | None = None
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited early with code {proc.returncode}")
         try:
             with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
+                return bool(response.status == 200)
         except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer within {timeout}s")
+            return False
+
+    wait_until(answers, f"{url} to answer", timeout)
 
 
 @pytest.fixture
