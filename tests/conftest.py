@@ -13,9 +13,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -25,6 +25,7 @@ import pytest
 
 from app import migrate
 from app.db import normalize_url
+from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 EMBEDDED_TEST_DIR = REPO / ".sundial" / "test-pg"
@@ -79,13 +80,23 @@ def template_db(server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
     never rebuild each other's template.
     """
     name = f"sundial_tpl_{worker_tag(pytestconfig)}_{os.getpid()}"
+    with migrated_database(server_url, name):
+        yield name
+
+
+@contextmanager
+def migrated_database(server_url: str, name: str) -> Iterator[None]:
+    """Database `name`, created afresh and migrated, dropped afterwards; dropped at once
+    when the migration fails, so a failed run leaves no half-migrated template behind."""
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    migrate.upgrade(with_database(server_url, name))
-    yield name
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        migrate.upgrade(with_database(server_url, name))
+        yield
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
@@ -152,17 +163,16 @@ def run_sundial(db_url: str | None, *args: str, **env: str) -> subprocess.Comple
 def wait_for_http(
     url: str, timeout: float = 20.0, proc: subprocess.Popen[Any] | None = None
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited early with code {proc.returncode}")
         try:
             with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
+                return bool(response.status == 200)
         except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer within {timeout}s")
+            return False
+
+    wait_until(answers, f"{url} to answer", timeout)
 
 
 @pytest.fixture

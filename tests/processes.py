@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from psycopg.rows import dict_row
 from app import runs
 from app.jobs import Outcome
 from tests.conftest import REPO, sundial_cmd, sundial_env
+from tests.waits import wait_until
 
 FAST_SERVICE_ENV = {
     "SUNDIAL_LEASE_SECONDS": "1.5",
@@ -86,23 +86,6 @@ def services(db_url: str, log_dir: Path) -> Iterator[Callable[..., Service]]:
             if service.proc.poll() is None:
                 service.signal(signal.SIGCONT)
                 service.kill()
-
-
-def wait_until(
-    check: Callable[[], Any], what: str, timeout: float = 30, service: Service | None = None
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        if service is not None and service.proc.poll() is not None:
-            raise AssertionError(
-                f"{service.name} exited while waiting for {what}:\n{service.log()}"
-            )
-        time.sleep(0.05)
-    detail = f"\n{service.log()}" if service else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
 
 
 def query(db_url: str, sql: str, *params: Any) -> list[dict[str, Any]]:

@@ -12,6 +12,9 @@ One asyncio loop per process runs four cooperating parts:
   the event loop or holds the GIL cannot starve it: one statement renews every held lease
   and returns cancel requests and leases this worker lost (those jobs are stopped at once).
 
+Each loop is a small wait around one step that tests call in-process: `fetch_once`,
+`finish_once`, `heartbeat_once` and `listen_once` (after `listen`).
+
 SIGTERM stops claiming, lets running jobs finish within the grace period, then stops the
 rest and hands their runs back without using up an attempt. Database calls are plain
 psycopg calls on worker threads (`asyncio.to_thread`), so the loop never waits on I/O, and
@@ -65,6 +68,7 @@ CLAIM_PAUSE_SECONDS = 0.5  # between checks while the finish or heartbeat connec
 # During a database outage at shutdown, finishes and hand-backs are retried this long past
 # the grace period; then the worker exits and the reaper re-runs what it could not record.
 GIVE_UP_AFTER_GRACE_SECONDS = 10.0
+LISTEN_TIMEOUT_SECONDS = 0.5  # how soon the listener thread sees the worker stopping
 
 
 class WorkerCrashed(RuntimeError):
@@ -140,27 +144,22 @@ class Worker:
         )
         self._checked_claim_conn: Conn | None = None  # claims on it can be recorded
         self._claims_paused = False
+        self._threads: list[threading.Thread] = []  # heartbeat and listener, once running
+        self._wake = asyncio.Event()  # a notification came, or the worker is stopping
+        self._slot_freed = asyncio.Event()
+        self._finish_ready = asyncio.Event()
 
     # ---- lifecycle ----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event, force_stop: asyncio.Event | None = None) -> None:
         """Work until `stop` is set, then shut down gracefully (see the module docstring)."""
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._slot_freed = asyncio.Event()
-        self._finish_ready = asyncio.Event()
-        log.info(
-            "worker needs %d database connections (claim, finish, heartbeat, listener)",
-            WORKER_CONNECTIONS,
-            extra={"worker": self.id},
-        )
-        await asyncio.to_thread(self._claimer.call, self._register)
-        await asyncio.to_thread(self._open_connections)
-        await self.executors.start()
-        heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
-        listener = threading.Thread(target=self._listen_loop, name="listener", daemon=True)
-        heartbeat.start()
-        listener.start()
+        await self.start()
+        self._threads = [
+            threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True),
+            threading.Thread(target=self._listen_loop, name="listener", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
         log.info(
             "worker started: concurrency %d, handlers %s",
             self.concurrency,
@@ -198,16 +197,38 @@ class Worker:
         self._finish_ready.set()
         await finisher
         lag.cancel()
+        await self.close()
+
+    async def start(self) -> None:
+        """Register, open every connection and start the executors: what `run` does
+        first, and all a test needs before calling the loops' steps in-process."""
+        self._loop = asyncio.get_running_loop()
+        log.info(
+            "worker needs %d database connections (claim, finish, heartbeat, listener)",
+            WORKER_CONNECTIONS,
+            extra={"worker": self.id},
+        )
+        await asyncio.to_thread(self._claimer.call, self._register)
+        await asyncio.to_thread(self._open_connections)
+        await self.executors.start()
+
+    async def close(self) -> None:
+        """Stop the executors (killing what still runs), mark this worker stopped and
+        close its connections: what `run` does last."""
         self._threads_stop.set()
         await self.executors.close(kill=True)
-        await asyncio.to_thread(heartbeat.join, 5)
-        await asyncio.to_thread(listener.join, 5)
+        for thread in self._threads:
+            await asyncio.to_thread(thread.join, 5)
         try:
             await asyncio.to_thread(self._finisher.call, self._unregister)
         except DB_ERRORS:
             log.warning("could not mark this worker stopped in the database")
         self._claimer.close()
         self._finisher.close()
+        if not self._threads:  # the heartbeat and listener threads close their own
+            self._beat.close()
+            if self._listener is not None:
+                self._listener.close()
         log.info("worker stopped", extra={"worker": self.id})
 
     def _open_connections(self) -> None:
@@ -267,29 +288,51 @@ class Worker:
 
     async def _fetch_loop(self) -> None:
         while not self._stopping:
-            free = self.concurrency - len(self._in_flight)
-            if free <= 0 or len(self._finishes) >= self.concurrency:
+            free = self._free_slots()
+            if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
             self._wake.clear()
             try:
-                claimed = await asyncio.to_thread(self._claimer.call, self._claim_recordable, free)
+                jobs = await self.fetch_once()
             except DB_ERRORS:
                 return  # only raised once the worker is closing
-            if claimed is None:
+            if jobs is None:
                 await self._pause_claims()
                 continue
-            jobs = claimed
-            if self._claims_paused:
-                self._claims_paused = False
-                log.info("claims resumed", extra={"worker": self.id})
-            for job in jobs:
-                self._start(job)
-            self.stats.claimed += len(jobs)
             if len(jobs) == free or self._stopping:
                 continue  # there may be more due runs: claim again when slots free up
             await self._idle_wait()
+
+    async def fetch_once(self) -> list[JobSpec] | None:
+        """Claim as many due runs as there are free slots and start executing them. None
+        when claims are paused because their outcomes could not be recorded."""
+        free = self._free_slots()
+        if free <= 0:
+            return []
+        jobs = await asyncio.to_thread(self._claimer.call, self._claim_recordable, free)
+        if jobs is None:
+            return None
+        if self._claims_paused:
+            self._claims_paused = False
+            log.info("claims resumed", extra={"worker": self.id})
+        for job in jobs:
+            self._start(job)
+        self.stats.claimed += len(jobs)
+        return jobs
+
+    async def wait_executed(self) -> None:
+        """Wait until every run claimed so far has executed (its finish may be unwritten)."""
+        tasks = [i.task for i in self._in_flight.values() if i.task is not None]
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def _free_slots(self) -> int:
+        """Slots to claim into; none while a full batch of finishes waits to be written."""
+        if len(self._finishes) >= self.concurrency:
+            return 0
+        return self.concurrency - len(self._in_flight)
 
     def _claim_recordable(self, conn: Conn, free: int) -> list[JobSpec] | None:
         """Claim up to `free` runs, or None when this worker could not record them: on a
@@ -363,14 +406,25 @@ class Worker:
                 await self._finish_ready.wait()
                 self._finish_ready.clear()
                 continue
-            batch, self._finishes = self._finishes, []
-            self._slot_freed.set()
             try:
-                won = await asyncio.to_thread(self._finisher.call, self._record, batch)
+                await self.finish_once()
             except DB_ERRORS:
-                log.error("could not record %d finishes before shutdown", len(batch))
                 return
-            self._count(batch, won)
+
+    async def finish_once(self) -> list[Finish]:
+        """Write every finish waiting to be written, in one batch; return those that won
+        (a finish loses when its attempt no longer holds the run)."""
+        batch, self._finishes = self._finishes, []
+        if not batch:
+            return []
+        self._slot_freed.set()
+        try:
+            won = await asyncio.to_thread(self._finisher.call, self._record, batch)
+        except DB_ERRORS:
+            log.error("could not record %d finishes before shutdown", len(batch))
+            raise
+        self._count(batch, won)
+        return won
 
     def _record(self, conn: Conn, batch: list[Finish]) -> list[Finish]:
         """Write a batch of finishes; if the database refuses the batch, write them one by
@@ -425,21 +479,27 @@ class Worker:
     # ---- heartbeat (own thread) --------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        beat = self._beat
         interval = self.lease_seconds / 3
         try:
             while not self._threads_stop.wait(interval):
-                held = [(i.job.run_id, i.job.attempt) for i in self._in_flight.copy().values()]
-                held += [(f.run_id, f.attempt) for f in list(self._finishes)]
                 try:
-                    result = beat.call(runs.heartbeat, self.id, held, self.lease_seconds)
-                    beat.call(self._refresh_registration)
+                    self.heartbeat_once()
                 except DB_ERRORS:
                     return
-                if result.lost or result.cancel_requested:
-                    self._loop.call_soon_threadsafe(self._on_heartbeat, result)
         finally:
-            beat.close()
+            self._beat.close()
+
+    def heartbeat_once(self) -> runs.HeartbeatResult:
+        """Renew the lease of every run held here (running or waiting to be recorded),
+        refresh this worker's stats, and have the event loop stop the attempts the
+        database reports lost or cancelled. Called from the heartbeat thread."""
+        held = [(i.job.run_id, i.job.attempt) for i in self._in_flight.copy().values()]
+        held += [(f.run_id, f.attempt) for f in list(self._finishes)]
+        result = self._beat.call(runs.heartbeat, self.id, held, self.lease_seconds)
+        self._beat.call(self._refresh_registration)
+        if result.lost or result.cancel_requested:
+            self._loop.call_soon_threadsafe(self._on_heartbeat, result)
+        return result
 
     def _on_heartbeat(self, result: runs.HeartbeatResult) -> None:
         """Stop the attempts the heartbeat found lost or cancelled. Only attempts still
@@ -480,14 +540,25 @@ class Worker:
         finally:
             self._listener.close()
 
-    def _relay_notifications(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+    def _relay_notifications(self, conn: Conn) -> None:
         """Wake the fetcher on every notification until the worker stops; and once on
         (re)connecting, for the notifications missed while not listening."""
+        self.listen(conn)
+        while not self._threads_stop.is_set():
+            self.listen_once(conn)
+
+    def listen(self, conn: Conn) -> None:
+        """Subscribe `conn` to new-run notifications and wake the fetcher once."""
         conn.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
         self._loop.call_soon_threadsafe(self._wake.set)
-        while not self._threads_stop.is_set():
-            for _ in conn.notifies(timeout=0.5, stop_after=1):
-                self._loop.call_soon_threadsafe(self._wake.set)
+
+    def listen_once(self, conn: Conn, timeout: float = LISTEN_TIMEOUT_SECONDS) -> bool:
+        """Wait up to `timeout` for one notification on `conn` (after `listen`); wake the
+        fetcher and return True if one came."""
+        for _ in conn.notifies(timeout=timeout, stop_after=1):
+            self._loop.call_soon_threadsafe(self._wake.set)
+            return True
+        return False
 
     async def _measure_loop_lag(self) -> None:
         while True:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,13 +40,15 @@ def test_nothing_is_lost_while_workers_are_killed_repeatedly(db_url: str, tmp_pa
     with services(db_url, tmp_path) as start:
         start("reaper")
         workers = [start("worker", "--concurrency", "20") for _ in range(2)]
-        deadline = time.monotonic() + 240
-        while status_counts(db_url).get("completed", 0) < RUNS:
-            assert time.monotonic() < deadline, status_counts(db_url)
-            time.sleep(rand.uniform(0.8, 1.6))
-            if status_counts(db_url).get("completed", 0) >= RUNS:
-                break
+        while (done := completed(db_url)) < RUNS:
+            # Kill a worker once it has started and the fleet has completed 20-80 more
+            # runs since the last kill: each kill lands mid-work on a fast or a slow machine.
             victim = workers.pop(rand.randrange(len(workers)))
+            victim.wait_for_log("worker started", timeout=60)
+            target = min(done + rand.randint(20, 80), RUNS)
+            wait_until(lambda n=target: completed(db_url) >= n, f"{target} completed", 120, victim)
+            if completed(db_url) >= RUNS:
+                break
             victim.kill()
             kills += 1
             workers.append(start("worker", "--concurrency", "20"))
@@ -63,6 +64,10 @@ def test_nothing_is_lost_while_workers_are_killed_repeatedly(db_url: str, tmp_pa
         "ON a.run_id = r.id AND a.outcome = 'completed' WHERE a.attempt <> r.attempt",
     )
     assert row["n"] == 0
+
+
+def completed(db_url: str) -> int:
+    return status_counts(db_url).get("completed", 0)
 
 
 @pytest.fixture

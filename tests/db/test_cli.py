@@ -3,12 +3,12 @@
 import signal
 import subprocess
 import time
-from typing import Any
 
 import psycopg
 import pytest
 
 from tests.conftest import REPO, run_sundial, sundial_cmd, sundial_env
+from tests.waits import wait_until
 
 
 def test_help_lists_every_command() -> None:
@@ -83,14 +83,11 @@ def test_service_starts_connects_and_stops_cleanly(
 
 
 def _wait_for_worker_row(db_url: str) -> None:
-    deadline = time.monotonic() + 10
     with psycopg.connect(db_url, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row: Any = conn.execute("SELECT host, pid FROM workers").fetchone()
-            if row:
-                return
-            time.sleep(0.1)
-    raise AssertionError("worker never registered itself")
+        wait_until(
+            lambda: conn.execute("SELECT host, pid FROM workers").fetchone(),
+            "the worker to register itself",
+        )
 
 
 @pytest.mark.parametrize("service", ["worker", "trigger", "reaper", "web"])

@@ -4,7 +4,7 @@ letters kept longer), whole DAG runs only once every step ended, the fire ledger
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -19,6 +19,7 @@ from app.schedules import FireRecord, ScheduleSpec, create_schedule
 from app.services import reaper
 from app.services.reaper import PrunedHistory, Reaper
 from tests.processes import finish_run
+from tests.waits import db_now
 
 Conn = psycopg.Connection[Any]
 DAY = timedelta(days=1)
@@ -27,10 +28,6 @@ FAIL = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
 
 def settings(**overrides: Any) -> Settings:
     return dataclasses.replace(Settings.from_env({}), **overrides)
-
-
-def db_now(conn: Conn) -> datetime:
-    return schedules.db_now(conn)
 
 
 def run_ids(conn: Conn) -> set[int]:

@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from app import run_inserts, runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, IdempotencyConflict, NewRun, SubmitError
+from tests.waits import db_now
 
 Conn = psycopg.Connection[Any]
 
@@ -30,10 +31,6 @@ def attempts(conn: Conn, run_id: int) -> list[dict[str, Any]]:
             "SELECT * FROM job_run_attempts WHERE run_id = %s ORDER BY attempt", (run_id,)
         ).fetchall()
     ]
-
-
-def db_now(conn: Conn) -> Any:
-    return conn.execute("SELECT now() AS now").fetchone()["now"]  # type: ignore[index]
 
 
 def failed(message: str = "boom", *, retryable: bool = True) -> Outcome:

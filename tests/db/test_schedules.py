@@ -17,13 +17,10 @@ from app.cron import DstRepeated, DstSkipped
 from app.fires import FireOutcome, OverlapPolicy
 from app.schedules import ScheduleError, ScheduleSpec, create_schedule, parse_catchup, parse_when
 from tests.conftest import run_sundial
+from tests.waits import utc
 
 Conn = psycopg.Connection[dict[str, Any]]
 NOW = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
-
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def spec(**kw: Any) -> ScheduleSpec:

@@ -21,14 +21,11 @@ from app.firing import Batch, DueCursor
 from app.jobs import Outcome, OutcomeStatus
 from app.schedules import ScheduleSpec, create_schedule
 from app.services.trigger import Trigger
+from tests.waits import utc
 
 Conn = psycopg.Connection[dict[str, Any]]
 T0 = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
-
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def settings(**overrides: Any) -> Settings:

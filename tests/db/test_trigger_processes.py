@@ -5,7 +5,6 @@ missed fires are coalesced or backfilled as each schedule asks."""
 from __future__ import annotations
 
 import signal
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -111,7 +110,13 @@ def test_several_triggers_fire_every_intended_fire_exactly_once(
             timeout=60,
             service=triggers[0],
         )
-        time.sleep(10)  # several more seconds of fires from processes racing each other
+        racing_from = len(ledger(db_url, ids["every-2s"]))
+        wait_until(
+            lambda: len(ledger(db_url, ids["every-2s"])) >= racing_from + 5,
+            "several more fires from processes racing each other",
+            timeout=60,
+            service=triggers[0],
+        )
         for trigger in triggers:
             assert trigger.stop() == 0, trigger.log()
     assert lease(db_url) is not None
@@ -141,20 +146,17 @@ def test_a_killed_leader_is_replaced_within_one_lease_and_no_fire_is_lost(
         assert before is not None
         victim = next(t for t in triggers if t.pid == leader_pid(db_url))
         victim.signal(signal.SIGKILL)
-        killed_at = time.monotonic()
         after = wait_until(
             lambda: (row := lease(db_url)) and row["term"] > before["term"] and row,
             "another trigger to take over",
             timeout=LEASE_SECONDS * 4,
         )
-        takeover_seconds = time.monotonic() - killed_at
         # Judged on the database clock: the new leader acquired the lease no later than one
         # tick (plus scheduling slack) after the dead leader's lease ran out.
         dead_lease_end = query(db_url, "SELECT %s::timestamptz AS t", before["lease_until"])
         assert after["term"] == before["term"] + 1
         assert after["holder"] != before["holder"]
         assert after["acquired_at"] - dead_lease_end[0]["t"] < timedelta(seconds=1.5)
-        assert takeover_seconds < LEASE_SECONDS + 2
         fires_at_takeover = len(ledger(db_url, ids["backfill"]))
         wait_until(
             lambda: len(ledger(db_url, ids["backfill"])) >= fires_at_takeover + 3,
@@ -163,14 +165,16 @@ def test_a_killed_leader_is_replaced_within_one_lease_and_no_fire_is_lost(
         )
         # A clean stop resigns: the next standby takes over at once, not after the lease.
         successor = next(t for t in triggers if t.pid == leader_pid(db_url))
-        resigned_at = time.monotonic()
+        held = lease(db_url)
+        assert held is not None
         assert successor.stop() == 0, successor.log()
-        wait_until(
-            lambda: (row := lease(db_url)) and row["term"] == after["term"] + 1,
+        resigned = wait_until(
+            lambda: (row := lease(db_url)) and row["term"] == after["term"] + 1 and row,
             "a standby to take over from a resigning leader",
-            timeout=LEASE_SECONDS * 2,
+            timeout=LEASE_SECONDS * 4,
         )
-        assert time.monotonic() - resigned_at < LEASE_SECONDS
+        # Judged on the database clock: before the resigned lease, as last seen, ran out.
+        assert resigned["acquired_at"] < held["lease_until"]
         for trigger in triggers:
             if trigger is not victim:
                 trigger.stop()

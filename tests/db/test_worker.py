@@ -4,7 +4,6 @@ PostgreSQL, real crashes (SIGKILL), pauses (SIGSTOP) and cancellations."""
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from app.runs import NewRun
 from tests.processes import query, run_row, services, status_counts, wait_until
 
 MODELS = ["async", "thread", "process", "subprocess"]
-SUBPROCESS_CHILD = "app.executors.child"
 
 
 def submit(db_url: str, *new_runs: NewRun) -> list[int]:
@@ -62,73 +60,6 @@ def test_worker_executes_runs_and_records_results(db_url: str, tmp_path: Path) -
         assert key in registered["stats"], key
     assert registered["stats"]["completed"] == 50
     assert registered["stopped_at"] is not None
-
-
-def test_unknown_handler_fails_at_once_without_retries(db_url: str, tmp_path: Path) -> None:
-    (run_id,) = submit(db_url, NewRun("no_such_handler", max_retries=5))
-    with services(db_url, tmp_path) as start:
-        worker = start("worker")
-        row = wait_status(db_url, run_id, "failed", service=worker)
-    assert row["attempt"] == 1
-    assert "no_such_handler" in row["last_error"]
-
-
-def test_poison_job_dead_letters_after_max_retries_with_traceback(
-    db_url: str, tmp_path: Path
-) -> None:
-    (run_id,) = submit(db_url, NewRun("fail", {"message": "always broken"}, max_retries=2))
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        # skip the backoff waits: make every retry due at once
-        conn.execute(
-            "CREATE FUNCTION no_wait() RETURNS trigger AS $$ BEGIN NEW.run_at := now(); "
-            "RETURN NEW; END $$ LANGUAGE plpgsql"
-        )
-        conn.execute(
-            "CREATE TRIGGER no_wait BEFORE UPDATE ON job_runs FOR EACH ROW "
-            "WHEN (NEW.status = 'pending') EXECUTE FUNCTION no_wait()"
-        )
-    with services(db_url, tmp_path) as start:
-        worker = start("worker")
-        row = wait_status(db_url, run_id, "failed", service=worker)
-    assert row["attempt"] == 3
-    assert "always broken" in row["last_error"]
-    assert "Traceback" in row["traceback"]
-    assert attempt_outcomes(db_url, run_id) == ["failed", "failed", "failed"]
-
-
-@pytest.mark.parametrize("model", MODELS)
-def test_timeout_stops_the_job_for_each_model(db_url: str, tmp_path: Path, model: str) -> None:
-    (run_id,) = submit(
-        db_url,
-        NewRun("sleep", {"seconds": 60}, timeout_seconds=1, max_retries=0, execution_model=model),
-    )
-    with services(db_url, tmp_path) as start:
-        worker = start("worker")
-        began = time.monotonic()
-        row = wait_status(db_url, run_id, "timed_out", timeout=20, service=worker)
-        assert time.monotonic() - began < 15
-        (submitted_after,) = submit(db_url, NewRun("echo", {"after": model}))
-        wait_status(db_url, submitted_after, "completed", service=worker)
-    assert attempt_outcomes(db_url, run_id) == ["timed_out"]
-    assert row["attempt"] == 1
-
-
-@pytest.mark.parametrize("model", MODELS)
-def test_cancel_stops_a_running_job_for_each_model(db_url: str, tmp_path: Path, model: str) -> None:
-    (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 60}, execution_model=model))
-    with services(db_url, tmp_path) as start:
-        worker = start("worker")
-        wait_status(db_url, run_id, "running", service=worker)
-        if model == "subprocess":
-            wait_until(lambda: SUBPROCESS_CHILD in _children(worker.pid), "the job's child", 10)
-        with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-            assert runs.cancel(conn, run_id) == "running"
-        began = time.monotonic()
-        wait_status(db_url, run_id, "cancelled", timeout=15, service=worker)
-        assert time.monotonic() - began < 10
-        if model == "subprocess":
-            wait_until(lambda: SUBPROCESS_CHILD not in _children(worker.pid), "no child left", 10)
-    assert attempt_outcomes(db_url, run_id) == ["cancelled"]
 
 
 def test_segfaulting_process_job_fails_its_attempt_and_the_pool_recovers(
@@ -203,7 +134,7 @@ def test_sigstopped_worker_cannot_overwrite_the_newer_attempt(db_url: str, tmp_p
             20,
             paused,
         )
-        time.sleep(1)
+        assert paused.stop() == 0  # once it has exited, it can write nothing more
     row = run_row(db_url, run_id)
     assert (row["status"], row["attempt"]) == ("completed", 2)
     assert attempt_outcomes(db_url, run_id) == ["lost", "completed"]
@@ -246,22 +177,13 @@ def test_sigterm_finishes_short_jobs_and_hands_long_ones_back(db_url: str, tmp_p
     assert attempt_outcomes(db_url, long) == ["released"]
 
 
-def _children(pid: int) -> str:
-    import psutil
-
-    try:
-        return " ".join(" ".join(c.cmdline()) for c in psutil.Process(pid).children(recursive=True))
-    except psutil.NoSuchProcess:
-        return ""
-
-
 def test_sigterm_is_honoured_when_every_slot_is_busy(db_url: str, tmp_path: Path) -> None:
     (run_id,) = submit(db_url, NewRun("sleep", {"seconds": 60}))
     with services(db_url, tmp_path) as start:
         worker = start("worker", "--concurrency", "1", SUNDIAL_SHUTDOWN_GRACE_SECONDS="1")
         wait_status(db_url, run_id, "running", service=worker)
-        began = time.monotonic()
         worker.signal(signal.SIGTERM)
-        assert worker.proc.wait(20) == 0
-        assert time.monotonic() - began < 8
+        assert worker.proc.wait(30) == 0
+        assert "handed 1 unfinished runs back" in worker.log()  # it did not wait out the job
     assert status_of(db_url, run_id) == "pending"
+    assert attempt_outcomes(db_url, run_id) == ["released"]

@@ -28,7 +28,7 @@ from tests.processes import (
     status_counts,
     wait_until,
 )
-from tests.unit.test_executors import gone
+from tests.waits import gone
 
 MAX_CONNECTIONS = 12
 # Back within this long after PostgreSQL answers again (reconnects are at most 1 s apart);

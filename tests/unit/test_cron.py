@@ -27,6 +27,7 @@ from app.cron import (
     next_fire,
     parse_cron,
 )
+from tests.waits import utc
 
 NEW_YORK = "America/New_York"
 LONDON = "Europe/London"
@@ -34,10 +35,6 @@ LONDON = "Europe/London"
 # 25 October.
 NY_SPRING, NY_FALL = "2026-03-08", "2026-11-01"
 UK_SPRING, UK_FALL = "2026-03-29", "2026-10-25"
-
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def wall(text: str) -> datetime:

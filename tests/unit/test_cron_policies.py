@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -20,14 +20,11 @@ from app.fires import (
     plan_fires,
     spread_offset,
 )
+from tests.waits import utc
 
 SCHEDULE = uuid.UUID("00000000-0000-4000-8000-000000000001")
 HOURLY = Recurrence.from_cron("0 * * * *", "UTC")
 MINUTELY = Recurrence.from_cron("* * * * *", "UTC")
-
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def due(

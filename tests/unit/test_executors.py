@@ -24,6 +24,7 @@ from app.executors.protocol import encode_request
 from app.handlers import default_registry
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from tests import fixtures_handlers
+from tests.waits import gone, wait_until, wait_until_async
 
 MODELS = ["async", "thread", "process", "subprocess"]
 T = TypeVar("T")
@@ -68,27 +69,25 @@ def processes_for(model: str) -> int:
     return 1 if model == "process" else 0
 
 
-def gone(pid: int) -> bool:
-    """No such process, or only a zombie waiting to be reaped by whoever inherited it."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+# What shows that a job of each model is under way (`running` alone: held, maybe queued).
+BUSY_STAT = {
+    "async": "running",
+    "thread": "threads_busy",
+    "process": "processes_busy",
+    "subprocess": "subprocesses_running",
+}
 
 
-def wait_until(condition: Callable[[], bool], seconds: float = 3.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
+async def wait_started(executors: Executors, model: str) -> None:
+    """Wait until a job of `model` has a thread, a process or the loop busy."""
+    key = BUSY_STAT[model]
+    await wait_until_async(lambda: executors.stats()[key] >= 1, f"a {model} job to start")
 
 
-async def cancel_soon(executors: Executors, spec: JobSpec, after: float = 0.2) -> Outcome:
-    """Run `spec` and cancel it `after` seconds in, the way the worker does."""
+async def cancel_once_started(executors: Executors, spec: JobSpec) -> Outcome:
+    """Run `spec` and cancel it once it is under way, the way the worker does."""
     task = asyncio.create_task(executors.run(spec))
-    await asyncio.sleep(after)
+    await wait_started(executors, spec.execution_model)
     assert executors.cancel(spec.run_id, spec.attempt)
     return await task
 
@@ -155,33 +154,33 @@ def test_result_that_is_not_json_fails_without_retries(model: str) -> None:
 def test_timeout_stops_the_job(model: str) -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, float]:
         started = time.monotonic()
-        outcome = await ex.run(job("sleep", model, timeout=0.3, seconds=5))
+        outcome = await ex.run(job("sleep", model, timeout=0.3, seconds=60))
         return outcome, time.monotonic() - started
 
     outcome, elapsed = with_executors(scenario, processes=processes_for(model))
     assert outcome.status is OutcomeStatus.TIMED_OUT
     assert outcome.error == "the job ran longer than its timeout of 0.3s"
-    assert 0.3 <= elapsed < 1.5
+    assert 0.3 <= elapsed < 60  # not before its timeout; stopped long before its end
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_cancel_while_running_stops_the_job(model: str) -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, float]:
         started = time.monotonic()
-        outcome = await cancel_soon(ex, job("sleep", model, seconds=5), after=0.4)
+        outcome = await cancel_once_started(ex, job("sleep", model, seconds=60))
         return outcome, time.monotonic() - started
 
     outcome, elapsed = with_executors(scenario, processes=processes_for(model))
     assert outcome.status is OutcomeStatus.CANCELLED
-    assert elapsed < 1.5
+    assert elapsed < 60  # stopped long before its end
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_an_asyncio_event_can_cancel_too(model: str) -> None:
     async def scenario(ex: Executors) -> Outcome:
         cancel = asyncio.Event()
-        task = asyncio.create_task(ex.run(job("sleep", model, seconds=5), cancel))
-        await asyncio.sleep(0.3)
+        task = asyncio.create_task(ex.run(job("sleep", model, seconds=60), cancel))
+        await wait_started(ex, model)
         cancel.set()
         return await task
 
@@ -225,8 +224,8 @@ def test_async_handler_that_swallows_the_cancellation_still_times_out() -> None:
 
 def test_cancelling_the_callers_task_still_cancels_it() -> None:
     async def scenario(ex: Executors) -> bool:
-        task = asyncio.create_task(ex.run(job("sleep", "async", seconds=5)))
-        await asyncio.sleep(0.1)
+        task = asyncio.create_task(ex.run(job("sleep", "async", seconds=60)))
+        await wait_started(ex, "async")
         task.cancel()
         try:
             await task
@@ -268,9 +267,9 @@ def test_many_async_noops_run_concurrently_and_leave_nothing_behind() -> None:
 
 def test_thread_job_that_ignores_cancellation_leaks_its_slot_until_it_returns() -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any], dict[str, Any]]:
-        outcome = await ex.run(job("fixture_ignore_cancel", "thread", timeout=0.1, seconds=0.6))
+        outcome = await ex.run(job("fixture_ignore_cancel", "thread", timeout=0.1, seconds=2))
         during = ex.stats()
-        await asyncio.sleep(0.9)
+        await wait_until_async(lambda: ex.stats()["threads_busy"] == 0, "the job to return")
         return outcome, during, ex.stats()
 
     outcome, during, after = with_executors(scenario, processes=0)
@@ -281,12 +280,12 @@ def test_thread_job_that_ignores_cancellation_leaks_its_slot_until_it_returns() 
 
 def test_a_leaked_thread_is_replaced_so_the_next_job_does_not_wait_behind_it() -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, Outcome, dict[str, Any], dict[str, Any]]:
-        leaked = await ex.run(job("fixture_ignore_cancel", "thread", timeout=0.1, seconds=1.2))
-        # One pool thread, still held by the leaked job for about a second: without a
+        leaked = await ex.run(job("fixture_ignore_cancel", "thread", timeout=0.1, seconds=3))
+        # One pool thread, still held by the leaked job for seconds: without a
         # replacement this job would wait behind it and time out without having run.
-        after_leak = await ex.run(job("noop", "thread", timeout=0.5))
+        after_leak = await ex.run(job("noop", "thread", timeout=1))
         during = ex.stats()
-        await asyncio.sleep(1.5)
+        await wait_until_async(lambda: ex.stats()["threads_alive"] == 1, "the leaked thread gone")
         return leaked, after_leak, during, ex.stats()
 
     leaked, after_leak, during, after = with_executors(scenario, processes=0, threads=1)
@@ -309,8 +308,8 @@ def test_leaked_threads_are_replaced_at_most_pool_size_at_a_time() -> None:
 def test_thread_job_sees_the_cancel_flag() -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any]]:
         # `sleep` checks ctx.cancelled between slices, so its thread frees up quickly
-        outcome = await cancel_soon(ex, job("sleep", "thread", seconds=5), after=0.2)
-        await asyncio.sleep(0.2)
+        outcome = await cancel_once_started(ex, job("sleep", "thread", seconds=60))
+        await wait_until_async(lambda: ex.stats()["threads_busy"] == 0, "the thread to free up")
         return outcome, ex.stats()
 
     outcome, stats = with_executors(scenario, processes=0)
@@ -362,16 +361,20 @@ def test_timeout_kills_only_that_child_and_the_other_job_completes(tmp_path: Pat
     assert stuck.status is OutcomeStatus.TIMED_OUT
     assert steady.status is OutcomeStatus.COMPLETED
     child, grandchild = map(int, pids_file.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), "the job's processes gone")
     assert stats["process_restarts"] == 1
 
 
 def test_jobs_wait_for_a_free_child_and_a_cancel_while_waiting_is_prompt() -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
-        busy = asyncio.create_task(ex.run(job("sleep", "process", seconds=0.6)))
-        await asyncio.sleep(0.1)
+        busy = asyncio.create_task(ex.run(job("sleep", "process", seconds=3)))
+        await wait_started(ex, "process")
         waiting = job("fixture_echo", "process")
-        cancelled = await cancel_soon(ex, waiting, after=0.1)
+        task = asyncio.create_task(ex.run(waiting))
+        await wait_until_async(lambda: ex.stats()["running"] == 2, "the job held, waiting")
+        assert ex.cancel(waiting.run_id, waiting.attempt)
+        cancelled = await task
+        assert not busy.done()  # cancelled while still waiting behind the busy child
         return await busy, cancelled
 
     busy, cancelled = with_executors(scenario, processes=1)
@@ -418,7 +421,7 @@ def test_a_handler_module_that_fails_to_import_stops_the_pool_from_starting() ->
 def test_close_waits_for_running_jobs_then_refuses_new_ones() -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
         gentle = asyncio.create_task(ex.run(job("sleep", "process", seconds=0.3)))
-        await asyncio.sleep(0.1)
+        await wait_started(ex, "process")
         await ex.close()
         late = await ex.run(job("noop", "async"))
         return await gentle, late
@@ -436,9 +439,9 @@ def test_pool_close_kills_a_child_still_busy_after_the_close_wait(
     async def scenario() -> tuple[Outcome, float]:
         pool = process_pool.ProcessPool(1)
         await pool.start()
-        spec = job("sleep", "process", seconds=10)
+        spec = job("sleep", "process", seconds=60)
         running = asyncio.create_task(pool.run(Attempt(spec), encode_request(spec)))
-        await asyncio.sleep(0.3)
+        await wait_until_async(lambda: pool.stats()["processes_busy"] == 1, "the job to start")
         started = time.monotonic()
         await pool.close()
         return await running, time.monotonic() - started
@@ -446,13 +449,14 @@ def test_pool_close_kills_a_child_still_busy_after_the_close_wait(
     outcome, elapsed = asyncio.run(scenario())
     assert outcome.status is OutcomeStatus.FAILED
     assert outcome.error == "worker process died (signal SIGKILL) while running the job"
-    assert elapsed < 2
+    assert elapsed < 60  # killed, not waited out
 
 
 def test_close_with_kill_stops_every_model_promptly() -> None:
     async def scenario(ex: Executors) -> tuple[list[Outcome], float]:
-        tasks = [asyncio.create_task(ex.run(job("sleep", model, seconds=10))) for model in MODELS]
-        await asyncio.sleep(0.5)
+        tasks = [asyncio.create_task(ex.run(job("sleep", model, seconds=60))) for model in MODELS]
+        for model in MODELS:
+            await wait_started(ex, model)
         started = time.monotonic()
         await ex.close(kill=True)
         outcomes = await asyncio.gather(*tasks)
@@ -460,7 +464,7 @@ def test_close_with_kill_stops_every_model_promptly() -> None:
 
     outcomes, elapsed = with_executors(scenario, processes=1)
     assert {o.status for o in outcomes} == {OutcomeStatus.CANCELLED}
-    assert elapsed < 2
+    assert elapsed < 60  # none ran to its end
 
 
 @pytest.mark.parametrize("model", ["process", "subprocess"])
@@ -473,7 +477,7 @@ def test_job_children_ignore_sigterm_so_a_graceful_shutdown_lets_jobs_finish(
         task = asyncio.create_task(
             ex.run(job("fixture_pid_then_sleep", model, path=str(pid_file), seconds=0.5))
         )
-        assert await asyncio.to_thread(wait_until, pid_file.exists)
+        await asyncio.to_thread(wait_until, pid_file.exists, "the job's pid file")
         os.kill(int(pid_file.read_text()), signal.SIGTERM)  # as Heroku does to every process
         return await task
 
@@ -500,7 +504,7 @@ def test_killed_subprocess_leaves_no_process_behind(tmp_path: Path) -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any]]:
         spec = job("fixture_write_pids", "subprocess", path=str(pids_file))
         task = asyncio.create_task(ex.run(spec))
-        assert await asyncio.to_thread(wait_until, pids_file.exists)
+        await asyncio.to_thread(wait_until, pids_file.exists, "the job's pids file")
         ex.cancel(spec.run_id, spec.attempt)
         return await task, ex.stats()
 
@@ -508,7 +512,7 @@ def test_killed_subprocess_leaves_no_process_behind(tmp_path: Path) -> None:
     assert outcome.status is OutcomeStatus.CANCELLED
     assert stats["subprocesses_running"] == 0
     child, grandchild = map(int, pids_file.read_text().split())
-    assert wait_until(lambda: gone(child) and gone(grandchild))
+    wait_until(lambda: gone(child) and gone(grandchild), "the job's processes gone")
 
 
 def test_subprocess_that_dies_by_a_signal_names_it() -> None:

@@ -25,6 +25,7 @@ from app.executors.protocol import (
 )
 from app.handlers import default_registry, load_modules
 from app.jobs import JobSpec, Outcome, OutcomeStatus
+from tests.waits import wait_until_async
 
 
 def spec(timeout: float = 10.0, **args: object) -> JobSpec:
@@ -74,7 +75,9 @@ def test_deadlines_stop_only_attempts_past_their_timeout_with_one_timer() -> Non
         for i, timeout in enumerate([0.05, 0.1, 5.0, 0.0]):
             active[i] = attempt = Attempt(spec(timeout))
             deadlines.arm(attempt, timeout)
-        await asyncio.sleep(0.2)
+        await wait_until_async(
+            lambda: active[0].stop_status and active[1].stop_status, "the two short deadlines"
+        )
         timers = len(asyncio.get_running_loop()._scheduled)  # type: ignore[attr-defined]
         deadlines.close()
         return [a.stop_status for a in active.values()], timers

@@ -21,13 +21,14 @@ from app.executors.subprocess_runner import child_environment
 from app.jobs import Outcome, OutcomeStatus
 from tests import fixtures_handlers
 from tests.conftest import REPO
-from tests.unit.test_executors import gone, job, wait_until, with_executors
+from tests.unit.test_executors import job, with_executors
+from tests.waits import gone, wait_until
 
 POOL_CHILD = [sys.executable, "-m", "app.executors.pool_child", fixtures_handlers.MODULE]
 
 
 def read_pids(path: Path) -> tuple[int, int]:
-    assert wait_until(lambda: path.exists() and len(path.read_text().split()) == 2, 20)
+    wait_until(lambda: path.exists() and len(path.read_text().split()) == 2, "two pids")
     child, grandchild = map(int, path.read_text().split())
     return child, grandchild
 
@@ -42,7 +43,9 @@ def test_a_process_job_waiting_for_a_child_is_not_timed_out_by_the_wait() -> Non
 
     async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
         first = asyncio.create_task(ex.run(job("sleep", "process", timeout=10, seconds=1.5)))
-        await asyncio.to_thread(wait_until, lambda: ex.stats()["processes_busy"] == 1)
+        await asyncio.to_thread(
+            wait_until, lambda: ex.stats()["processes_busy"] == 1, "a busy process"
+        )
         second = await ex.run(job("sleep", "process", timeout=1.2, seconds=0.2))
         return await first, second
 
@@ -54,7 +57,9 @@ def test_a_process_job_waiting_for_a_child_is_not_timed_out_by_the_wait() -> Non
 def test_a_timeout_still_counts_the_handlers_own_run_time_behind_a_busy_pool() -> None:
     async def scenario(ex: Executors) -> Outcome:
         first = asyncio.create_task(ex.run(job("sleep", "process", timeout=10, seconds=0.5)))
-        await asyncio.to_thread(wait_until, lambda: ex.stats()["processes_busy"] == 1)
+        await asyncio.to_thread(
+            wait_until, lambda: ex.stats()["processes_busy"] == 1, "a busy process"
+        )
         second = await ex.run(job("sleep", "process", timeout=0.3, seconds=5))
         await first
         return second
@@ -85,7 +90,7 @@ def test_the_parent_death_signal_kills_a_busy_child_and_its_group(tmp_path: Path
         child, grandchild = read_pids(pids)
         parent.kill()
         parent.wait()
-        assert wait_until(lambda: gone(child) and gone(grandchild), 20)
+        wait_until(lambda: gone(child) and gone(grandchild), "the job's processes gone")
     finally:
         parent.kill()
         parent.wait()
@@ -114,7 +119,7 @@ def test_the_lifeline_pipe_alone_kills_a_busy_child_and_its_group(tmp_path: Path
             child, grandchild = read_pids(pids)
             assert not gone(child)
             os.close(write_end)
-            assert wait_until(lambda: gone(child) and gone(grandchild), 20)
+            wait_until(lambda: gone(child) and gone(grandchild), "the job's processes gone")
             assert child_proc.wait(20) == -signal.SIGKILL
         finally:
             child_proc.kill()
