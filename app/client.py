@@ -22,6 +22,7 @@ from app import limits, runs
 from app.config import Settings
 from app.db import connect, resolve_database_url
 from app.runs import NewRun
+from app.sql import query
 
 __all__ = ["NewRun", "Sundial"]
 
@@ -60,7 +61,7 @@ class Sundial:
     def get(self, run_id: int) -> dict[str, Any] | None:
         """The run's row as a dict, or None."""
         limits.check_run_id("the run id", run_id)
-        row = self.conn.execute("SELECT * FROM job_runs WHERE id = %s", (run_id,)).fetchone()
+        row = self.conn.execute(query("run_reads", "run_by_id"), {"id": run_id}).fetchone()
         return dict(row) if row else None
 
     def close(self) -> None:

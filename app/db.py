@@ -29,6 +29,7 @@ import sqlalchemy
 from psycopg.rows import dict_row
 
 from app.config import Settings, database_pooler
+from app.sql import query
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _import_pgserver() -> Any:
 
 def _ensure_database(admin_url: str, name: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        exists = conn.execute(query("database", "database_exists"), {"name": name}).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
 
@@ -199,7 +200,7 @@ def _unavailable_message(url: str, exc: Exception) -> str:
 def check_database(url: str) -> None:
     """Raise DatabaseUnavailable unless a trivial query succeeds."""
     with connect(url, autocommit=True) as conn:
-        conn.execute("SELECT 1")
+        conn.execute(query("database", "database_ping"))
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from app.cli_text import safe_lines
+from app.cli.text import safe_lines
 
 CONTEXT_FIELDS = ("run_id", "attempt", "worker", "schedule_id", "handler", "term", "count")
 

@@ -3,7 +3,7 @@
 import logging
 import sys
 
-from app.cli_text import safe, safe_lines
+from app.cli.text import safe, safe_lines
 from app.logs import JsonFormatter, TextFormatter
 
 

@@ -23,3 +23,22 @@ def test_no_comment_names_a_parameter_its_statement_does_not_take(file: str) -> 
         in_code = {p for line in lines if not line.lstrip().startswith("--")
                    for p in PARAMETER.findall(line)}  # fmt: skip
         assert in_comments <= in_code, f"{file}.sql {name}: {sorted(in_comments - in_code)}"
+
+
+# A string that opens with a statement keyword, written in capitals as all of Sundial's SQL
+# is: `"SELECT …"`, `f'UPDATE …'`, `"""WITH …`.
+INLINE_STATEMENT = re.compile(
+    r"""[frb]?("|'){1,3}\s*(SELECT|WITH|INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s"""
+)
+
+
+def test_no_module_holds_a_query_in_a_python_string() -> None:
+    # Reads too live in app/sql/, where every statement can be reviewed in one place.
+    app = Path(SQL_DIR).parent
+    offenders = [
+        f"{path.relative_to(app)}:{text[: m.start()].count(chr(10)) + 1}"
+        for path in sorted(app.rglob("*.py"))
+        for text in [path.read_text()]
+        for m in INLINE_STATEMENT.finditer(text)
+    ]
+    assert offenders == []

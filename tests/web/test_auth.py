@@ -97,7 +97,7 @@ def test_sign_out_ends_the_session(as_role: Callable[[str], TestClient]) -> None
 def test_a_one_time_sign_in_link_works_once(
     client: TestClient, db_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    from app.cli_users import dev_sign_in_link
+    from app.cli.users import dev_sign_in_link
 
     link = dev_sign_in_link(db_url, "test-secret-key", 8000)
     path = link.removeprefix("http://localhost:8000")

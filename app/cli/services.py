@@ -1,8 +1,4 @@
-"""The `sundial` command: one entry point for every Procfile process and admin task.
-
-Errors a person can fix (bad configuration, unreachable database, bad input) end with one
-sentence on stderr and a non-zero exit code, never a traceback.
-"""
+"""`sundial web|worker|trigger|reaper|dev`: the long-running processes of the Procfile."""
 
 from __future__ import annotations
 
@@ -13,29 +9,17 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any
 
-from app.cli_text import safe
+from app.cli.db import service_database
+from app.cli.text import safe
 from app.config import MAX_PORT, MAX_WORKER_CONCURRENCY, ConfigError, Settings
-from app.db import DatabaseUnavailable, DatabaseUrlError, redact, resolve_database_url
+from app.db import redact, resolve_database_url
 from app.errors import UsageError
-from app.logs import configure_logging
 from app.resources import PROCFILE
 
 log = logging.getLogger("sundial")
-
-EXIT_USAGE = 2  # bad input or configuration
-EXIT_UNAVAILABLE = 3  # the database could not be reached
-EXIT_PORT_IN_USE = 4  # the dashboard's port is taken by another process
-
-# Commands that need no migrated schema (or check it themselves); every other command
-# refuses an unmigrated database up front with one sentence.
-CHECK_THEIR_OWN_SCHEMA = frozenset({"migrate", "db", "dev", "web", "worker", "trigger", "reaper"})
-
-
-Command = Callable[[argparse.Namespace, Settings], int]
 
 
 class PortInUse(RuntimeError):
@@ -77,35 +61,6 @@ def listen_socket(host: str, port: int) -> socket.socket:
                 "choose another port with --port or PORT"
             ) from None
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-
-
-def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from app import migrate
-    from app.db import check_database
-
-    url = resolve_database_url(settings)
-    check_database(url)
-    before = migrate.current_revision(url)
-    migrate.upgrade(url)
-    after = migrate.current_revision(url)
-    if before == after:
-        print(f"database is up to date (revision {after})")
-    else:
-        print(f"migrated database from {before or 'empty'} to revision {after}")
-    return 0
-
-
-def service_database(settings: Settings) -> str:
-    """The URL a command uses, once the database answers and its schema is the one this
-    version needs: a clear error now beats UndefinedTable later, or a command failing
-    half-way through."""
-    from app.db import check_database
-    from app.migrate import ensure_current
-
-    url = resolve_database_url(settings)
-    check_database(url)
-    ensure_current(url)
-    return url
 
 
 def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
@@ -172,9 +127,9 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     from honcho.environ import parse_procfile
 
     from app import migrate
-    from app.cli_users import dev_sign_in_link
+    from app.cli.dev_manager import GracefulManager
+    from app.cli.users import dev_sign_in_link
     from app.db import check_database
-    from app.dev_manager import GracefulManager
 
     load_handler_modules(settings)
     port = args.port or settings.port
@@ -201,43 +156,12 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     return int(manager.returncode or 0)
 
 
-def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
-    from app.db import stop_embedded
-
-    if args.db_command == "url":
-        print(resolve_database_url(settings))
-        return 0
-    if settings.database_url:
-        raise UsageError("DATABASE_URL is set: there is no embedded database to stop")
-    stopped = stop_embedded(settings.data_dir)
-    print("embedded database stopped" if stopped else "embedded database was not running")
-    return 0
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with what a person typed escaped in its error (it quotes unknown words)."""
-
-    def error(self, message: str) -> NoReturn:
-        super().error(safe(message))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="sundial",
-        description="Sundial: reliable job scheduling on PostgreSQL, with a browser dashboard.",
-        epilog="Configuration comes from the environment: DATABASE_URL (embedded PostgreSQL "
-        "in $SUNDIAL_DATA_DIR or ~/.local/share/sundial when unset), PORT, SECRET_KEY and "
-        "SUNDIAL_* settings (see README). Exit codes: 2 bad input or configuration, "
-        "3 database unreachable, 4 port in use.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def add(name: str, func: Command, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+def add_service_commands(sub: Any) -> None:
+    def add(name: str, func: Any, help: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
         p.set_defaults(func=func, process=name)
         return p
 
-    add("migrate", cmd_migrate, "apply database migrations (safe to run repeatedly)")
     web = add("web", cmd_web, "serve the dashboard, JSON API, /metrics and /healthz")
     web.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
     web.add_argument("--port", type=port_number, default=None, help="port (default $PORT or 8000)")
@@ -254,46 +178,3 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--port", type=port_number, default=None, help="dashboard port (default $PORT)"
     )
-    db = add("db", cmd_db, "embedded database helpers")
-    db.add_argument("db_command", choices=["url", "stop"], help="print its URL, or stop it")
-
-    from app.cli_handlers import add_handler_commands
-    from app.cli_runs import add_run_commands
-    from app.cli_schedules import add_schedule_commands
-    from app.cli_users import add_user_commands
-    from app.cli_workflows import add_workflow_commands
-
-    add_run_commands(sub)
-    add_schedule_commands(sub)
-    add_workflow_commands(sub)
-    add_handler_commands(sub)
-    add_user_commands(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = Settings.from_env()
-        configure_logging(args.process, settings.log_level, settings.log_format)
-        if args.command not in CHECK_THEIR_OWN_SCHEMA:
-            service_database(settings)
-        return int(args.func(args, settings))
-    except (ConfigError, DatabaseUrlError, UsageError) as exc:
-        return _error(args.command, exc, EXIT_USAGE)
-    except DatabaseUnavailable as exc:
-        return _error(args.command, exc, EXIT_UNAVAILABLE)
-    except PortInUse as exc:
-        return _error(args.command, exc, EXIT_PORT_IN_USE)
-    except KeyboardInterrupt:
-        return 130
-
-
-def _error(command: str, exc: Exception, code: int) -> int:
-    print(f"sundial {command}: error: {safe(exc)}", file=sys.stderr)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

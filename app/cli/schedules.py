@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from app import limits
-from app.cli_runs import add_job_settings_options
-from app.cli_text import safe
+from app.cli.inputs import add_job_settings_options, parse_args_json
+from app.cli.text import safe
 from app.config import Settings
 from app.cron import DstRepeated, DstSkipped, zone_named
 from app.db import resolve_database_url, transaction
@@ -30,7 +30,6 @@ TIME_HELP = (
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     from app import schedules
-    from app.cli_runs import parse_args_json
 
     with transaction(resolve_database_url(settings)) as conn:
         now = schedules.db_now(conn)

@@ -4,34 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import uuid
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from app import limits
+from app.cli.inputs import add_job_settings_options, parse_args_json, read_json
 from app.config import Settings
 from app.dag_spec import parse_dag
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
-from app.states import ExecutionModel
-
-
-def parse_args_json(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
-    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, 50,000-deep nesting
-        raise UsageError(f"--args is beyond what Sundial supports: {_first_line(exc)}") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"--args must be a JSON object like '{{\"key\": 1}}', got {text!r}")
-    return limits.check_args("--args", value)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
+from app.sql import query
 
 
 def parse_time(text: str) -> datetime:
@@ -79,9 +62,7 @@ def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         dag_run_id = _dag_run_id(args.target)
         rows = conn.execute(
-            "SELECT id, dag_node, status, attempt, started_at, finished_at, last_error "
-            "FROM job_runs WHERE dag_run_id = %s ORDER BY id",
-            (dag_run_id,),
+            query("run_reads", "run_list_by_dag"), {"dag_run_id": dag_run_id}
         ).fetchall()
         if not rows:
             raise UsageError(f"there is no DAG run {dag_run_id}")
@@ -94,19 +75,6 @@ def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
             return 0
     print(json.dumps(rows, default=str, indent=2))
     return 0
-
-
-def read_json(path: str) -> Any:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except (ValueError, RecursionError) as exc:
-        raise UsageError(f"{path} is beyond what Sundial supports: {_first_line(exc)}") from None
 
 
 def _dag_run_id(text: str) -> uuid.UUID:
@@ -151,20 +119,18 @@ def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     limits.check_run_id("RUN", args.run_id)
     with connect(resolve_database_url(settings), autocommit=True) as conn:
-        row = conn.execute("SELECT * FROM job_runs WHERE id = %s", (args.run_id,)).fetchone()
+        row = conn.execute(query("run_reads", "run_by_id"), {"id": args.run_id}).fetchone()
         if row is None:
             raise UsageError(f"there is no run {args.run_id}")
         history = conn.execute(
-            "SELECT attempt, worker, outcome, started_at, finished_at, error "
-            "FROM job_run_attempts WHERE run_id = %s ORDER BY attempt",
-            (args.run_id,),
+            query("run_reads", "run_attempt_list"), {"run_id": args.run_id}
         ).fetchall()
     print(json.dumps({**row, "attempts": history}, default=str, indent=2))
     return 0
 
 
 def _not_active(conn: Any, run_id: int, verb: str, finished_only: bool = False) -> int:
-    row = conn.execute("SELECT status FROM job_runs WHERE id = %s", (run_id,)).fetchone()
+    row = conn.execute(query("run_reads", "run_by_id"), {"id": run_id}).fetchone()
     if row is None:
         raise UsageError(f"there is no run {run_id}")
     if finished_only:
@@ -173,37 +139,6 @@ def _not_active(conn: Any, run_id: int, verb: str, finished_only: bool = False) 
             "or cancelled runs can be retried"
         )
     raise UsageError(f"cannot {verb} run {run_id}: it already ended {row['status']}")
-
-
-def add_job_settings_options(p: argparse.ArgumentParser) -> None:
-    """What a run or a job definition carries besides its handler and args: one set of
-    options and defaults for `submit`, `job add` and `schedule add`."""
-    from app import runs
-
-    p.add_argument(
-        "--priority",
-        type=int,
-        default=runs.DEFAULT_PRIORITY,
-        help=f"higher runs first (default {runs.DEFAULT_PRIORITY})",
-    )
-    p.add_argument(
-        "--timeout",
-        type=int,
-        default=runs.DEFAULT_TIMEOUT_SECONDS,
-        help=f"seconds (default {runs.DEFAULT_TIMEOUT_SECONDS})",
-    )
-    p.add_argument(
-        "--max-retries",
-        type=int,
-        default=runs.DEFAULT_MAX_RETRIES,
-        help=f"retries after the first try (default {runs.DEFAULT_MAX_RETRIES})",
-    )
-    p.add_argument(
-        "--execution-model",
-        default=ExecutionModel.ASYNC.value,
-        choices=[m.value for m in ExecutionModel],
-        help="where the handler runs (default async)",
-    )
 
 
 def add_run_commands(sub: Any) -> None:

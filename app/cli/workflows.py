@@ -1,53 +1,17 @@
-"""`sundial job …` (job definitions) and `sundial workflow …` (reusable DAGs)."""
+"""`sundial workflow …`: define, list, show, delete and run reusable DAGs."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from app import audit, job_definitions, workflows
-from app.cli_runs import add_job_settings_options, read_json
-from app.cli_text import safe
+from app import workflows
+from app.cli.inputs import read_json
+from app.cli.text import safe
 from app.config import Settings
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
-
-
-def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
-    if args.job_command != "list" and not args.name:
-        raise UsageError(f"job {args.job_command} needs a NAME")
-    actor = audit.cli_actor()
-    with connect(resolve_database_url(settings), autocommit=True) as conn:
-        if args.job_command == "list":
-            for row in job_definitions.list_all(conn):
-                print(
-                    f"{safe(row['name'])}\t{safe(row['handler'])}\t{row['execution_model']}\t"
-                    f"schedules={row['schedules']}\tworkflow steps={row['workflow_steps']}"
-                )
-        elif args.job_command == "delete":
-            gone = job_definitions.delete(
-                conn, args.name, actor=actor, with_schedules=args.with_schedules
-            )
-            also = f" with schedule(s) {safe(', '.join(gone))}" if gone else ""
-            print(f"job {args.name!r} deleted{also}")
-        else:
-            if not args.handler:
-                raise UsageError("job add needs --handler")
-            spec = job_definitions.JobSpec(
-                args.name,
-                args.handler,
-                job_definitions.parse_args(args.args),
-                priority=args.priority,
-                timeout_seconds=args.timeout,
-                max_retries=args.max_retries,
-                execution_model=args.execution_model,
-            )
-            for warning in job_definitions.create(conn, spec, actor=actor):
-                print(f"warning: {safe(warning)}", file=sys.stderr)
-            print(f"job {args.name!r} created")
-    return 0
 
 
 def cmd_workflow(args: argparse.Namespace, settings: Settings) -> int:
@@ -82,23 +46,6 @@ def cmd_workflow(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def add_workflow_commands(sub: Any) -> None:
-    job = sub.add_parser(
-        "job",
-        help="add, list or delete job definitions (what schedules and workflow steps run)",
-        description="Job definitions: a named handler with its args and settings.",
-    )
-    job.set_defaults(func=cmd_job, process="job")
-    job.add_argument("job_command", choices=["add", "list", "delete"])
-    job.add_argument("name", nargs="?", default="", help="job definition name")
-    job.add_argument("--handler", help="registered handler name (add)")
-    job.add_argument("--args", default="{}", help="handler arguments as a JSON object")
-    job.add_argument(
-        "--with-schedules",
-        action="store_true",
-        help="delete: also delete the schedules that run this job (they are named)",
-    )
-    add_job_settings_options(job)
-
     workflow = sub.add_parser(
         "workflow",
         help="define, list, show, delete or run workflows (reusable DAGs of job definitions)",

@@ -1,0 +1,65 @@
+"""`sundial migrate` and `sundial db url|stop`, and the database check every command makes."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from app.config import Settings
+from app.db import resolve_database_url
+from app.errors import UsageError
+
+
+def service_database(settings: Settings) -> str:
+    """The URL a command uses, once the database answers and its schema is the one this
+    version needs: a clear error now beats UndefinedTable later, or a command failing
+    half-way through."""
+    from app.db import check_database
+    from app.migrate import ensure_current
+
+    url = resolve_database_url(settings)
+    check_database(url)
+    ensure_current(url)
+    return url
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from app import migrate
+    from app.db import check_database
+
+    url = resolve_database_url(settings)
+    check_database(url)
+    before = migrate.current_revision(url)
+    migrate.upgrade(url)
+    after = migrate.current_revision(url)
+    if before == after:
+        print(f"database is up to date (revision {after})")
+    else:
+        print(f"migrated database from {before or 'empty'} to revision {after}")
+    return 0
+
+
+def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
+    from app.db import stop_embedded
+
+    if args.db_command == "url":
+        print(resolve_database_url(settings))
+        return 0
+    if settings.database_url:
+        raise UsageError("DATABASE_URL is set: there is no embedded database to stop")
+    stopped = stop_embedded(settings.data_dir)
+    print("embedded database stopped" if stopped else "embedded database was not running")
+    return 0
+
+
+def add_migrate_command(sub: Any) -> None:
+    text = "apply database migrations (safe to run repeatedly)"
+    migrate = sub.add_parser("migrate", help=text, description=text)
+    migrate.set_defaults(func=cmd_migrate, process="migrate")
+
+
+def add_db_command(sub: Any) -> None:
+    text = "embedded database helpers"
+    db = sub.add_parser("db", help=text, description=text)
+    db.set_defaults(func=cmd_db, process="db")
+    db.add_argument("db_command", choices=["url", "stop"], help="print its URL, or stop it")

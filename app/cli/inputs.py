@@ -1,0 +1,73 @@
+"""What several commands read: handler args as JSON, a JSON file, the job settings options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from app import limits
+from app.errors import UsageError
+from app.states import ExecutionModel
+
+
+def parse_args_json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, 50,000-deep nesting
+        raise UsageError(f"--args is beyond what Sundial supports: {_first_line(exc)}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--args must be a JSON object like '{{\"key\": 1}}', got {text!r}")
+    return limits.check_args("--args", value)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def read_json(path: str) -> Any:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{path} is beyond what Sundial supports: {_first_line(exc)}") from None
+
+
+def add_job_settings_options(p: argparse.ArgumentParser) -> None:
+    """What a run or a job definition carries besides its handler and args: one set of
+    options and defaults for `submit`, `job add` and `schedule add`."""
+    from app import runs
+
+    p.add_argument(
+        "--priority",
+        type=int,
+        default=runs.DEFAULT_PRIORITY,
+        help=f"higher runs first (default {runs.DEFAULT_PRIORITY})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=runs.DEFAULT_TIMEOUT_SECONDS,
+        help=f"seconds (default {runs.DEFAULT_TIMEOUT_SECONDS})",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=runs.DEFAULT_MAX_RETRIES,
+        help=f"retries after the first try (default {runs.DEFAULT_MAX_RETRIES})",
+    )
+    p.add_argument(
+        "--execution-model",
+        default=ExecutionModel.ASYNC.value,
+        choices=[m.value for m in ExecutionModel],
+        help="where the handler runs (default async)",
+    )

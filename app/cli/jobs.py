@@ -1,0 +1,68 @@
+"""`sundial job …`: add, list and delete job definitions (what schedules and workflow steps run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from app import audit, job_definitions
+from app.cli.inputs import add_job_settings_options
+from app.cli.text import safe
+from app.config import Settings
+from app.db import connect, resolve_database_url
+from app.errors import UsageError
+
+
+def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    if args.job_command != "list" and not args.name:
+        raise UsageError(f"job {args.job_command} needs a NAME")
+    actor = audit.cli_actor()
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        if args.job_command == "list":
+            for row in job_definitions.list_all(conn):
+                print(
+                    f"{safe(row['name'])}\t{safe(row['handler'])}\t{row['execution_model']}\t"
+                    f"schedules={row['schedules']}\tworkflow steps={row['workflow_steps']}"
+                )
+        elif args.job_command == "delete":
+            gone = job_definitions.delete(
+                conn, args.name, actor=actor, with_schedules=args.with_schedules
+            )
+            also = f" with schedule(s) {safe(', '.join(gone))}" if gone else ""
+            print(f"job {args.name!r} deleted{also}")
+        else:
+            if not args.handler:
+                raise UsageError("job add needs --handler")
+            spec = job_definitions.JobSpec(
+                args.name,
+                args.handler,
+                job_definitions.parse_args(args.args),
+                priority=args.priority,
+                timeout_seconds=args.timeout,
+                max_retries=args.max_retries,
+                execution_model=args.execution_model,
+            )
+            for warning in job_definitions.create(conn, spec, actor=actor):
+                print(f"warning: {safe(warning)}", file=sys.stderr)
+            print(f"job {args.name!r} created")
+    return 0
+
+
+def add_job_commands(sub: Any) -> None:
+    job = sub.add_parser(
+        "job",
+        help="add, list or delete job definitions (what schedules and workflow steps run)",
+        description="Job definitions: a named handler with its args and settings.",
+    )
+    job.set_defaults(func=cmd_job, process="job")
+    job.add_argument("job_command", choices=["add", "list", "delete"])
+    job.add_argument("name", nargs="?", default="", help="job definition name")
+    job.add_argument("--handler", help="registered handler name (add)")
+    job.add_argument("--args", default="{}", help="handler arguments as a JSON object")
+    job.add_argument(
+        "--with-schedules",
+        action="store_true",
+        help="delete: also delete the schedules that run this job (they are named)",
+    )
+    add_job_settings_options(job)

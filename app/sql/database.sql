@@ -1,0 +1,8 @@
+-- Queries about the database server itself, before any schema exists.
+
+-- name: database_exists
+SELECT 1 FROM pg_database WHERE datname = %(name)s;
+
+-- name: database_ping
+-- The cheapest statement that proves the server answers.
+SELECT 1;

@@ -1,0 +1,16 @@
+-- Read queries of runs for the `sundial` command and the Python client. They change
+-- nothing; every statement that writes a run lives in runs.sql.
+
+-- name: run_by_id
+-- One run's row, every column.
+SELECT * FROM job_runs WHERE id = %(id)s;
+
+-- name: run_attempt_list
+-- A run's attempts, oldest first.
+SELECT attempt, worker, outcome, started_at, finished_at, error
+FROM job_run_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
+
+-- name: run_list_by_dag
+-- The runs of one DAG run, in submit order.
+SELECT id, dag_node, status, attempt, started_at, finished_at, last_error
+FROM job_runs WHERE dag_run_id = %(dag_run_id)s ORDER BY id;
