@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
+from app.db import Conn
 from app.sql import query
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 AUDIT_PAGE_SIZE = 100
 

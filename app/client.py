@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-import psycopg
-
 from app import limits, runs
 from app.config import Settings
-from app.db import connect, resolve_database_url
+from app.db import Conn, connect, resolve_database_url
 from app.runs import NewRun
 from app.sql import query
 
@@ -32,10 +30,10 @@ class Sundial:
         self.url = (
             resolve_database_url(Settings.from_env()) if database_url is None else (database_url)
         )
-        self._conn: psycopg.Connection[dict[str, Any]] | None = None
+        self._conn: Conn | None = None
 
     @property
-    def conn(self) -> psycopg.Connection[dict[str, Any]]:
+    def conn(self) -> Conn:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self.url, autocommit=True)
         return self._conn

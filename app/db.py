@@ -31,6 +31,9 @@ from psycopg.rows import dict_row
 from app.config import Settings, database_pooler
 from app.sql import query
 
+# The one connection type of every domain function and service: dict rows.
+Conn = psycopg.Connection[dict[str, Any]]
+
 log = logging.getLogger(__name__)
 
 EMBEDDED_DATABASE = "sundial"
@@ -174,7 +177,7 @@ def listen_url(settings: Settings, url: str) -> str | None:
     return None if settings.database_pooler == "transaction" else url
 
 
-def connect(url: str, **kwargs: Any) -> psycopg.Connection[dict[str, Any]]:
+def connect(url: str, **kwargs: Any) -> Conn:
     """A psycopg connection with dict rows, or DatabaseUnavailable with a clear message."""
     try:
         return psycopg.connect(url, row_factory=dict_row, **connection_options(), **kwargs)
@@ -204,7 +207,7 @@ def check_database(url: str) -> None:
 
 
 @contextmanager
-def transaction(url: str) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+def transaction(url: str) -> Iterator[Conn]:
     """A short-lived connection inside one transaction, for CLI commands and tests."""
     with connect(url) as conn, conn.transaction():
         yield conn

@@ -31,10 +31,9 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-import psycopg
-
 from app import runs, workflows
 from app.cron import DstRepeated, DstSkipped, Recurrence, RecurrenceError
+from app.db import Conn
 from app.fires import DueSchedule, FireOutcome, OverlapPolicy, Plan, PlanLimits, plan_fires
 from app.json_rows import iso_text, json_rows
 from app.lease import LeaderLease
@@ -43,7 +42,6 @@ from app.workflows import Shape
 
 log = logging.getLogger(__name__)
 
-Conn = psycopg.Connection[dict[str, Any]]
 
 RELEASE_BATCH_SIZE = 500  # queued fires released per tick
 Planned = Sequence[tuple[Mapping[str, Any], Plan]]  # each locked schedule row with its plan

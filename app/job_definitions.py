@@ -20,14 +20,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from app import audit, limits, runs
+from app.db import Conn
 from app.errors import UsageError
 from app.handlers.builtin import BUILTINS
 from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
 from app.schedules import ScheduleError, check_handler
 from app.sql import query
 from app.states import ExecutionModel
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 WORKER_LIVE_SECONDS = 300  # a worker seen this recently offers its handlers
 # Handlers that run arbitrary commands: only admins may put them in a job.

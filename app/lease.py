@@ -26,11 +26,10 @@ from typing import Any
 
 import psycopg
 
+from app.db import Conn
 from app.sql import query
 
 log = logging.getLogger(__name__)
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 
 def new_holder_id() -> str:

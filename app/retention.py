@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-import psycopg
-
+from app.db import Conn
 from app.sql import query
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,17 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg.rows import tuple_row
 
 from app import limits
+from app.db import Conn
 from app.errors import UsageError
 from app.json_rows import encode_json, iso_text, json_rows
 from app.metrics import TRANSITIONS
 from app.sql import query
 from app.states import ExecutionModel
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 DEFAULT_PRIORITY = 1
 DEFAULT_TIMEOUT_SECONDS = 300

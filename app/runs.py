@@ -32,6 +32,7 @@ from app import limits
 from app.backoff import full_jitter
 from app.dag_graph import DagError as DagError
 from app.dag_graph import check_dag as check_dag
+from app.db import Conn
 from app.errors import UsageError
 from app.handlers.gate import refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
@@ -50,7 +51,6 @@ from app.states import ACTIVE, RunStatus
 
 log = logging.getLogger(__name__)
 
-Conn = psycopg.Connection[dict[str, Any]]
 
 RETRY_BASE_DELAY_SECONDS = 1.0
 RETRY_MAX_DELAY_SECONDS = 600.0

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from app import limits, runs
@@ -32,6 +31,7 @@ from app.cron import (
     parse_cron,
     zone_named,
 )
+from app.db import Conn
 from app.errors import UsageError
 from app.fires import DEFAULT_SPREAD_SECONDS, FireOutcome, OverlapPolicy
 from app.firing import (
@@ -46,11 +46,10 @@ from app.firing import (
 
 # Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
 from app.firing import db_now as db_now
+from app.handlers.builtin import BUILTINS
 from app.handlers.gate import refuse_disabled_handlers
 from app.sql import query
 from app.states import ExecutionModel
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 WORKER_LIVE_SECONDS = 300  # a worker seen this recently counts as live for handler checks
 MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
@@ -427,8 +426,6 @@ def check_handler(conn: Conn, handler: str) -> list[str]:
     any worker registered). With no worker ever registered, only built-ins are certain:
     another name is accepted with a warning.
     """
-    from app.handlers.builtin import BUILTINS
-
     if handler in BUILTINS:
         return []
     rows = conn.execute(

@@ -18,16 +18,14 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from app import audit
+from app.db import Conn
 from app.errors import UsageError
 from app.sql import query
 from app.states import Role
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 SESSION_LIFETIME_SECONDS = 12 * 3600
 SIGN_IN_LINK_LIFETIME_SECONDS = 15 * 60

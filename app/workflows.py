@@ -22,17 +22,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from app import limits, runs
 from app.dag_spec import DagSpecError
+from app.db import Conn
 from app.errors import UsageError
 from app.handlers.gate import refuse_disabled_handlers
 from app.runs import NewRun
 from app.sql import query
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 
 class WorkflowError(UsageError):

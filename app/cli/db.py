@@ -1,4 +1,7 @@
-"""`sundial migrate` and `sundial db url|stop`, and the database check every command makes."""
+"""`sundial migrate` and `sundial db url|stop`, and the database check every command makes.
+
+Alembic is imported inside the commands that use it (start-up cost of every command).
+"""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def read_json(path: str) -> Any:
 def add_job_settings_options(p: argparse.ArgumentParser) -> None:
     """What a run or a job definition carries besides its handler and args: one set of
     options and defaults for `submit`, `job add` and `schedule add`."""
-    from app import runs
+    from app import runs  # start-up cost: see app/cli/runs.py
 
     p.add_argument(
         "--priority",

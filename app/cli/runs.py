@@ -1,4 +1,9 @@
-"""`sundial submit`, `sundial cancel`, `sundial retry`, `sundial show`: runs from the shell."""
+"""`sundial submit`, `sundial cancel`, `sundial retry`, `sundial show`: runs from the shell.
+
+The domain modules each command needs are imported inside it, not at the top: every
+`sundial` command builds the whole parser, and `--help` or a service should not pay
+for modules it never uses (start-up cost).
+"""
 
 from __future__ import annotations
 

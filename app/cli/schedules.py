@@ -2,6 +2,10 @@
 
 Each command is one transaction: bad input exits with code 2 and one sentence, and leaves
 nothing half-written.
+
+The domain modules each command needs are imported inside it, not at the top: every
+`sundial` command builds the whole parser, and `--help` or a service should not pay
+for modules it never uses (start-up cost).
 """
 
 from __future__ import annotations

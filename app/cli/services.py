@@ -1,4 +1,8 @@
-"""`sundial web|worker|trigger|reaper|dev`: the long-running processes of the Procfile."""
+"""`sundial web|worker|trigger|reaper|dev`: the long-running processes of the Procfile.
+
+Each command imports its service inside it (uvicorn, the worker's executors, honcho):
+one process runs one service and should not load the others (start-up cost).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import secrets
 import sys
 from typing import Any
 
@@ -37,8 +38,6 @@ def cmd_createuser(args: argparse.Namespace, settings: Settings) -> int:
 def dev_sign_in_link(url: str, secret_key: str, port: int) -> str:
     """A one-time link signing in the local admin of `sundial dev` (created if missing,
     with a random password nobody knows: the link is the way in)."""
-    import secrets
-
     with connect(url, autocommit=True) as conn:
         admin = users.find_user(conn, DEV_ADMIN) or users.create_user(
             conn, DEV_ADMIN, secrets.token_urlsafe(24), Role.ADMIN.value, actor="sundial dev"

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
+from app.db import Conn
 from app.errors import UsageError
 from app.sql import query
-
-Conn = psycopg.Connection[dict[str, Any]]
 
 SHELL = "shell"
 SHELL_SETTING = "shell_handler_enabled"

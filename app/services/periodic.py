@@ -11,15 +11,13 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
-import psycopg
-
+from app.db import Conn
 from app.services.reconnecting import DB_ERRORS, Reconnecting
 
 log = logging.getLogger(__name__)
 
-Step = Callable[[psycopg.Connection[dict[str, Any]]], object]
+Step = Callable[[Conn], object]
 
 
 def stop_on_signals() -> threading.Event:

@@ -24,12 +24,10 @@ import threading
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
-
-import psycopg
 
 from app import retention, runs, schedules
 from app.config import Settings
+from app.db import Conn
 from app.metrics import LEASE_EXPIRIES
 from app.services.periodic import run_periodic
 
@@ -63,9 +61,7 @@ class Reaper:
         self._last_prune: datetime | None = None  # when the last prune pass ran
         self._fires_after: uuid.UUID | None = None  # where the ledger walk goes on
 
-    def run_once(
-        self, conn: psycopg.Connection[dict[str, Any]], now: datetime | None = None
-    ) -> ReaperReport:
+    def run_once(self, conn: Conn, now: datetime | None = None) -> ReaperReport:
         reaped: list[runs.Reaped] = []
         while True:
             batch = runs.reap(conn, limit=REAP_BATCH, now=now)
@@ -97,9 +93,7 @@ class Reaper:
         since = (at - self._last_prune).total_seconds()
         return since >= PRUNE_INTERVAL_SECONDS or since < 0
 
-    def prune(
-        self, conn: psycopg.Connection[dict[str, Any]], now: datetime | None = None
-    ) -> PrunedHistory:
+    def prune(self, conn: Conn, now: datetime | None = None) -> PrunedHistory:
         """One bounded pass over the history past its retention, on the database clock."""
         at = schedules.db_now(conn, now)
         runs_before = _before(at, self.settings.keep_runs_days)

@@ -21,12 +21,11 @@ from typing import Any, TypeVar
 import psycopg
 
 from app.backoff import Backoff
-from app.db import DatabaseUnavailable, connect
+from app.db import Conn, DatabaseUnavailable, connect
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Conn = psycopg.Connection[dict[str, Any]]
 
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable)
 

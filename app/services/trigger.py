@@ -35,13 +35,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import psycopg
 
 from app import firing
 from app.config import Settings
-from app.db import DatabaseUnavailable, connect
+from app.db import Conn, DatabaseUnavailable, connect
 from app.fires import PlanLimits
 from app.firing import Batch, DueCursor
 from app.lease import LeaderLease, new_holder_id
@@ -50,7 +49,6 @@ from app.sql import query
 
 log = logging.getLogger(__name__)
 
-Conn = psycopg.Connection[dict[str, Any]]
 
 LEASE_NAME = "trigger"
 

@@ -47,7 +47,7 @@ from psycopg.types.json import Jsonb
 
 from app import runs
 from app.config import Settings
-from app.db import listen_url
+from app.db import Conn, listen_url
 from app.executors import Executors
 from app.executors.outcomes import storable, unstorable
 from app.handlers import default_registry, load_modules
@@ -58,7 +58,6 @@ from app.sql import query
 
 log = logging.getLogger(__name__)
 
-Conn = psycopg.Connection[dict[str, Any]]
 
 LOOP_LAG_SAMPLE_SECONDS = 1.0
 MAX_IDLE_SLEEP_SECONDS = 5.0

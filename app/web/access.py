@@ -19,6 +19,7 @@ from app import users
 from app.states import Role
 from app.users import User
 from app.web.database import call
+from app.web.render import render
 from app.web.security import SESSION_COOKIE
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -47,8 +48,6 @@ def requires(role: Role) -> Callable[[Endpoint], Endpoint]:
             if user is None:
                 return _to_sign_in(request)
             if not user.may(role):
-                from app.web.render import render
-
                 return render(request, "shared/forbidden.html", status_code=403, needed=role.value)
             return await endpoint(request)
 

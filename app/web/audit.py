@@ -11,9 +11,10 @@ from starlette.routing import Route
 
 from app import audit
 from app.audit import AuditFilter
+from app.db import Conn
 from app.states import Role
 from app.web.access import requires
-from app.web.database import Conn, call
+from app.web.database import call
 from app.web.render import render
 
 

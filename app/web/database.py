@@ -13,17 +13,15 @@ readable 503 (see `app.web.errors`) instead of hanging.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
-import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
-from app.db import connection_options
+from app.db import Conn, connection_options
 
-Conn = psycopg.Connection[dict[str, Any]]
 P = ParamSpec("P")
 T = TypeVar("T")
 

@@ -9,10 +9,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.db import Conn
 from app.sql import query
 from app.states import Role, RunStatus
 from app.web.access import public, requires
-from app.web.database import Conn, call
+from app.web.database import call
 from app.web.render import render
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app import job_definitions
+from app.db import Conn
 from app.job_definitions import JobError, JobSpec
 from app.states import ExecutionModel, Role
 from app.web.access import current_user, requires
-from app.web.database import Conn, call
+from app.web.database import call
 from app.web.render import redirect, render
 
 FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",

@@ -10,9 +10,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app import schedules
+from app.db import Conn
 from app.states import Role
 from app.web.access import requires
-from app.web.database import Conn, call
+from app.web.database import call
 from app.web.render import render
 
 
