@@ -67,10 +67,16 @@ class LeaderLease:
         return True
 
     def still_held(self, conn: Conn, now: datetime | None = None) -> bool:
-        """Inside a transaction: whether our lease is still valid at its now."""
+        """Inside a transaction: whether our lease is still valid at its now. A check that
+        fails steps down at once, whichever connection made it, so the tick's own next
+        `hold` does not have to be the one that notices."""
         if self.term is None:
             return False
-        return self._execute(conn, "lease_check", now) is not None
+        if self._execute(conn, "lease_check", now) is not None:
+            return True
+        log.warning("lost the %s lease; stepping down", self.name, extra=self._extra())
+        self.term = None
+        return False
 
     def resign(self, conn: Conn, now: datetime | None = None) -> None:
         """Give the lease up so a standby takes over at once."""
