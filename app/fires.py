@@ -77,6 +77,10 @@ class FireOutcome(StrEnum):
     PAUSED = "paused"
     """Not run: the schedule was paused."""
 
+    EXCLUDED = "excluded"
+    """Not run: the fire fell on a holiday or in a blackout window of the schedule's
+    exclusion calendar (`app.exclusions`)."""
+
 
 class OverlapPolicy(StrEnum):
     """What a fire does while an earlier run of its schedule is pending or running."""

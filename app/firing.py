@@ -31,9 +31,10 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from app import runs, workflows
+from app import calendars, runs, workflows
 from app.cron import DstRepeated, DstSkipped, Recurrence, RecurrenceError
 from app.db import Conn
+from app.exclusions import exclude
 from app.fires import DueSchedule, FireOutcome, OverlapPolicy, Plan, PlanLimits, plan_fires
 from app.json_rows import iso_text, json_rows
 from app.lease import LeaderLease
@@ -168,6 +169,7 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
             return Batch()
         shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
         plans, broken = _plan(rows, shapes, limits)
+        plans = _exclude(conn, plans)
         if broken:
             conn.execute(query("firing", "schedule_stop_broken"), {"schedules": broken})
         for _, plan in plans:
@@ -208,6 +210,21 @@ def _plan(
         plan = plan_fires(due, row["now"], row["active_run_ids"] or (), limits)
         plans.append((row, plan))
     return plans, json_rows(broken) if broken else None
+
+
+def _exclude(conn: Conn, plans: Planned) -> Planned:
+    """The plans with fires on their calendar's holidays or blackout windows recorded as
+    `excluded`: the batch's calendars are loaded in one statement, then checked in memory."""
+    wanted = {row["calendar_id"] for row, _ in plans if row["calendar_id"] is not None}
+    if not wanted:
+        return plans
+    found = calendars.load_many(conn, wanted)
+    return [
+        (row, exclude(plan, found[row["calendar_id"]], recurrence_of(row).zone))
+        if row["calendar_id"] in found
+        else (row, plan)
+        for row, plan in plans
+    ]
 
 
 def _start(conn: Conn, plans: Planned, shapes: Mapping[uuid.UUID, Shape]) -> list[Started]:

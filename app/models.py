@@ -116,6 +116,63 @@ class JobDefinition(SQLModel, table=True):
     updated_at: datetime | None = _ts(nullable=False, now=True)
 
 
+class ExclusionCalendar(SQLModel, table=True):
+    """Days and windows when the schedules that name this calendar do not run: a country's
+    public holidays (whole local days in each schedule's zone) and blackout windows."""
+
+    __tablename__ = "exclusion_calendars"
+    __table_args__ = (
+        sa.CheckConstraint(
+            _between("char_length(name)", 1, limits.MAX_NAME_LENGTH),
+            name="exclusion_calendars_name_length",
+        ),
+        sa.CheckConstraint(
+            "subdivision IS NULL OR country IS NOT NULL",
+            name="exclusion_calendars_subdivision_needs_country",
+        ),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
+    # ISO 3166 code and subdivision as the `holidays` library knows them (None: no holidays).
+    country: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    subdivision: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    created_at: datetime | None = _ts(nullable=False, now=True)
+    updated_at: datetime | None = _ts(nullable=False, now=True)
+
+
+class BlackoutWindow(SQLModel, table=True):
+    """An interval when a calendar's schedules do not run ("quarter close")."""
+
+    __tablename__ = "blackout_windows"
+    __table_args__ = (
+        sa.CheckConstraint("ends_at > starts_at", name="blackout_windows_end_after_start"),
+        sa.CheckConstraint(
+            _times_supported("starts_at", "ends_at"), name="blackout_windows_times_supported"
+        ),
+    )
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    calendar_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid,
+            sa.ForeignKey("exclusion_calendars.id", ondelete="CASCADE"),
+            nullable=False,
+            index=True,
+        )
+    )
+    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    starts_at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
+    ends_at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
+    # The zone the person entered the times in, to show them back the same way.
+    timezone: str = Field(
+        default="UTC", sa_column=sa.Column(sa.Text, nullable=False, server_default="UTC")
+    )
+
+
 class Schedule(SQLModel, table=True):
     """When a job definition fires: a cron expression or an interval, in a time zone."""
 
@@ -198,6 +255,11 @@ class Schedule(SQLModel, table=True):
             "workflow_id",
             postgresql_where=sa.text("workflow_id IS NOT NULL"),
         ),
+        sa.Index(
+            "ix_schedules_calendar_id",
+            "calendar_id",
+            postgresql_where=sa.text("calendar_id IS NOT NULL"),
+        ),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
@@ -218,6 +280,13 @@ class Schedule(SQLModel, table=True):
         ),
     )
     name: str = Field(default="", sa_column=sa.Column(sa.Text, nullable=False, server_default=""))
+    # Fires on its holidays or in its blackout windows are recorded as `excluded`.
+    calendar_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("exclusion_calendars.id", ondelete="SET NULL"), nullable=True
+        ),
+    )
     cron: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     interval_seconds: int | None = Field(
         default=None, sa_column=sa.Column(sa.Integer, nullable=True)

@@ -12,12 +12,12 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 -- schedule's DAG runs) and whether a fire is queued; schedules another trigger has locked
 -- are skipped, not waited for. Within a tick, batches resume after the last
 -- (next_fire_time, id) seen, so no batch rescans the index entries that earlier batches
--- left behind.
+-- left behind. `calendar_id` names the exclusion calendar, loaded once per batch.
 WITH due AS (
     SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
            s.end_at, s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
            s.overlap, s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped,
-           s.dst_repeated, s.exact_minute, s.spread_seconds
+           s.dst_repeated, s.exact_minute, s.spread_seconds, s.calendar_id
     FROM schedules s
     WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
       AND (s.next_fire_time, s.id) > (

@@ -33,6 +33,8 @@ EXPECTED_TABLES = {
     "workflow_edges",
     "dag_runs",
     "fleet_settings",
+    "exclusion_calendars",
+    "blackout_windows",
     "alembic_version",
 }
 

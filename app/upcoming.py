@@ -1,0 +1,159 @@
+"""Upcoming fires of every schedule, read from the database: the 24-hour load forecast
+and the week calendar (the pure counting is `app.forecast`).
+
+    forecast = forecast_with(conn, extra_fire_times, zone="Europe/Berlin")
+    forecast.counts[m], forecast.extra[m]  # fires of all schedules / of the edited one
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from app import forecast
+from app.cron import Recurrence, RecurrenceError, fires_between, zone_named
+from app.db import Conn
+from app.firing import db_now, recurrence_of
+from app.forecast import Day
+from app.sql import query
+
+BUSIEST_SHOWN = 5
+WEEK_SCHEDULES_SHOWN = 300  # the week calendar lists at most this many schedules
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """Fires per minute for 24 hours from `start` (UTC, the top of an hour in `zone`)."""
+
+    start: datetime
+    zone: ZoneInfo
+    counts: list[int]  # all schedules (but the one being edited)
+    extra: list[int] = field(default_factory=lambda: [0] * forecast.MINUTES)
+    schedules: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts) + sum(self.extra)
+
+    def busiest(self, n: int = BUSIEST_SHOWN) -> list[tuple[datetime, int]]:
+        both = [a + b for a, b in zip(self.counts, self.extra, strict=True)]
+        return forecast.busiest(both, self.start, n)
+
+
+def window_start(now: datetime, zone: ZoneInfo) -> datetime:
+    """The top of the current hour on the viewer's clock, in UTC."""
+    local = now.astimezone(zone)
+    return local.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+
+
+def _rules(rows: Sequence[Mapping[str, Any]]) -> list[Recurrence]:
+    rules = []
+    for row in rows:
+        try:
+            rules.append(recurrence_of(row))
+        except RecurrenceError:  # the trigger stops such a schedule; nothing to forecast
+            continue
+    return rules
+
+
+def _schedules(
+    conn: Conn, until: datetime, *, search: str | None = None, excluding: str | None = None
+) -> list[dict[str, Any]]:
+    params = {"until": until, "search": search or None, "excluding": excluding}
+    return conn.execute(query("upcoming", "upcoming_schedules"), params).fetchall()
+
+
+def forecast_with(
+    conn: Conn,
+    extra_fire_times: Sequence[datetime] = (),
+    *,
+    zone: str = "UTC",
+    excluding: str | None = None,
+    now: datetime | None = None,
+) -> Forecast:
+    """Fires per minute over the next 24 hours of every active schedule (but `excluding`,
+    the schedule being edited), and apart from them `extra_fire_times` (its fires)."""
+    tz = zone_named(zone)
+    start = window_start(db_now(conn, now), tz)
+    end = start + forecast.WINDOW
+    rows = _schedules(conn, end, excluding=excluding)
+    counts = forecast.minute_counts(forecast.grouped(_rules(rows), start, end), start)
+    extra = forecast.minutes_of(extra_fire_times, start)
+    return Forecast(start, tz, counts, extra, len(rows))
+
+
+def fire_times(rule: Recurrence, start: datetime) -> list[datetime]:
+    """A rule's fires in the 24 hours from `start` (the schedule being edited)."""
+    fires = fires_between(rule, start, start + forecast.WINDOW)
+    return [f.at for f in itertools.islice(fires, forecast.FIRE_CAP)]
+
+
+# ---- the week calendar ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WeekRow:
+    """One schedule in the week: what it is and its fires on each of the 7 days."""
+
+    name: str
+    target: str | None
+    cron: str | None
+    interval_seconds: int | None
+    timezone: str
+    days: list[Day]
+
+
+@dataclass(frozen=True, slots=True)
+class Week:
+    monday: date
+    zone: ZoneInfo
+    days: list[date]
+    rows: list[WeekRow]
+    more: int  # schedules matching but not shown
+
+
+def monday_of(day: date) -> date:
+    return day - timedelta(days=day.weekday())
+
+
+def week(
+    conn: Conn,
+    monday: date | None = None,
+    *,
+    zone: str = "UTC",
+    search: str | None = None,
+    now: datetime | None = None,
+) -> Week:
+    """Each active schedule's fires (or bands) on the 7 days from `monday` (this week's by
+    default) on the viewer's clock in `zone`."""
+    tz = zone_named(zone)
+    if monday is None:
+        monday = monday_of(db_now(conn, now).astimezone(tz).date())
+    days = [monday + timedelta(days=d) for d in range(7)]
+    bounds = [(_midnight(day, tz), _midnight(day + timedelta(days=1), tz)) for day in days]
+    rows = _schedules(conn, bounds[-1][1], search=search)
+    shown = rows[:WEEK_SCHEDULES_SHOWN]
+    computed: dict[Recurrence, list[Day]] = {}
+    out = []
+    for row in shown:
+        try:
+            rule = forecast.window_rule(recurrence_of(row), bounds[0][0], bounds[-1][1])
+        except RecurrenceError:
+            continue
+        if rule not in computed:
+            computed[rule] = forecast.days_of(rule, bounds)
+        out.append(
+            WeekRow(
+                row["name"], row["target"], row["cron"], row["interval_seconds"],
+                row["timezone"], computed[rule],
+            )
+        )  # fmt: skip
+    return Week(monday, tz, days, out, len(rows) - len(shown))
+
+
+def _midnight(day: date, zone: ZoneInfo) -> datetime:
+    return datetime.combine(day, time(), zone).astimezone(UTC)
