@@ -45,11 +45,12 @@ class CalendarSpec:
 
 @dataclass(frozen=True, slots=True)
 class WindowSpec:
-    """A blackout window as a person enters it: local wall-clock times in `timezone`."""
+    """A blackout window as a person enters it: local wall-clock times in `timezone`, as
+    text like `2026-12-30T18:00` (what a browser's date-and-time field sends)."""
 
     name: str
-    starts_at: datetime
-    ends_at: datetime
+    starts_at: str
+    ends_at: str
     timezone: str = "UTC"
 
 
@@ -106,10 +107,16 @@ def window_instants(spec: WindowSpec) -> tuple[datetime, datetime]:
     except RecurrenceError as exc:
         raise CalendarError(str(exc), "timezone") from None
     instants = []
-    for label, field, moment in (
+    for label, field, text in (
         ("the start", "starts_at", spec.starts_at),
         ("the end", "ends_at", spec.ends_at),
     ):
+        try:
+            moment = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise CalendarError(
+                f"{label} is not a date and time; use 2026-12-30T18:00", field
+            ) from None
         local = moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
         try:
             with limits.refused_as(CalendarError):

@@ -4,7 +4,7 @@ before, and every change to a calendar is audited."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -46,9 +46,7 @@ def test_fires_on_a_holiday_are_excluded_and_the_next_day_runs(conn: Conn) -> No
 
 def test_fires_inside_a_blackout_window_are_excluded_up_to_its_end(conn: Conn) -> None:
     calendars.create(conn, CalendarSpec("quarter"), actor="alice")
-    window = WindowSpec(
-        "quarter close", datetime(2026, 12, 23, 14, 0), datetime(2026, 12, 23, 16, 0), "UTC"
-    )
+    window = WindowSpec("quarter close", "2026-12-23T14:00", "2026-12-23T16:00", "UTC")
     calendars.add_window(conn, "quarter", window, actor="alice")
     hourly = add(conn, "hourly", now=START, cron="0 * * * *")
     calendars.assign(conn, "hourly", "quarter", actor="alice")
@@ -70,7 +68,7 @@ def test_bad_input_writes_nothing_and_each_change_is_audited(conn: Conn) -> None
     with pytest.raises(CalendarError, match="no subdivision"):
         calendars.create(conn, CalendarSpec("x", country="DE", subdivision="ZZ"), actor="a")
     calendars.create(conn, CalendarSpec("Bavaria", country="DE", subdivision="by"), actor="alice")
-    backwards = WindowSpec("oops", datetime(2026, 12, 2), datetime(2026, 12, 1), "UTC")
+    backwards = WindowSpec("oops", "2026-12-02T00:00", "2026-12-01", "UTC")
     with pytest.raises(CalendarError, match="must come after its start") as late:
         calendars.add_window(conn, "Bavaria", backwards, actor="alice")
     assert late.value.field == "ends_at"
