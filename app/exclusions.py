@@ -61,6 +61,20 @@ def supported_countries() -> Mapping[str, list[str]]:
 
 
 @lru_cache(maxsize=1)
+def country_names() -> dict[str, str]:
+    """`{"DE": "Germany", ...}` for the countries the holidays library knows."""
+    try:
+        from holidays import registry  # where the library lists its countries' names
+
+        named = {
+            entry[1]: key.replace("_", " ").title() for key, entry in registry.COUNTRIES.items()
+        }
+    except (ImportError, AttributeError, IndexError):  # a later release may move it
+        named = {}
+    return {code: named.get(code, code) for code in _supported()}
+
+
+@lru_cache(maxsize=1)
 def _supported() -> dict[str, list[str]]:
     return {
         code: list(subdivisions)

@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.resources import STATIC_DIR
-from app.web import audit, auth, errors, home, jobs, schedules
+from app.web import audit, auth, calendars, errors, forecast, home, jobs, schedules, week
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
 
@@ -41,6 +41,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *auth.routes,
         *jobs.routes,
         *schedules.routes,
+        *forecast.routes,
+        *week.routes,
+        *calendars.routes,
         *audit.routes,
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]

@@ -1,0 +1,28 @@
+"""The viewer's time zone: `?zone=` when given, else the one their browser reported (a
+cookie set by `static/viewer-zone.js`), else UTC."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from starlette.requests import Request
+
+from app.cron import RecurrenceError, zone_named
+
+ZONE_COOKIE = "sundial_zone"
+DEFAULT_ZONE = "UTC"
+
+
+def viewer_zone(request: Request) -> tuple[str, bool]:
+    """(zone name, whether the viewer chose it) — an unknown name falls back to UTC."""
+    for candidate, chosen in (
+        (request.query_params.get("zone"), True),
+        (unquote(request.cookies.get(ZONE_COOKIE, "")), True),
+    ):
+        if candidate:
+            try:
+                zone_named(candidate)
+            except RecurrenceError:
+                continue
+            return candidate, chosen
+    return DEFAULT_ZONE, False
