@@ -167,7 +167,15 @@ async def add_window(request: Request) -> Response:
             values=_values_of(page["calendar"]), errors={}, window=window,
             window_errors={exc.field or "window_form": str(exc)}, editing=name, **page,
         )  # fmt: skip
-    return redirect(request, _url(name) + "#windows")
+    return _back_to_section(request, name, "windows")
+
+
+def _back_to_section(request: Request, name: str, section: str) -> Response:
+    """After a change made on the calendar's own page: back to that section of it. (htmx
+    would not reload for a URL that differs only in its #fragment, so it refreshes.)"""
+    if request.headers.get("HX-Request") == "true":
+        return Response(status_code=204, headers={"HX-Refresh": "true"})
+    return redirect(request, f"{_url(name)}#{section}")
 
 
 @requires(Role.EDITOR)
