@@ -5,10 +5,11 @@ cron): the load forecast counts fires per minute across every schedule for the n
 hours, the week calendar lists each schedule's fires per day, or a band ("every 5 min")
 for a schedule that fires more than `BAND_OVER` times that day.
 
-Work is bounded so 10,000 schedules stay fast: schedules that share a rule (the same cron
-and zone, or the same interval and anchor) are computed once and counted many times, each
-rule yields at most `FIRE_CAP` fires per window, and counts live in one list of 1,440
-integers, not in objects per fire.
+Work is bounded so 10,000 schedules stay fast: schedules that do the same inside the
+window (the same cron and zone; intervals whose fires land on the same seconds) are
+computed once and counted many times, a cron yields at most `FIRE_CAP` fires per window,
+an interval's fires are its first fire plus steps (no search per fire), and counts live in
+one list of 1,440 integers, not in objects per fire.
 
     counts = minute_counts([(rule, 3)], start)  # three schedules with that rule
     busiest(counts, start, 5)
@@ -21,22 +22,49 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from app.cron import Recurrence, count_fires, fires_between
+from app.cron import EPSILON, Recurrence, count_fires, fires_between, next_fire
 
 MINUTES = 24 * 60
 WINDOW = timedelta(minutes=MINUTES)
 # A cron fires at most once a minute, plus once more per minute of a repeated DST hour:
 # no rule has more fires in a day than this, so the cap never cuts a cron short.
 FIRE_CAP = MINUTES + 60
-BAND_OVER = 24  # fires in a day above which the week calendar shows a band
+BAND_OVER = 12  # fires in a day above which the week calendar shows a band (hourly is one)
 SECONDS_PER_MINUTE = 60
+STEPS_CAP = 24 * 3600  # an interval of one second fires this often in a day
 
 
-def window_rule(rule: Recurrence, start: datetime, end: datetime) -> Recurrence:
-    """The rule with bounds that do not matter inside [start, end) removed, so schedules
-    that differ only in a long-past start or a far end share one computation."""
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """An interval rule inside one window: `count` fires, the first `first` seconds after
+    the window's start, then one every `every` seconds. Interval schedules whose anchors
+    differ but whose fires land on the same seconds of the window are one `Steps`."""
+
+    first: float
+    every: float
+    count: int
+
+
+Pattern = Recurrence | Steps
+
+
+def pattern(rule: Recurrence, start: datetime, end: datetime) -> Pattern | None:
+    """What `rule` does inside [start, end), reduced so that schedules doing the same share
+    one computation: a cron without the bounds that do not matter there, an interval as its
+    first fire and count (from `app.cron`). None when it does not fire in the window."""
+    if rule.interval is None:
+        return without_idle_bounds(rule, start, end)
+    first = next_fire(rule, start - EPSILON)
+    if first is None or first.at >= end:
+        return None
+    count, _ = count_fires(rule, start, end, STEPS_CAP)
+    return Steps((first.at - start).total_seconds(), rule.interval.total_seconds(), count)
+
+
+def without_idle_bounds(rule: Recurrence, start: datetime, end: datetime) -> Recurrence:
+    """A cron rule without the start and end that do not matter inside [start, end)."""
     if rule.interval is not None:
-        return rule  # the start is the interval's anchor: it always matters
+        return rule  # an interval's start is its anchor: it always matters
     if rule.start is not None and rule.start <= start:
         rule = replace(rule, start=None)
     if rule.end is not None and rule.end >= end:
@@ -46,42 +74,30 @@ def window_rule(rule: Recurrence, start: datetime, end: datetime) -> Recurrence:
 
 def grouped(
     rules: Iterable[Recurrence], start: datetime, end: datetime
-) -> list[tuple[Recurrence, int]]:
-    """Each distinct rule (for the window) with how many schedules have it."""
-    counted: dict[Recurrence, int] = {}
+) -> list[tuple[Pattern, int]]:
+    """Each distinct pattern in the window with how many schedules have it."""
+    counted: dict[Pattern, int] = {}
     for rule in rules:
-        key = window_rule(rule, start, end)
-        counted[key] = counted.get(key, 0) + 1
+        key = pattern(rule, start, end)
+        if key is not None:
+            counted[key] = counted.get(key, 0) + 1
     return list(counted.items())
 
 
-def fire_minutes(rule: Recurrence, start: datetime) -> list[int]:
-    """The minute (0..1439 after `start`) of each fire of `rule` in the 24 hours from
-    `start`; a minute appears once per fire in it. At most `FIRE_CAP` fires, except for a
-    sub-minute interval, which is counted per minute from its arithmetic."""
+def fire_minutes(key: Pattern, start: datetime) -> list[int]:
+    """The minute (0..1439 after `start`) of each fire in the 24 hours from `start`; a
+    minute appears once per fire in it. A cron yields at most `FIRE_CAP` fires."""
+    if isinstance(key, Steps):
+        return [int((key.first + k * key.every) // SECONDS_PER_MINUTE) for k in range(key.count)]
     end = start + WINDOW
-    if rule.interval is not None and rule.interval.total_seconds() < SECONDS_PER_MINUTE:
-        return _sub_minute_interval(rule, start)
     return [
         int((fire.at - start).total_seconds()) // SECONDS_PER_MINUTE
-        for fire in itertools.islice(fires_between(rule, start, end), FIRE_CAP)
+        for fire in itertools.islice(fires_between(key, start, end), FIRE_CAP)
     ]
 
 
-def _sub_minute_interval(rule: Recurrence, start: datetime) -> list[int]:
-    """Every 10 s fires 8,640 times a day: its minutes come from `count_fires` (constant
-    time per minute for an interval) instead of one step per fire."""
-    minutes: list[int] = []
-    minute = timedelta(minutes=1)
-    for m in range(MINUTES):
-        at = start + m * minute
-        n, _ = count_fires(rule, at, at + minute, SECONDS_PER_MINUTE * 1000)
-        minutes.extend([m] * n)
-    return minutes
-
-
-def minute_counts(rules: Sequence[tuple[Recurrence, int]], start: datetime) -> list[int]:
-    """Fires per minute in the 24 hours from `start`, over `(rule, how many schedules)`."""
+def minute_counts(rules: Sequence[tuple[Pattern, int]], start: datetime) -> list[int]:
+    """Fires per minute in the 24 hours from `start`, over `(pattern, how many schedules)`."""
     counts = [0] * MINUTES
     for rule, times in rules:
         for m in fire_minutes(rule, start):

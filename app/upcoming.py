@@ -14,9 +14,10 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from app import forecast
+from app import calendars, forecast
 from app.cron import Recurrence, RecurrenceError, fires_between, zone_named
 from app.db import Conn
+from app.exclusions import excluded_reason
 from app.firing import db_now, recurrence_of
 from app.forecast import Day
 from app.sql import query
@@ -105,6 +106,8 @@ class WeekRow:
     interval_seconds: int | None
     timezone: str
     days: list[Day]
+    # Per day, per fire time: why its exclusion calendar stops it (None: it runs).
+    excluded: list[list[str | None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,18 +141,23 @@ def week(
     rows = _schedules(conn, bounds[-1][1], search=search)
     shown = rows[:WEEK_SCHEDULES_SHOWN]
     computed: dict[Recurrence, list[Day]] = {}
+    found = calendars.load_many(conn, {r["calendar_id"] for r in shown if r["calendar_id"]})
     out = []
     for row in shown:
         try:
-            rule = forecast.window_rule(recurrence_of(row), bounds[0][0], bounds[-1][1])
+            rule = forecast.without_idle_bounds(recurrence_of(row), bounds[0][0], bounds[-1][1])
         except RecurrenceError:
             continue
         if rule not in computed:
             computed[rule] = forecast.days_of(rule, bounds)
+        calendar = found.get(row["calendar_id"])
+        excluded = [
+            [excluded_reason(calendar, at, rule.zone) for at in day.times] for day in computed[rule]
+        ]
         out.append(
             WeekRow(
                 row["name"], row["target"], row["cron"], row["interval_seconds"],
-                row["timezone"], computed[rule],
+                row["timezone"], computed[rule], excluded,
             )
         )  # fmt: skip
     return Week(monday, tz, days, out, len(rows) - len(shown))

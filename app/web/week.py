@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import upcoming
+from app import forecast, upcoming
 from app.db import Conn
 from app.states import Role
 from app.upcoming import Week, WeekRow
@@ -28,6 +28,7 @@ ENTRIES_PER_DAY = 200  # fires listed per day; the rest are counted
 class Entry:
     at: datetime  # on the viewer's clock
     row: WeekRow
+    excluded: str | None = None  # why the schedule's calendar stops this fire
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,11 @@ def columns(week: Week) -> list[Column]:
     for i, day in enumerate(week.days):
         bands = [(row, row.days[i].band) for row in week.rows if row.days[i].band]
         entries = sorted(
-            (Entry(at.astimezone(week.zone), row) for row in week.rows for at in row.days[i].times),
+            (
+                Entry(at.astimezone(week.zone), row, row.excluded[i][k] if row.excluded else None)
+                for row in week.rows
+                for k, at in enumerate(row.days[i].times)
+            ),
             key=lambda e: (e.at, e.row.name),
         )
         out.append(
@@ -65,6 +70,7 @@ def _monday(text: str | None) -> date | None:
 def _page(conn: Conn, monday: date | None, zone: str, search: str) -> dict[str, Any]:
     week = upcoming.week(conn, monday, zone=zone, search=search or None)
     return {
+        "band_over": forecast.BAND_OVER,
         "week": week,
         "columns": columns(week),
         "previous": (week.monday - timedelta(days=7)).isoformat(),

@@ -26,6 +26,10 @@ TINY_RUNS = {
         ["bulk submit:", "2 worker process(es)", "enqueue->start latency, idle: p50"],
     ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
+    "forecast": (
+        ["-m", "bench.forecast", "--schedules", "200", "--rounds", "1"],
+        ["mixed fleet, 200 schedules: 24-hour forecast", "worst case, 200 schedules"],
+    ),
 }
 
 

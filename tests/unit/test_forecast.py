@@ -46,12 +46,23 @@ def test_a_spring_forward_day_fires_a_skipped_time_when_the_clocks_jump() -> Non
     assert minutes_with_fires(forecast.minute_counts([(skipped, 1)], start)) == {120: 1}
 
 
-def test_a_sub_minute_interval_counts_every_fire_without_a_step_per_fire() -> None:
+def test_intervals_count_every_fire_and_those_landing_alike_are_computed_once() -> None:
     start = utc("2026-05-01T00:00")
     every_20s = Recurrence.every(20, utc("2026-04-30T23:59:50"))
-    counts = forecast.minute_counts([(every_20s, 1)], start)
+    counts = forecast.minute_counts(forecast.grouped([every_20s], start, start + DAY), start)
     assert counts[0] == 3 and counts[1439] == 3
     assert sum(counts) == sum(1 for _ in fires_between(every_20s, start, start + DAY))
+    # anchors a whole number of intervals apart fire on the same seconds of the window
+    hourly_a = Recurrence.every(3600, utc("2026-04-01T00:30"))
+    hourly_b = Recurrence.every(3600, utc("2026-04-20T05:30"))
+    ending = Recurrence.every(3600, utc("2026-04-01T00:30"), end=utc("2026-05-01T02:30"))
+    starting_later = Recurrence.every(3600, utc("2026-05-01T12:30"))
+    groups = forecast.grouped([hourly_a, hourly_b, ending, starting_later], start, start + DAY)
+    assert sorted((k.count, n) for k, n in groups if isinstance(k, forecast.Steps)) == [
+        (3, 1), (12, 1), (24, 2),
+    ]  # fmt: skip
+    counts = forecast.minute_counts(groups, start)
+    assert counts[30] == 3 and counts[150] == 3 and counts[210] == 2 and counts[750] == 3
 
 
 def test_schedules_that_share_a_rule_are_computed_once() -> None:

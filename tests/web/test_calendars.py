@@ -131,5 +131,10 @@ def test_the_week_shows_frequent_schedules_as_bands_and_filters_by_name(
     assert week.count('<span class="what">report</span>') == 7
     filtered = client.get("/calendar", params={"week": "2026-12-02", "q": "REP"}).text
     assert "pulse" not in filtered and "report" in filtered
+    calendars.create(conn, CalendarSpec("France", country="FR"), actor="alice")
+    calendars.assign(conn, "report", "France", actor="alice")
+    christmas = client.get("/calendar", params={"week": "2026-12-21", "zone": "UTC"}).text
+    assert christmas.count('class="excluded"') == 1
+    assert "excluded: public holiday in FR: Christmas Day" in christmas
     none = client.get("/calendar", params={"q": "zzz"}, headers={"HX-Request": "true"})
     assert "No active schedule matches" in none.text and "<html" not in none.text
