@@ -28,6 +28,8 @@ CELL = 10  # px of one minute in the SVG's own units; the SVG scales to its cont
 LABEL_WIDTH = 48
 TOP = 16
 LEVELS = 4
+# The SVG's own colours, so an embedded fragment reads before the stylesheet applies.
+COLOURS = ("#f1f3f5", "#b6d4f0", "#6fa8dc", "#2f6fb3", "#0b3d7a")
 MAX_INTERVAL_SECONDS = 366 * 86400
 
 
@@ -78,6 +80,7 @@ def heatmap(fc: Forecast) -> dict[str, Any]:
         "cell": CELL,
         "ticks": [{"x": LABEL_WIDTH + m * CELL, "label": f":{m:02d}"} for m in (0, 15, 30, 45)],
         "peak": peak,
+        "colours": COLOURS,
     }
 
 
