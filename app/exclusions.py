@@ -120,23 +120,32 @@ def excluded_reason(
 
 def exclude(plan: Plan, calendar: Calendar, zone: ZoneInfo) -> Plan:
     """The plan with every fire that would have run inside `calendar` recorded as
-    `excluded` instead. When no run is left to create, the overlap policy `cancel` cancels
-    nothing either: an excluded fire must not stop a run that is under way."""
+    `excluded` instead. Fires coalesced into an excluded fire say that nothing ran for
+    them. When no run is left to create, the overlap policy `cancel` cancels nothing
+    either: an excluded fire must not stop a run that is under way."""
     changed = False
     entries = []
+    stopped: set[datetime] = set()
     for entry in plan.entries:
-        reason = (
-            excluded_reason(calendar, entry.fire.at, zone) if entry.outcome in _WOULD_RUN else None
-        )
+        reason = None
+        if entry.outcome in _WOULD_RUN:
+            reason = excluded_reason(calendar, entry.fire.at, zone)
         if reason is None:
             entries.append(entry)
             continue
         changed = True
+        stopped.add(entry.fire.at)
         detail = f"{reason} (calendar {calendar.name!r})"
         if entry.fire.note:
             detail = f"{entry.fire.note}; {detail}"
         entries.append(replace(entry, outcome=FireOutcome.EXCLUDED, detail=detail, run_at=None))
     if not changed:
         return plan
+    entries = [
+        replace(e, covered_by=None, detail=f"{e.detail}; that fire was excluded, so none ran")
+        if e.outcome is FireOutcome.COALESCED and e.covered_by in stopped
+        else e
+        for e in entries
+    ]
     runs_left = any(e.outcome is FireOutcome.ENQUEUED for e in entries)
     return replace(plan, entries=entries, cancel_run_ids=plan.cancel_run_ids if runs_left else [])

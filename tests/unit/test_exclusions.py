@@ -66,3 +66,17 @@ def test_a_plan_outside_the_calendar_is_returned_as_it_was() -> None:
     assert [e.fire for e in plan.entries] == [
         Fire(utc("2026-12-21T09:00"), utc("2026-12-21T09:00").replace(tzinfo=None))
     ]
+
+
+def test_fires_coalesced_into_an_excluded_fire_say_that_nothing_ran() -> None:
+    rule = Recurrence.from_cron("0 9 * * *", "Pacific/Auckland")  # 20:00 UTC the day before
+    schedule = DueSchedule(id=uuid.uuid4(), rule=rule, next_fire_time=utc("2026-12-22T20:00"))
+    # the trigger was down for three days; the newest due fire is on Christmas Day
+    plan = plan_fires(schedule, utc("2026-12-24T20:00:05"))
+    assert [e.outcome for e in plan.entries] == [FireOutcome.COALESCED] * 2 + [FireOutcome.ENQUEUED]
+    excluded = exclude(plan, NZ, rule.zone)
+    assert [e.outcome for e in excluded.entries] == [FireOutcome.COALESCED] * 2 + [
+        FireOutcome.EXCLUDED
+    ]
+    assert all(e.covered_by is None for e in excluded.entries)
+    assert str(excluded.entries[0].detail).endswith("that fire was excluded, so none ran")
