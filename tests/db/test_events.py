@@ -16,7 +16,7 @@ from app.jobs import Outcome
 from app.lease import LeaderLease
 from app.sql import query
 from app.web.events import LISTENER_NAME, EventHub, Subscription, Topic
-from tests.waits import wait_until
+from tests.waits import wait_until, wait_until_async
 
 
 def _run(db_url: str, work: Callable[[Any], Any]) -> Any:
@@ -48,10 +48,9 @@ def test_transitions_notify_the_hub_by_topic(db_url: str) -> None:
         await hub.start()
         try:
             sub = hub.subscribe({Topic.RUNS, Topic.WORKERS, Topic.TRIGGER})
-            async with asyncio.timeout(10):
-                while await asyncio.to_thread(_listeners, db_url) != 1:
-                    await asyncio.sleep(0.02)
-            await asyncio.sleep(0.3)  # the listener's own first refresh, then quiet
+            # listening: its refresh of every topic was published and handed out; drain it
+            await wait_until_async(lambda: hub.generation >= 1 and hub.flushes >= 1, "LISTEN")
+            assert await asyncio.to_thread(_listeners, db_url) == 1
             await sub.next()
 
             def submit(c: Any) -> int:
