@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
-WIDTH, HEIGHT = 600, 160
+WIDTH, HEIGHT = 720, 200
 PAD_LEFT, PAD_BOTTOM, PAD_TOP = 44, 20, 8
 
 
@@ -25,6 +25,7 @@ class LineChart:
     width: int
     height: int
     lines: dict[str, str]  # series name -> polyline points
+    dots: dict[str, list[tuple[float, float]]]  # the same points, drawn (one alone shows)
     y_ticks: list[Tick]
     x_ticks: list[Tick]
     empty: bool
@@ -71,12 +72,13 @@ def line_chart(
     def y(value: float) -> float:
         return PAD_TOP + plot_h * (1 - min(value / top, 1.0))
 
-    lines = {
-        s: " ".join(
-            f"{x(at):.1f},{y(v):.1f}" for at, row in points if (v := row.get(s)) is not None
-        )
+    dots = {
+        s: [
+            (round(x(at), 1), round(y(v), 1)) for at, row in points if (v := row.get(s)) is not None
+        ]
         for s in series
     }
+    lines = {s: " ".join(f"{px},{py}" for px, py in dots[s]) for s in series}
     y_ticks = [Tick(y(top * f), seconds_label(top * f)) for f in (0.0, 0.5, 1.0)]
     minutes = span / 60
     x_ticks = [
@@ -86,4 +88,4 @@ def line_chart(
     last = {
         s: next((r[s] for _, r in reversed(points) if r.get(s) is not None), None) for s in series
     }
-    return LineChart(WIDTH, HEIGHT, lines, y_ticks, x_ticks, not values, last=last)
+    return LineChart(WIDTH, HEIGHT, lines, dots, y_ticks, x_ticks, not values, last=last)

@@ -108,10 +108,15 @@ def _throughput(minutes: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
         bars.append({"x": i * 10, "n": n, "failed": failed, "h": round(40 * n / peak, 1)})
     return {
         "last_minute": last_full["finished"] if last_full else 0,
-        "per_minute": round(sum(r["finished"] for r in minutes) / 60, 1),
+        "per_minute": _rate(sum(r["finished"] for r in minutes) / 60),
         "bars": bars,
         "peak": peak,
     }
+
+
+def _rate(per_minute: float) -> str:
+    """`12`, `1.5`, `0.03`: two significant figures, so a quiet hour is not `0.0`."""
+    return f"{per_minute:.2g}" if per_minute < 10 else str(round(per_minute))
 
 
 def _alerts(
