@@ -373,6 +373,13 @@ class JobRun(SQLModel, table=True):
         ),
         # The runs page filtered by status, newest first, and the overview's counts.
         sa.Index("ix_job_runs_status_id", "status", "id"),
+        # The runs page filtered by schedule, newest first.
+        sa.Index(
+            "ix_job_runs_schedule_id",
+            "schedule_id",
+            "id",
+            postgresql_where=sa.text("schedule_id IS NOT NULL"),
+        ),
     )
 
     id: int | None = Field(

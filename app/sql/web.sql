@@ -13,6 +13,14 @@ SELECT 1 AS ok;
 
 -- ---- overview -----------------------------------------------------------------------------
 
+-- name: overview_run_counts
+-- Runs by status, each count stopping at %(cap)s (shown as "10,000+"): exact where it
+-- matters to on-call, and never a scan of the whole history (index ix_job_runs_status_id).
+SELECT s.status,
+       (SELECT count(*) FROM (SELECT FROM job_runs r WHERE r.status = s.status
+                              LIMIT %(cap)s) AS capped) AS n
+FROM unnest(%(statuses)s::text[]) AS s(status);
+
 -- name: overview_pending_depth
 -- Pending runs by effective priority: how many, how many already due, and how long the
 -- oldest due one has waited (the dispatch index holds exactly these rows).
@@ -107,8 +115,8 @@ LEFT JOIN job_definitions j ON j.id = r.job_id
 LEFT JOIN schedules s ON s.id = r.schedule_id
 WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
-  AND (%(job)s::text IS NULL OR r.handler = %(job)s::text
-       OR r.job_id = (SELECT jd.id FROM job_definitions jd WHERE jd.name = %(job)s::text))
+  AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
+  AND (%(job_id)s::uuid IS NULL OR r.job_id = %(job_id)s::uuid)
   AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
   AND (%(dag_run_id)s::uuid IS NULL OR r.dag_run_id = %(dag_run_id)s::uuid)
   AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
@@ -116,6 +124,10 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
 ORDER BY r.id DESC
 LIMIT %(limit)s;
+
+-- name: run_job_by_name
+-- (read) a job definition's id from its name, for the runs filter.
+SELECT id FROM job_definitions WHERE name = %(job)s;
 
 -- name: run_schedule_by_name
 -- (read) a schedule's id from its name or its id's text, for the runs filter.

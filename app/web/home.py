@@ -31,6 +31,7 @@ from app.web.render import render
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SECONDS = 0.5
+COUNT_CAP = 10_000  # runs by status are counted up to this, then shown as "10,000+"
 STUCK_GRACE_SECONDS = 60  # a lease expired this long ago and still running: no reaper?
 WAITING_ALERT_SECONDS = 300  # the oldest due run waited this long: not enough workers
 RISING_LAG_FACTOR = 2.0  # last 5 minutes' p99 lag against the hour's before it
@@ -53,7 +54,13 @@ def live_worker_window(request: Request) -> float:
 def overview(conn: Conn, stale_seconds: float = 60.0) -> dict[str, Any]:
     now = _db_now(conn)
     params = {"now": None}
-    counts = {r["status"]: r["n"] for r in conn.execute(query("web", "home_run_counts"))}
+    statuses = [s.value for s in RunStatus]
+    counts = {
+        r["status"]: r["n"]
+        for r in conn.execute(
+            query("web", "overview_run_counts"), {"statuses": statuses, "cap": COUNT_CAP}
+        )
+    }
     depth = conn.execute(query("web", "overview_pending_depth"), params).fetchall()
     minutes = conn.execute(query("web", "overview_minutes"), params).fetchall()
     workers = conn.execute(
@@ -71,7 +78,8 @@ def overview(conn: Conn, stale_seconds: float = 60.0) -> dict[str, Any]:
     points = [(r["minute"], {"p50": r["lag_p50"], "p99": r["lag_p99"]}) for r in minutes]
     finished_last_hour = sum(r["finished"] for r in minutes)
     return {
-        "status_counts": [(s.value, counts.get(s.value, 0)) for s in RunStatus],
+        "status_counts": [(s, counts.get(s, 0)) for s in statuses],
+        "count_cap": COUNT_CAP,
         "live_workers": live_workers,
         "pending_depth": depth,
         "pending_total": sum(r["n"] for r in depth),
