@@ -18,6 +18,7 @@ import json
 import re
 import statistics
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -91,7 +92,7 @@ FROM generate_series(0, 59) AS i
 PAGE_QUERIES: list[tuple[str, str, dict[str, Any]]] = [
     ("web", "overview_run_counts", {"statuses": ["completed", "failed"], "cap": 10_000}),
     ("web", "overview_pending_depth", {"now": None}),
-    ("web", "overview_minutes", {"now": None}),
+    ("web", "overview_minutes", {"since": datetime.now(UTC) - timedelta(hours=1)}),
     ("web", "overview_live_workers", {"now": None, "stale_seconds": 30}),
     ("web", "overview_poison_jobs", {"now": None}),
     ("web", "overview_lease_expiries", {"now": None}),

@@ -33,18 +33,16 @@ FROM job_runs WHERE status = 'pending'
 GROUP BY priority ORDER BY priority DESC;
 
 -- name: overview_minutes
--- The last hour minute by minute: runs finished, and schedule lag (started_at - run_at)
+-- Minute by minute since %(since)s: runs finished, and schedule lag (started_at - run_at)
 -- p50/p99 of the runs that started in that minute. Ended runs come from the two
--- finished_at indexes, running ones from the lease index; a run started in the last hour
--- is in one of them.
+-- finished_at indexes, running ones from the lease index; a run started since then is in
+-- one of them. The overview keeps past minutes and asks only for the last ones.
 WITH recent AS (
     SELECT status, run_at, started_at, finished_at FROM job_runs
-    WHERE status IN ('completed', 'cancelled', 'skipped')
-      AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    WHERE status IN ('completed', 'cancelled', 'skipped') AND finished_at >= %(since)s
     UNION ALL
     SELECT status, run_at, started_at, finished_at FROM job_runs
-    WHERE status IN ('failed', 'timed_out')
-      AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    WHERE status IN ('failed', 'timed_out') AND finished_at >= %(since)s
     UNION ALL
     SELECT status, run_at, started_at, finished_at FROM job_runs WHERE status = 'running'
 ), finished AS (
@@ -57,7 +55,7 @@ WITH recent AS (
            percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - run_at)) AS p99,
            count(*) AS started
     FROM recent
-    WHERE started_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    WHERE started_at >= %(since)s
     GROUP BY 1
 )
 SELECT coalesce(f.minute, l.minute) AS minute, coalesce(f.finished, 0) AS finished,

@@ -51,7 +51,28 @@ def live_worker_window(request: Request) -> float:
     return seconds
 
 
-def overview(conn: Conn, stale_seconds: float = 60.0) -> dict[str, Any]:
+class Minutes:
+    """The last hour minute by minute. A minute that has passed no longer changes (its runs
+    have started and, where counted, finished), so it is read once and kept; each refresh
+    reads only the minutes since the last kept one."""
+
+    def __init__(self) -> None:
+        self.kept: dict[datetime, dict[str, Any]] = {}
+
+    def read(self, conn: Conn, now: datetime) -> list[dict[str, Any]]:
+        hour_ago = now - timedelta(hours=1)
+        settled = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
+        self.kept = {m: row for m, row in self.kept.items() if m >= hour_ago}
+        since = max([hour_ago, *(m + timedelta(minutes=1) for m in self.kept)])
+        fresh = conn.execute(query("web", "overview_minutes"), {"since": since}).fetchall()
+        rows = {**self.kept, **{r["minute"]: r for r in fresh if r["minute"] >= since}}
+        self.kept.update({r["minute"]: r for r in fresh if since <= r["minute"] < settled})
+        return [rows[m] for m in sorted(rows) if m >= hour_ago]
+
+
+def overview(
+    conn: Conn, stale_seconds: float = 60.0, minutes_kept: Minutes | None = None
+) -> dict[str, Any]:
     now = _db_now(conn)
     params = {"now": None}
     statuses = [s.value for s in RunStatus]
@@ -62,7 +83,7 @@ def overview(conn: Conn, stale_seconds: float = 60.0) -> dict[str, Any]:
         )
     }
     depth = conn.execute(query("web", "overview_pending_depth"), params).fetchall()
-    minutes = conn.execute(query("web", "overview_minutes"), params).fetchall()
+    minutes = (minutes_kept or Minutes()).read(conn, now)
     workers = conn.execute(
         query("web", "overview_live_workers"), {**params, "stale_seconds": stale_seconds}
     ).fetchone()
@@ -199,6 +220,7 @@ class Snapshot:
         self._generation = -1
         self._at = 0.0
         self._lock: asyncio.Lock | None = None
+        self._minutes = Minutes()
 
     async def get(self, request: Request, *, fresh: bool = False) -> dict[str, Any]:
         if self._lock is None:
@@ -208,7 +230,9 @@ class Snapshot:
             generation = hub.generation
             stale = time.monotonic() - self._at > SNAPSHOT_SECONDS
             if fresh or stale or self._value is None or generation != self._generation:
-                self._value = await call(request, overview, live_worker_window(request))
+                self._value = await call(
+                    request, overview, live_worker_window(request), self._minutes
+                )
                 self._generation, self._at = generation, time.monotonic()
             return self._value
 
