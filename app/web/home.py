@@ -1,9 +1,10 @@
 """The overview (home page, live for on-call) and the health check.
 
-Everything on the overview comes from named queries backed by indexes (`web.sql`). The
-figures are read once per `SNAPSHOT_SECONDS` per web process and shared by every
-browser: an SSE tick makes each open overview re-fetch, and a hundred wall screens should
-cost the database one set of queries, not a hundred.
+Everything on the overview comes from named queries backed by indexes (`web.sql`). An SSE
+tick makes every open overview re-fetch at once; those re-fetches share one reading of the
+figures per web process (`Snapshot`), so a hundred wall screens cost the database one set
+of queries, not a hundred. A page load always reads afresh. The hour's past minutes are
+read once and kept (`Minutes`).
 """
 
 from __future__ import annotations
