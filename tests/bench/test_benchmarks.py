@@ -30,6 +30,18 @@ TINY_RUNS = {
         ["-m", "bench.forecast", "--schedules", "200", "--rounds", "1"],
         ["mixed fleet, 200 schedules: 24-hour forecast", "worst case, 200 schedules"],
     ),
+    "sse": (
+        ["-m", "bench.sse", "--clients", "10", "--rate", "500", "--seconds", "2"],
+        [
+            "10 SSE clients connected",
+            "change -> client delay: p50",
+            "LISTEN connections of the web process: 1",
+        ],
+    ),
+    "pages": (
+        ["-m", "bench.pages", "--runs", "3000", "--schedules", "20", "--samples", "2"],
+        ["page render time over 2 requests", "overview (live refresh)", "run_list status"],
+    ),
 }
 
 
