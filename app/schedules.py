@@ -656,6 +656,25 @@ def next_fires(row: Mapping[str, Any], count: int = PREVIEW_FIRES) -> list[Fire]
     return list(itertools.islice(fires_after(rule, row["next_fire_time"] - EPSILON), count))
 
 
+LIST_LIMIT = 500  # schedules listed on one page
+
+
+def search(
+    conn: Conn, name: str | None, target: str | None, paused: bool | None
+) -> list[dict[str, Any]]:
+    """Schedules whose name / job or workflow name contain the words given, paused or not."""
+    params = {"name": _like(name), "target": _like(target), "paused": paused,
+              "limit": LIST_LIMIT}  # fmt: skip
+    return conn.execute(query("schedules", "schedule_search"), params).fetchall()
+
+
+def _like(text: str | None) -> str | None:
+    """`text` as a literal ILIKE fragment (its % and _ match themselves)."""
+    if not text:
+        return None
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def fire_page(
     conn: Conn, schedule_id: uuid.UUID, before: datetime | None, limit: int = FIRE_PAGE_SIZE
 ) -> list[dict[str, Any]]:

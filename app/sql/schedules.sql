@@ -206,3 +206,17 @@ FROM job_runs r
 WHERE r.schedule_id = %(id)s AND r.dag_run_id IS NULL
 ORDER BY r.fire_time DESC
 LIMIT 1;
+
+-- name: schedule_search
+-- The schedules list with its filters, each ignored when null: part of the name, part of
+-- the job's or workflow's name, paused or not.
+SELECT s.*, j.name AS job_name, j.handler, w.name AS workflow_name
+FROM schedules s
+LEFT JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN workflows w ON w.id = s.workflow_id
+WHERE (%(name)s::text IS NULL OR s.name ILIKE '%%' || %(name)s || '%%')
+  AND (%(target)s::text IS NULL OR j.name ILIKE '%%' || %(target)s || '%%'
+       OR w.name ILIKE '%%' || %(target)s || '%%')
+  AND (%(paused)s::boolean IS NULL OR s.active = NOT %(paused)s)
+ORDER BY s.name, s.id
+LIMIT %(limit)s;
