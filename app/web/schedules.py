@@ -117,6 +117,12 @@ def _values_of_row(row: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+def _kept_on_edit(row: dict[str, Any]) -> dict[str, Any]:
+    """The form values an edit does not change (name and target), from the stored row."""
+    stored = _values_of_row(row)
+    return {f: stored[f] for f in ("name", "target_kind", "job", "workflow")}
+
+
 def _whole(text: str, field: str, label: str) -> int:
     if not (text.isascii() and text.isdigit()):
         raise FormError(field, f"{label} must be a whole number")
@@ -239,13 +245,15 @@ async def new(request: Request) -> Response:
 def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[str, Any]:
     """What the preview shows for the form as typed: the rule, the next fires, or the
     error next to its field."""
+    anchor = None
+    if editing is not None:
+        stored = _schedule(conn, editing)
+        values = {**values, **_kept_on_edit(stored)}
+        anchor = stored["created_at"]
     try:
         spec = _spec(values)
     except FormError as exc:
         return {"errors": {exc.field: str(exc)}}
-    anchor = None
-    if editing is not None:
-        anchor = _schedule(conn, editing)["created_at"]
     try:
         fires, warnings = schedules.preview(spec, schedules.db_now(conn), anchor=anchor)
     except ScheduleError as exc:
@@ -269,9 +277,8 @@ async def _save(request: Request, name: str | None) -> Response:
     values = _values(form)
     actor = current_user(request).username
     page = await call(request, _form_page, name)
-    if name is not None:  # the name and target are not edited: keep the stored ones
-        stored = _values_of_row(page["schedule"])
-        values.update({f: stored[f] for f in ("name", "target_kind", "job", "workflow")})
+    if name is not None:
+        values.update(_kept_on_edit(page["schedule"]))
     try:
         spec = _spec(values)
         if name is None:

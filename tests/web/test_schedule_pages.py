@@ -67,6 +67,10 @@ def test_an_editor_creates_a_schedule_from_a_preset_and_edits_it(
 
     edit = client.get("/schedules/morning%20report/edit").text
     assert 'value="weekdays" selected' in edit and 'value="09:00"' in edit
+    edited = {k: v for k, v in FORM.items() if k not in ("name", "job")}
+    shown = post(client, "/schedules/preview", {**edited, "editing": "morning report",
+                                               "preset": "daily", "at": "07:30"}).text  # fmt: skip
+    assert "At 07:30" in shown and "error" not in shown
     saved = post(client, "/schedules/morning%20report/edit", {**FORM, "preset": "daily",
                                                                "at": "07:30"})  # fmt: skip
     assert saved.status_code == 303
