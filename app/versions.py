@@ -87,13 +87,14 @@ class Version:
 
 
 def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:
-    """Field-by-field differences, in the after-snapshot's field order (then removed ones)."""
+    """Field-by-field differences, in the after-snapshot's field order (then removed ones).
+    Against nothing (`before` None, the first version) every field set is a change."""
     old = before or {}
     fields = [*after, *(f for f in old if f not in after)]
     return [
         Change(f, old.get(f), after.get(f))
         for f in fields
-        if before is None or _same(old.get(f)) != _same(after.get(f))
+        if _same(old.get(f)) != _same(after.get(f))
     ]
 
 

@@ -250,6 +250,9 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
         stored = _schedule(conn, editing)
         values = {**values, **_kept_on_edit(stored)}
         anchor = stored["created_at"]
+    # The preview is about when it runs: a name or job not chosen yet is for the save.
+    values = {**values, "name": values["name"] or "preview", "job": values["job"] or "-",
+              "workflow": values["workflow"] or "-"}  # fmt: skip
     try:
         spec = _spec(values)
     except FormError as exc:
