@@ -24,6 +24,7 @@ from app import job_definitions, schedules, versions, workflows
 from app.cron import DstRepeated, DstSkipped, RecurrenceError, zone_named
 from app.db import Conn
 from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.job_definitions import JobError
 from app.schedule_presets import (
     DAYS,
     MINUTE_STEPS,
@@ -43,23 +44,28 @@ from app.web.render import redirect, render
 
 ZONE_COOKIE = "sundial_tz"
 ZONES = sorted(available_timezones())
-TEXT_FIELDS = ("name", "target_kind", "job", "workflow", "preset", "every_minutes", "minute",
-               "at", "cron", "every", "unit", "timezone", "catchup", "overlap", "spread_seconds",
-               "dst_skipped", "dst_repeated", "auto_pause_after")  # fmt: skip
+TEXT_FIELDS = ("name", "target_kind", "job", "workflow", "handler", "args", "preset",
+               "every_minutes", "minute", "at", "cron", "every", "unit", "timezone", "catchup",
+               "overlap", "spread_seconds", "dst_skipped", "dst_repeated",
+               "auto_pause_after")  # fmt: skip
 DEFAULTS = {
-    "target_kind": "job", "preset": Preset.WEEKDAYS.value, "every_minutes": "15",
-    "minute": "0", "at": "09:00", "every": "30", "unit": "minutes", "timezone": "UTC",
+    "target_kind": "job", "handler": "", "args": "{}", "preset": Preset.WEEKDAYS.value,
+    "every_minutes": "15", "minute": "0", "at": "09:00", "every": "30", "unit": "minutes",
+    "timezone": "UTC",
     "catchup": "latest", "overlap": OverlapPolicy.SKIP.value,
     "spread_seconds": str(DEFAULT_SPREAD_SECONDS),
     "dst_skipped": DstSkipped.SHIFT.value, "dst_repeated": DstRepeated.FIRST.value,
 }  # fmt: skip
+# What a schedule may run, and the form field that names it: an existing job, a workflow,
+# or a new job made with the schedule from a handler and its arguments.
+TARGET_FIELDS = {"job": "job", "workflow": "workflow", "new": "handler"}
 CHOICE_FIELDS = ("preset", "every_minutes", "minute", "at", "cron", "every", "unit")
 # Which form field a domain refusal concerns, by the words of its message.
 _FIELD_WORDS = (
     ("already exists", "name"), ("schedule name", "name"), ("time zone", "timezone"),
     ("cron", "cron"), ("never fire", "cron"), ("interval", "every"), ("catch-up", "catchup"),
     ("spread", "spread_seconds"), ("auto-pause", "auto_pause_after"), ("workflow", "workflow"),
-    ("job", "job"), ("handler", "job"),
+    ("job", "job"), ("handler", "handler"), ("args", "args"),
 )  # fmt: skip
 FLASHES = {
     "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
@@ -152,12 +158,18 @@ def _spec(values: dict[str, Any]) -> ScheduleSpec:
     except ValueError:
         raise FormError("form", "choose one of the options offered") from None
     auto_pause = values["auto_pause_after"]
-    by_workflow = values["target_kind"] == "workflow"
+    kind = values["target_kind"] if values["target_kind"] in TARGET_FIELDS else "job"
     if not values["name"]:
         raise FormError("name", "give the schedule a name")
-    if not values["workflow" if by_workflow else "job"]:
-        wanted = "workflow" if by_workflow else "job"
-        raise FormError(wanted, f"choose the {wanted} this schedule runs")
+    if not values[TARGET_FIELDS[kind]]:
+        wanted = "handler" if kind == "new" else kind
+        raise FormError(TARGET_FIELDS[kind], f"choose the {wanted} this schedule runs")
+    args: dict[str, Any] = {}
+    if kind == "new":
+        try:
+            args = job_definitions.parse_args(values["args"])
+        except JobError as exc:
+            raise FormError("args", str(exc)) from None
     return ScheduleSpec(
         name=values["name"], cron=rule.cron, every_seconds=rule.every_seconds,
         timezone=values["timezone"], overlap=overlap, catchup=catchup,
@@ -167,8 +179,10 @@ def _spec(values: dict[str, Any]) -> ScheduleSpec:
         auto_pause_after=(
             _whole(auto_pause, "auto_pause_after", "auto-pause after") if auto_pause else None
         ),
-        job=None if by_workflow else (values["job"] or None),
-        workflow=(values["workflow"] or None) if by_workflow else None,
+        job=values["job"] if kind == "job" else None,
+        workflow=values["workflow"] if kind == "workflow" else None,
+        handler=values["handler"] if kind == "new" else None,
+        args=args,
     )  # fmt: skip
 
 
@@ -182,8 +196,8 @@ def _field_of(message: str, values: dict[str, Any]) -> str:
         if words in message:
             if field == "cron":
                 return _rule_field(values)
-            if field in ("job", "workflow"):
-                return "workflow" if values["target_kind"] == "workflow" else "job"
+            if field in ("job", "workflow", "handler"):
+                return TARGET_FIELDS.get(values["target_kind"], "job")
             return field
     return "form"
 
@@ -195,6 +209,8 @@ def _choices(conn: Conn) -> dict[str, Any]:
     return {
         "jobs": [j["name"] for j in job_definitions.list_all(conn)],
         "workflows": [w["name"] for w in workflows.list_all(conn)],
+        "handlers": job_definitions.handler_choices(conn),
+        "admin_only": job_definitions.DANGEROUS_HANDLERS,
         "zones": ZONES, "presets": PRESET_LABELS, "minute_steps": MINUTE_STEPS, "days": DAYS,
         "overlaps": [p.value for p in OverlapPolicy],
     }  # fmt: skip
@@ -252,7 +268,8 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
         anchor = stored["created_at"]
     # The preview is about when it runs: a name or job not chosen yet is for the save.
     values = {**values, "name": values["name"] or "preview", "job": values["job"] or "-",
-              "workflow": values["workflow"] or "-"}  # fmt: skip
+              "workflow": values["workflow"] or "-", "handler": values["handler"] or "-",
+              "target_kind": "job"}  # fmt: skip
     try:
         spec = _spec(values)
     except FormError as exc:
@@ -278,12 +295,17 @@ async def _save(request: Request, name: str | None) -> Response:
     """Create (`name` None) or update; the form again (422) with the error by its field."""
     form = await request.form()
     values = _values(form)
-    actor = current_user(request).username
+    user = current_user(request)
+    actor, admin = user.username, user.may(Role.ADMIN)
     page = await call(request, _form_page, name)
     if name is not None:
         values.update(_kept_on_edit(page["schedule"]))
     try:
         spec = _spec(values)
+        if spec.handler in job_definitions.DANGEROUS_HANDLERS and not admin:
+            raise FormError(
+                "handler", f"only an admin may schedule a job that runs {spec.handler!r}"
+            )
         if name is None:
             await call(request, schedules.create_schedule, spec, actor=actor)
         else:

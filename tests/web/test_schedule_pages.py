@@ -116,6 +116,19 @@ def test_the_preview_shows_the_sentence_and_next_fires_in_both_zones_with_dst_no
         ({"name": ""}, "name", "give the schedule a name"),
         ({"spread_seconds": "lots"}, "spread_seconds", "whole number"),
         ({"catchup": "sometimes"}, "catchup", "catch-up must be"),
+        (
+            {"target_kind": "new", "handler": "noop", "args": "{oops"},
+            "args",
+            "args are not valid JSON",
+        ),
+        (
+            {"target_kind": "new", "handler": "noop", "args": "[1]"},
+            "args",
+            "args must be a JSON object",
+        ),
+        ({"target_kind": "new", "handler": ""}, "handler", "choose the handler"),
+        ({"target_kind": "new", "handler": "shell"}, "handler", "only an admin may"),
+        ({"target_kind": "workflow", "workflow": "nope"}, "workflow", "no workflow named"),
     ],
 )
 def test_bad_input_gets_its_message_next_to_the_field_and_nothing_is_saved(
@@ -128,12 +141,22 @@ def test_bad_input_gets_its_message_next_to_the_field_and_nothing_is_saved(
 ) -> None:
     client = as_role("editor")
     preview = post(client, "/schedules/preview", {**FORM, **change}).text
-    # the preview is about the rule; a missing name or job is refused on saving
-    assert (message in preview) == (field not in ("name", "job"))
+    # the preview is about the rule; its name and target are checked on saving
+    assert (message in preview) == (field not in ("name", "job", "handler", "args", "workflow"))
     refused = post(client, "/schedules", {**FORM, **change}, **{"HX-Request": "true"})
     assert refused.status_code == 422
     assert f'id="{field}-error"' in refused.text and message in refused.text
     assert count(conn, "schedules") == 0 and actions(conn) == []
+
+
+def test_a_schedule_may_make_its_own_job_from_a_handler_and_arguments(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    data = {**FORM, "target_kind": "new", "handler": "noop", "args": '{"to": "ops"}', "job": ""}
+    assert post(as_role("editor"), "/schedules", data).status_code == 303
+    job = conn.execute("SELECT name, handler, args FROM job_definitions").fetchone()
+    assert job == {"name": "morning report", "handler": "noop", "args": {"to": "ops"}}
+    assert conn.execute("SELECT owns_job FROM schedules").fetchone()["owns_job"] is True
 
 
 def test_a_duplicate_name_is_refused_next_to_the_name(
