@@ -1,4 +1,5 @@
-// The schedule editor shows only the fields of the chosen preset. Without this script
+// The schedule editor shows only the fields of the chosen preset (and the new job's
+// fields only when a new job is chosen). Without this script
 // every field shows, and the server ignores those the preset does not use.
 (function () {
   "use strict";
@@ -10,6 +11,10 @@
     form.querySelectorAll("[data-presets]").forEach(function (field) {
       var wanted = field.getAttribute("data-presets").split(" ");
       field.hidden = wanted.indexOf(preset.value) === -1;
+    });
+    var chosen = form.querySelector('input[name="target_kind"]:checked');
+    form.querySelectorAll("[data-target]").forEach(function (field) {
+      field.hidden = !chosen || chosen.value !== field.getAttribute("data-target");
     });
   }
   function setUp(root) {
