@@ -1,10 +1,31 @@
-// Tells Sundial the viewer's time zone (a cookie the server reads), and on a page that had
-// to guess it (UTC), shows the page once more on the viewer's own clock.
+// The viewer's time zone, so pages can show times on the viewer's own clock: kept in a
+// cookie the server reads (`app/web/viewer_zone.py`), copied into the hidden `viewer_zone`
+// field of forms, and, on a page that had to guess it (UTC), the page shown once more on
+// the viewer's own clock.
 (function () {
+  "use strict";
   var zone = "";
-  try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { return; }
-  if (!zone) { return; }
-  document.cookie = "sundial_zone=" + encodeURIComponent(zone) + "; path=/; SameSite=Lax; max-age=31536000";
+  try {
+    zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+  } catch (e) {
+    return;
+  }
+  if (!zone) {
+    return;
+  }
+  var cookie = "sundial_zone=" + encodeURIComponent(zone);
+  if (document.cookie.split("; ").indexOf(cookie) === -1) {
+    document.cookie = cookie + "; path=/; max-age=31536000; samesite=lax";
+  }
+  function fill(root) {
+    root.querySelectorAll('input[name="viewer_zone"]').forEach(function (input) {
+      input.value = zone;
+    });
+  }
+  fill(document);
+  document.addEventListener("htmx:load", function (event) {
+    fill(event.target);
+  });
   var guessed = document.querySelector("[data-guess-zone]");
   if (guessed && zone !== "UTC" && guessed.value !== zone) {
     var url = new URL(window.location.href);

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
+from starlette.datastructures import FormData
 from starlette.requests import Request
 
 from app.cron import RecurrenceError, zone_named
@@ -26,3 +27,15 @@ def viewer_zone(request: Request) -> tuple[str, bool]:
                 continue
             return candidate, chosen
     return DEFAULT_ZONE, False
+
+
+def zone_of(request: Request, form: FormData | None = None) -> str:
+    """The viewer's zone for a form post: its hidden `viewer_zone` field first."""
+    wanted = str(form.get("viewer_zone", "")) if form is not None else ""
+    if wanted:
+        try:
+            zone_named(wanted)
+            return wanted
+        except RecurrenceError:
+            pass
+    return viewer_zone(request)[0]
