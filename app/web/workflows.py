@@ -213,7 +213,6 @@ async def show(request: Request) -> Response:
     )  # fmt: skip
 
 
-
 @requires(Role.EDITOR)
 async def new(request: Request) -> Response:
     page = await call(request, _form_page, None)
