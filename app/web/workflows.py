@@ -226,7 +226,11 @@ async def new(request: Request) -> Response:
 async def edit(request: Request) -> Response:
     name = request.path_params["name"]
     page = await call(request, _form_page, name)
-    return _editor(request, _draft_from(page["workflow"]), page, editing=name)
+    draft = _draft_from(page["workflow"])
+    if len(draft.rows) > MAX_EDITOR_STEPS:
+        return render(request, "workflows/edit.html", editing=name, too_large=len(draft.rows),
+                      limit=MAX_EDITOR_STEPS)  # fmt: skip
+    return _editor(request, draft, page, editing=name)
 
 
 async def _save(request: Request, name: str | None) -> Response:

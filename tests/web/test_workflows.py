@@ -4,6 +4,7 @@ roles, CSRF, escaping, delete refusal, run now, and an audit row for each change
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -333,3 +334,20 @@ def test_job_versions_show_what_changed_and_roll_back(
     ).fetchall()
     assert [a["action"] for a in actions] == ["job.create", "job.update", "job.rollback"]
     assert client.get("/jobs/nope/history").status_code == 404
+
+
+def test_a_workflow_too_large_for_the_editor_is_shown_but_edited_as_json(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    from app import workflows
+
+    jobs(conn, "pull")
+    chain = [f"s{i}" for i in range(250)]
+    steps = {name: workflows.Step("pull") for name in chain}
+    edges = list(itertools.pairwise(chain))
+    workflows.define(conn, workflows.WorkflowSpec("big", steps, edges), actor="test")
+    client = as_role("editor")
+    page = client.get("/workflows/big")
+    assert page.status_code == 200 and page.text.count('class="dag-node"') == 250
+    edit = client.get("/workflows/big/edit").text
+    assert "250 steps, more than the editor takes (200)" in edit and "step_name" not in edit
