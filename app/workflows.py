@@ -109,10 +109,7 @@ def define(
     _check_fields(spec)
     _check_shape(spec)
     jobs = _jobs_named(conn, {s.job for s in spec.steps.values()})
-    try:
-        refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
-    except UsageError as exc:
-        raise WorkflowError(str(exc), "steps") from None
+    refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
     with conn.transaction():
         existing = conn.execute(
             query("workflows", "workflow_lock_by_name"), {"name": spec.name}

@@ -255,6 +255,8 @@ async def _save(request: Request, name: str | None) -> Response:
             return redirect(request, _url(spec.name))
         except WorkflowError as exc:
             errors = _field_errors(exc, draft)
+        except UsageError as exc:  # a step's job runs a handler the fleet turned off
+            errors = {"steps": str(exc)}
     return _editor(request, draft, page, editing=name, errors=errors, status_code=422)
 
 

@@ -351,3 +351,18 @@ def test_a_workflow_too_large_for_the_editor_is_shown_but_edited_as_json(
     assert page.status_code == 200 and page.text.count('class="dag-node"') == 250
     edit = client.get("/workflows/big/edit").text
     assert "250 steps, more than the editor takes (200)" in edit and "step_name" not in edit
+
+
+def test_a_step_whose_job_runs_a_disabled_handler_is_refused_next_to_the_steps(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    from app.handlers.gate import set_shell_enabled
+
+    set_shell_enabled(conn, True, actor="test")
+    create(conn, JobSpec("cleanup", "shell", {"command": "true"}), actor="test")
+    set_shell_enabled(conn, False, actor="test")
+    client = as_role("editor")
+    refused = post(client, "/workflows", form("nightly", [("clean", "cleanup", [])]))
+    assert refused.status_code == 422
+    assert 'id="steps-error" role="alert">the shell handler is disabled' in refused.text
+    assert count(conn, "workflows") == 0
