@@ -34,6 +34,7 @@ from app.web import (
     schedules,
     week,
     workers,
+    workflows,
 )
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
@@ -62,6 +63,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *forecast.routes,
         *week.routes,
         *calendars.routes,
+        *workflows.routes,
         *audit.routes,
         *runs.routes,
         *workers.routes,
