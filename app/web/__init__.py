@@ -1,4 +1,5 @@
-"""The web process: the dashboard, /healthz.
+"""The web process: the dashboard, the JSON API (`app.web.api`), /healthz, /readyz,
+/metrics.
 
 `create_app` assembles it: security middleware (CSRF on every unsafe request, security
 headers), the route list of each resource module (its `routes`, paths in full so `/jobs`
@@ -19,7 +20,8 @@ from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.resources import STATIC_DIR
-from app.web import audit, auth, errors, home, jobs, schedules
+from app.web import audit, auth, errors, home, jobs, observability, schedules, tokens
+from app.web.api import routes as api_routes
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
 
@@ -42,6 +44,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *jobs.routes,
         *schedules.routes,
         *audit.routes,
+        *tokens.routes,
+        *observability.routes,
+        *api_routes,  # the JSON API, under /api/v1
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]
     app = Starlette(

@@ -33,6 +33,7 @@ EXPECTED_TABLES = {
     "workflow_edges",
     "dag_runs",
     "fleet_settings",
+    "api_tokens",
     "alembic_version",
 }
 
