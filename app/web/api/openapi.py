@@ -4,7 +4,6 @@ reference page that shows it to people (server-rendered, no script)."""
 
 from __future__ import annotations
 
-import functools
 import re
 import uuid
 from collections.abc import Sequence
@@ -75,9 +74,9 @@ def _parameters(route: Route, op: Operation) -> list[dict[str, Any]]:
             schema = {"type": "string", "format": "uuid"}
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     if op.query is not None:
-        schema = op.query.model_json_schema(ref_template=_REF)
+        schema = op.query.model_json_schema()
         for name, prop in schema.get("properties", {}).items():
-            prop = dict(prop)
+            prop = _query_schema(prop, schema.get("$defs", {}))
             description = prop.pop("description", None)
             param: dict[str, Any] = {"name": name, "in": "query", "required": False}
             param["schema"] = prop
@@ -85,6 +84,20 @@ def _parameters(route: Route, op: Operation) -> list[dict[str, Any]]:
                 param["description"] = description
             params.append(param)
     return params
+
+
+def _query_schema(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter's schema, standalone: a query string has no null (an optional
+    parameter is left out), and enums are inlined."""
+    prop = dict(prop)
+    options = [o for o in prop.pop("anyOf", []) if o.get("type") != "null"]
+    if options:
+        prop.update(options[0])
+    if "$ref" in prop:
+        prop.update(defs[prop.pop("$ref").rsplit("/", 1)[-1]])
+    if prop.get("default") is None:
+        prop.pop("default", None)
+    return prop
 
 
 def _operation(route: Route, method: str, op: Operation) -> dict[str, Any]:
@@ -119,8 +132,8 @@ def _operation(route: Route, method: str, op: Operation) -> dict[str, Any]:
     return doc
 
 
-@functools.cache
-def _document(routes: tuple[BaseRoute, ...]) -> dict[str, Any]:
+def build(routes: Sequence[BaseRoute]) -> dict[str, Any]:
+    """The document of the API routes among `routes`."""
     api = _api_routes(routes)
     _, definitions = models_json_schema(
         [(m, "validation") for m in _models([op for _, op in api])], ref_template=_REF
@@ -148,7 +161,12 @@ def _document(routes: tuple[BaseRoute, ...]) -> dict[str, Any]:
 
 
 def document(request: Request) -> dict[str, Any]:
-    return _document(tuple(request.app.routes))
+    """Built once per application: the routes do not change while it runs."""
+    state = request.app.state
+    if not hasattr(state, "openapi"):
+        state.openapi = build(request.app.routes)
+    doc: dict[str, Any] = state.openapi
+    return doc
 
 
 @public

@@ -244,7 +244,8 @@ async def submit_batch(api: ApiCall) -> Response:
     return json_response(out, 201)
 
 
-@operation(Role.VIEWER, "List runs, newest first", query=RunPageQuery, response=RunPageOut)
+@operation(Role.VIEWER, "List runs, newest first", query=RunPageQuery, response=RunPageOut,
+           also=(404,))  # fmt: skip
 async def index(api: ApiCall) -> Response:
     page = await call(api.request, _page, api.query)
     return json_response(RunPageOut.model_validate(page))
