@@ -47,6 +47,7 @@ LEASE_EXPIRIES = Counter(
 LAG_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 ATTEMPT_BOUNDS = (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
 WORKER_LIVE_SECONDS = 60.0
+BOUND_EPSILON = 1e-9
 
 
 def read_fleet(conn: Conn, window_seconds: float, now: datetime | None = None) -> bytes:
@@ -88,7 +89,7 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
         blocked=one("metrics_blocked")["n"],
         finished=rows(
             "metrics_finished_recent",
-            {**window, "lag_bounds": list(LAG_BOUNDS), "attempt_bounds": list(ATTEMPT_BOUNDS)},
+            {**window, "lag_bounds": _upper(LAG_BOUNDS), "attempt_bounds": _upper(ATTEMPT_BOUNDS)},
         ),
         expired=expiries["expired"],
         requeued=expiries["requeued"],
@@ -96,6 +97,12 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
         leaders=rows("metrics_leaders", {"now": now}),
         workers=rows("metrics_workers", {"now": now, "live_seconds": WORKER_LIVE_SECONDS}),
     )
+
+
+def _upper(bounds: tuple[float, ...]) -> list[float]:
+    """Bounds for width_bucket, which puts a value equal to a bound above it; Prometheus
+    buckets hold values up to and including their bound (`le`)."""
+    return [b + BOUND_EPSILON for b in bounds]
 
 
 def _buckets(counts: dict[int, int], bounds: tuple[float, ...]) -> list[tuple[str, float]]:
