@@ -3,12 +3,14 @@ with the database (counts by status, exactly one lease expiry the reaper re-queu
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import REPO
 from tests.processes import query, run_row, services
 from tests.waits import wait_until
 from tests.web.api_client import make_token, request
@@ -96,6 +98,24 @@ def test_metrics_match_the_database_after_a_worker_is_killed_mid_run(
         assert got["sundial_oldest_due_run_age_seconds"] == {(): 0.0}
         workers = {labels for labels in got["sundial_worker_loop_lag_seconds"]}
         assert (("worker", second_id(db_url)),) in workers
+
+
+def test_the_grafana_dashboard_reads_only_metrics_sundial_exposes(
+    live_server: str, db_url: str
+) -> None:
+    exposed = request(live_server, "GET", "/metrics", make_token(db_url, "viewer", "read")).body
+    dashboard = (REPO / "static" / "grafana" / "sundial-dashboard.json").read_text()
+    used = set(re.findall(r"sundial_[a-z_]+", dashboard)) - {"sundial"}
+    assert used
+    missing = [name for name in sorted(used) if f"# TYPE {_family(name)} " not in exposed]
+    assert missing == []
+
+
+def _family(sample: str) -> str:
+    for suffix in ("_bucket", "_sum", "_count"):
+        if sample.endswith(suffix) and not sample.endswith("_attempts_per_completed_run_sum"):
+            return sample.removesuffix(suffix)
+    return sample.removesuffix("_total")
 
 
 def second_id(db_url: str) -> str:
