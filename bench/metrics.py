@@ -116,8 +116,9 @@ def main() -> None:
                 started = time.perf_counter()
                 body = metrics.read_fleet(conn, WINDOW_SECONDS)
                 timings.append((time.perf_counter() - started) * 1000)
+            p50 = statistics.median(timings)
             print(
-                f"/metrics reading with {args.runs:,} runs: p50 {statistics.median(timings):.1f} ms, "
+                f"/metrics reading with {args.runs:,} runs: p50 {p50:.1f} ms, "
                 f"max {max(timings):.1f} ms ({len(body):,} bytes)"
             )
             for name, ms in statement_times(conn).items():

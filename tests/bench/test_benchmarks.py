@@ -26,6 +26,10 @@ TINY_RUNS = {
         ["bulk submit:", "2 worker process(es)", "enqueue->start latency, idle: p50"],
     ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
+    "metrics": (
+        ["-m", "bench.metrics", "--runs", "2000", "--rounds", "2"],
+        ["/metrics reading with 2,000 runs", "no sequential scan"],
+    ),
 }
 
 

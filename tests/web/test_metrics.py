@@ -60,8 +60,10 @@ def test_metrics_match_the_database_after_a_worker_is_killed_mid_run(
     with services(db_url, tmp_path) as start:
         first = start("worker")
         wait_until(
-            lambda: all(run_row(db_url, r)["status"] == "completed" for r in quick)
-            and run_row(db_url, long_run)["status"] == "running",
+            lambda: (
+                all(run_row(db_url, r)["status"] == "completed" for r in quick)
+                and run_row(db_url, long_run)["status"] == "running"
+            ),
             "quick runs done and the long one running",
             30,
             first,

@@ -33,7 +33,7 @@ REASONS = {
     405: "Method not allowed",
     409: "Conflicts with the current state (idempotency key, run already ended)",
     413: "The body is larger than the limit",
-    422: "Invalid input; `field` names the offending field",
+    422: "Invalid input; the error's field names the offending field",
     503: "The database cannot be reached",
 }
 _PARAM = re.compile(r"{(\w+)}")
@@ -148,7 +148,7 @@ def build(routes: Sequence[BaseRoute]) -> dict[str, Any]:
             "title": TITLE,
             "version": VERSION,
             "description": "Submit and follow runs, DAGs, workflows and schedules. "
-            "Authenticate with an API token: `Authorization: Bearer <token>`. "
+            "Authenticate with an API token: Authorization: Bearer <token>. "
             "A token acts with its user's role and its scope (read: GET only).",
         },
         "servers": [{"url": "/"}],
@@ -205,6 +205,12 @@ def _limits_text(schema: dict[str, Any]) -> str:
     return ", ".join(words)
 
 
+def _plain(text: Any) -> str:
+    """Descriptions are written for the JSON document (Markdown code marks); the page
+    shows them as plain sentences."""
+    return str(text or "").replace("`", "")
+
+
 def _fields(schema: dict[str, Any]) -> list[dict[str, str]]:
     required = set(schema.get("required", []))
     return [
@@ -213,7 +219,7 @@ def _fields(schema: dict[str, Any]) -> list[dict[str, str]]:
             "type": type_text(prop),
             "required": "yes" if name in required else "no",
             "limits": _limits_text(prop),
-            "description": str(prop.get("description", "")),
+            "description": _plain(prop.get("description", "")),
         }
         for name, prop in schema.get("properties", {}).items()
     ]
@@ -228,7 +234,7 @@ async def docs(request: Request) -> Response:
             "path": path,
             "method": method.upper(),
             "summary": op["summary"],
-            "description": op.get("description", ""),
+            "description": _plain(op.get("description", "")),
             "role": op["x-sundial-role"],
             "parameters": [
                 {**p, "type": type_text(p["schema"]), "limits": _limits_text(p["schema"])}
@@ -254,9 +260,9 @@ async def docs(request: Request) -> Response:
     schemas = [
         {
             "name": name,
-            "description": schema.get("description", ""),
+            "description": _plain(schema.get("description", "")),
             "fields": _fields(schema),
-            "values": ", ".join(str(v) for v in schema.get("enum", [])),
+            "enum_values": ", ".join(str(v) for v in schema.get("enum", [])),
         }
         for name, schema in sorted(doc["components"]["schemas"].items())
     ]

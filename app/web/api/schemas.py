@@ -146,7 +146,7 @@ class RunPageQuery(Strict):
     handler: Name | None = None
     schedule: Name | None = Field(None, description="Runs of this schedule.")
     before: Annotated[int, Field(ge=1, le=limits.MAX_RUN_ID)] | None = Field(
-        None, description="Keyset cursor: runs with a smaller id (the `next` of a page)."
+        None, description="Keyset cursor: runs with a smaller id (the next of a page)."
     )
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 50
 
