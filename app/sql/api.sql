@@ -18,3 +18,7 @@ FROM schedules s
 LEFT JOIN job_definitions j ON j.id = s.job_id
 LEFT JOIN workflows w ON w.id = s.workflow_id
 WHERE s.name = %(name)s;
+
+-- name: api_run_by_key
+-- (read) the run holding an idempotency key (job_runs_idempotency_key), every column.
+SELECT * FROM job_runs WHERE idempotency_key = %(key)s;

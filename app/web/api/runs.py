@@ -80,11 +80,8 @@ def _differences(new_run: NewRun, row: dict[str, Any]) -> list[str]:
 
 
 def _conflict(conn: Conn, new_run: NewRun) -> ApiError:
-    rows = conn.execute(
-        query("runs", "run_find_by_keys"), {"keys": [new_run.idempotency_key]}
-    ).fetchall()
-    row = conn.execute(query("run_reads", "run_by_id"), {"id": rows[0]["id"]}).fetchone()
-    assert row is not None
+    row = conn.execute(query("api", "api_run_by_key"), {"key": new_run.idempotency_key}).fetchone()
+    assert row is not None  # the state module found it there
     differ = _differences(new_run, row)
     return ApiError(
         409,
