@@ -35,6 +35,9 @@ def test_tokens_are_refused_when_missing_invalid_expired_or_revoked(
 
     good = make_token(db_url, "viewer", "read", username="reader")
     assert request(live_server, "GET", "/api/v1/runs", good).status == 200
+    used = query(db_url, "SELECT last_used_at FROM api_tokens WHERE token_hash = %s",
+                 tokens.hash_secret(good))  # fmt: skip
+    assert used[0]["last_used_at"] is not None
     (row,) = query(db_url, "SELECT id FROM api_tokens WHERE token_hash = %s",
                    tokens.hash_secret(good))  # fmt: skip
     tokens.revoke(conn, row["id"], actor="test")
