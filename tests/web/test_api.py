@@ -292,3 +292,26 @@ def test_metrics_needs_a_token_of_any_scope(live_server: str, db_url: str, scope
     answer = request(live_server, "GET", "/metrics", token)
     assert answer.status == 200
     assert "sundial_pending_runs" in answer.body
+
+
+def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
+    live_server: str, db_url: str
+) -> None:
+    doc = request(live_server, "GET", "/api/v1/openapi.json").body
+    read_only = make_token(db_url, "admin", "read")
+    filled = {"run_id": "1", "dag_run_id": "00000000-0000-0000-0000-000000000001", "name": "x"}
+    checked = 0
+    for path, methods in doc["paths"].items():
+        concrete = path.format(**filled)
+        for method in methods:
+            verb = method.upper()
+            body = {} if "requestBody" in methods[method] else None
+            anonymous = request(live_server, verb, concrete, None, body)
+            assert anonymous.status == 401, (verb, path, anonymous.body)
+            if verb != "GET":
+                scoped = request(live_server, verb, concrete, read_only, body)
+                assert scoped.status == 403, (verb, path, scoped.body)
+            checked += 1
+    assert checked == 23
+    assert query(db_url, "SELECT count(*) AS n FROM audit_log WHERE action LIKE 'run.%%' "
+                 "OR action LIKE 'schedule.%%'")[0]["n"] == 0  # fmt: skip
