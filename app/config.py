@@ -43,6 +43,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # Bounds of the settings: wide enough for any real deployment, narrow enough that a typo
 # (1e300, nan) is refused at start instead of overflowing a timer or a date later.
 MIN_SECONDS = 0.01
+DEFAULT_METRICS_CACHE_SECONDS = 5.0
+DEFAULT_METRICS_WINDOW_SECONDS = 300.0
 MAX_SECONDS = 86_400.0  # one day: leases, intervals, grace periods
 MAX_AGING_SECONDS = 365 * 86_400.0
 MAX_AGING_BOOST = 1000
@@ -93,6 +95,11 @@ class Settings:
     # Where the `http` handler may connect besides public addresses (see app.handlers.webhook).
     http_allow_hosts: tuple[str, ...] = ()
     http_allow_networks: tuple[IPNetwork, ...] = ()
+    # /metrics: open without a token (a scraper inside a private network), how long one
+    # reading of the database is served, and the window of the "recent" figures.
+    metrics_public: bool = False
+    metrics_cache_seconds: float = DEFAULT_METRICS_CACHE_SECONDS
+    metrics_window_seconds: float = DEFAULT_METRICS_WINDOW_SECONDS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -172,6 +179,13 @@ class Settings:
             keep_fires_days=_days(env, "SUNDIAL_KEEP_FIRES_DAYS", DEFAULT_KEEP_FIRES_DAYS),
             http_allow_hosts=tuple(h.lower() for h in _list(env, "SUNDIAL_HTTP_ALLOW_HOSTS")),
             http_allow_networks=_networks(env, "SUNDIAL_HTTP_ALLOW_NETWORKS"),
+            metrics_public=_choice(env, "SUNDIAL_METRICS_PUBLIC", "0", ("0", "1")) == "1",
+            metrics_cache_seconds=_seconds(
+                env, "SUNDIAL_METRICS_CACHE_SECONDS", DEFAULT_METRICS_CACHE_SECONDS
+            ),
+            metrics_window_seconds=_seconds(
+                env, "SUNDIAL_METRICS_WINDOW_SECONDS", DEFAULT_METRICS_WINDOW_SECONDS
+            ),
         )
 
 

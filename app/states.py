@@ -113,6 +113,15 @@ class ExecutionModel(StrEnum):
     """A fresh child process per run: killable, isolated; long or untrusted work."""
 
 
+class TokenScope(StrEnum):
+    """What an API token may do, within its user's role."""
+
+    READ = "read"
+    """GET requests only."""
+    WRITE = "write"
+    """Also submits, cancels, retries and changes what its user's role allows."""
+
+
 class Role(StrEnum):
     """What a person may do in the dashboard; each role may do everything the ones before
     it may (see `Role.rank`)."""

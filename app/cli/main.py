@@ -18,6 +18,7 @@ from app.cli.runs import add_run_commands
 from app.cli.schedules import add_schedule_commands
 from app.cli.services import PortInUse, add_service_commands
 from app.cli.text import safe
+from app.cli.tokens import add_token_commands
 from app.cli.users import add_user_commands
 from app.cli.workflows import add_workflow_commands
 from app.config import ConfigError, Settings
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_workflow_commands(sub)
     add_handler_commands(sub)
     add_user_commands(sub)
+    add_token_commands(sub)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""The web process: the dashboard, /healthz.
+"""The web process: the dashboard, the JSON API (`app.web.api`), /healthz, /readyz,
+/metrics.
 
 `create_app` assembles it: security middleware (CSRF on every unsafe request, security
 headers), the route list of each resource module (its `routes`, paths in full so `/jobs`
@@ -30,12 +31,15 @@ from app.web import (
     forecast,
     home,
     jobs,
+    observability,
     runs,
     schedules,
+    tokens,
     week,
     workers,
     workflows,
 )
+from app.web.api import routes as api_routes
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
 
@@ -68,6 +72,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *runs.routes,
         *workers.routes,
         *events.routes,
+        *tokens.routes,
+        *observability.routes,
+        *api_routes,  # the JSON API, under /api/v1
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]
     app = Starlette(

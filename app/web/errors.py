@@ -8,20 +8,34 @@ import psycopg
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from app.web.render import render
 
 log = logging.getLogger(__name__)
 
 
+def _is_api(request: Request) -> bool:
+    return request.url.path.startswith("/api/v1/")
+
+
 async def database_unavailable(request: Request, exc: Exception) -> Response:
     log.error("database unavailable for %s: %s", request.url.path, exc)
+    if _is_api(request):
+        return JSONResponse(
+            {"error": {"message": "the database cannot be reached", "field": None}}, 503
+        )
     return render(request, "shared/unavailable.html", status_code=503)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if _is_api(request):  # the JSON API answers in JSON even where no handler ran (404, 405)
+        return JSONResponse(
+            {"error": {"message": str(exc.detail), "field": None}},
+            exc.status_code,
+            headers=exc.headers,
+        )
     return render(request, "shared/error.html", status_code=exc.status_code, detail=exc.detail)
 
 

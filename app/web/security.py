@@ -6,6 +6,9 @@ HMAC(SECRET_KEY, cookie | session cookie) — as the `csrf_token` form field, or
 `X-CSRF-Token` header that `hx-headers` on <body> adds to every htmx request. A page of
 another site can neither read the cookie nor compute the token. The token is bound to the
 session cookie, so signing in gives a new one.
+
+JSON API requests (`/api/v1/...`) authenticate with a bearer token only, never a cookie, so
+one that carries a bearer token, or no session cookie at all, needs no CSRF token.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_FORM_BYTES = 1024 * 1024
+API_PREFIX = "/api/v1/"
 
 # Scripts and styles come from this origin only: no inline script, no eval.
 CONTENT_SECURITY_POLICY = (
@@ -96,7 +100,7 @@ class SecurityMiddleware:
                     )
             await send(message)
 
-        if scope["method"] in SAFE_METHODS:
+        if scope["method"] in SAFE_METHODS or _api_without_ambient_credentials(scope, cookies):
             await self.app(scope, receive, send_with_headers)
             return
         body = await _read_body(receive)
@@ -106,6 +110,16 @@ class SecurityMiddleware:
             await _refuse(send_with_headers)
             return
         await self.app(scope, _replay(body, receive), send_with_headers)
+
+
+def _api_without_ambient_credentials(scope: Scope, cookies: dict[str, str]) -> bool:
+    """A JSON API request that a browser could not have been tricked into authenticating:
+    the API reads only a bearer token, which a page of another site cannot add. A request
+    that carries a session cookie and no bearer token still needs the CSRF token."""
+    if not scope["path"].startswith(API_PREFIX):
+        return False
+    bearer = _header(scope, "authorization")[:7].lower() == "bearer "
+    return bearer or SESSION_COOKIE not in cookies
 
 
 def _cookies(scope: Scope) -> dict[str, str]:

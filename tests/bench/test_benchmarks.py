@@ -42,6 +42,10 @@ TINY_RUNS = {
         ["-m", "bench.pages", "--runs", "3000", "--schedules", "20", "--samples", "2"],
         ["page render time over 2 requests", "overview (live refresh)", "run_list status"],
     ),
+    "metrics": (
+        ["-m", "bench.metrics", "--runs", "2000", "--rounds", "2"],
+        ["/metrics reading with 2,000 runs", "no sequential scan"],
+    ),
 }
 
 

@@ -35,6 +35,7 @@ EXPECTED_TABLES = {
     "fleet_settings",
     "exclusion_calendars",
     "blackout_windows",
+    "api_tokens",
     "alembic_version",
 }
 

@@ -1,0 +1,24 @@
+-- Reads of the JSON API that no other door makes. They change nothing.
+
+-- name: api_run_page
+-- (read) runs newest first, filtered, one keyset page: ids below `before`. The primary key
+-- walks backwards; `status` pending/running use their partial indexes' order anyway.
+SELECT r.* FROM job_runs r
+WHERE (%(before)s::bigint IS NULL OR r.id < %(before)s::bigint)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
+  AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
+ORDER BY r.id DESC
+LIMIT %(limit)s;
+
+-- name: api_schedule_by_name
+-- (read) one schedule with the names of what it runs.
+SELECT s.*, j.name AS job_name, w.name AS workflow_name
+FROM schedules s
+LEFT JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN workflows w ON w.id = s.workflow_id
+WHERE s.name = %(name)s;
+
+-- name: api_run_by_key
+-- (read) the run holding an idempotency key (job_runs_idempotency_key), every column.
+SELECT * FROM job_runs WHERE idempotency_key = %(key)s;

@@ -1,0 +1,76 @@
+-- What /metrics reads. Each statement is backed by a partial index over a small set (the
+-- pending queue, running leases, blocked steps, lost attempts) or by a time window over
+-- an index of finish or fire times: none scans job_runs whole.
+
+-- name: metrics_pending
+-- (read) the queue by priority: depth, and the oldest due run's run_at (ix_job_runs_dispatch).
+SELECT priority, count(*) AS n,
+       min(run_at) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())) AS oldest_due,
+       coalesce(%(now)s::timestamptz, now()) AS now
+FROM job_runs WHERE status = 'pending'
+GROUP BY priority;
+
+-- name: metrics_running
+-- (read) runs holding a lease (ix_job_runs_lease).
+SELECT count(*) AS n FROM job_runs WHERE status = 'running';
+
+-- name: metrics_blocked
+-- (read) DAG steps waiting for upstreams (ix_job_runs_blocked).
+SELECT count(*) AS n FROM job_runs WHERE status = 'blocked';
+
+-- name: metrics_finished_recent
+-- (read) runs that ended within the window, by handler and status, with their schedule lag
+-- (started_at - run_at) and attempt count as bucket numbers of the given bounds
+-- (width_bucket: 0 below the first bound). One branch per partial index of ended runs.
+WITH ended AS (
+    SELECT handler, status, started_at, run_at, attempt FROM job_runs
+    WHERE status IN ('completed', 'cancelled', 'skipped')
+      AND finished_at > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s)
+    UNION ALL
+    SELECT handler, status, started_at, run_at, attempt FROM job_runs
+    WHERE status IN ('failed', 'timed_out')
+      AND finished_at > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s)
+)
+SELECT handler, status,
+       width_bucket(extract(epoch FROM started_at - run_at)::float8, %(lag_bounds)s::float8[])
+           AS lag_bucket,
+       width_bucket(attempt::float8, %(attempt_bounds)s::float8[]) AS attempt_bucket,
+       started_at IS NOT NULL AS started,
+       count(*) AS n,
+       coalesce(sum(extract(epoch FROM started_at - run_at)::float8), 0) AS lag_sum,
+       sum(attempt) AS attempt_sum
+FROM ended
+GROUP BY 1, 2, 3, 4, 5;
+
+-- name: metrics_lease_expiries
+-- (read) attempts the reaper declared lost (ix_job_run_attempts_lost_runs), and of those the ones
+-- it re-queued: the run went on to a later attempt or waits for one, rather than ending with
+-- the lost attempt. History pruned by retention drops out of both.
+SELECT count(*) AS expired,
+       count(*) FILTER (WHERE NOT (r.attempt = a.attempt
+                                   AND r.status IN ('failed', 'cancelled', 'timed_out')))
+           AS requeued
+FROM job_run_attempts a
+LEFT JOIN job_runs r ON r.id = a.run_id
+WHERE a.outcome = 'lost';
+
+-- name: metrics_fires_recent
+-- (read) schedule fires within the window by outcome (ix_schedule_fires_fire_time_brin).
+SELECT outcome, count(*) AS n FROM schedule_fires
+WHERE fire_time > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s)
+  AND fire_time <= coalesce(%(now)s::timestamptz, now())
+GROUP BY outcome;
+
+-- name: metrics_leaders
+-- (read) each singleton role's lease: its term and whether someone holds it now.
+SELECT name, term, lease_until > coalesce(%(now)s::timestamptz, now()) AS held
+FROM leader_leases;
+
+-- name: metrics_workers
+-- (read) what workers report: live ones (recent heartbeat, not stopped) with their load;
+-- every row, live or not, for the finishes they discarded.
+SELECT id, concurrency, stats,
+       stopped_at IS NULL
+       AND last_seen > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(live_seconds)s)
+           AS live
+FROM workers;

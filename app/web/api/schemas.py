@@ -1,0 +1,324 @@
+"""The JSON API's request and response shapes (pydantic): they validate requests and they
+are the schemas of the OpenAPI document. Ranges come from `app.limits`, the same ones the
+CLI and the pages enforce; the domain functions check them again."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from app import limits
+from app.cron import DstRepeated, DstSkipped
+from app.fires import OverlapPolicy
+from app.states import ExecutionModel, RunStatus
+
+MAX_BATCH = 1000  # runs per batch submit (the body limit holds first for large args)
+MAX_PAGE = 500
+
+Name = Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
+Priority = Annotated[int, Field(ge=-limits.MAX_PRIORITY, le=limits.MAX_PRIORITY)]
+Timeout = Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)]
+Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES)]
+Seconds = Annotated[float, Field(ge=0, le=limits.MAX_DURATION_SECONDS)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    field: str | None
+
+
+class ErrorOut(BaseModel):
+    """Every refusal: a sentence for a person and the field at fault, if one is."""
+
+    error: ErrorDetail
+
+
+# ---- runs ---------------------------------------------------------------------------------
+
+
+class RunSettings(Strict):
+    """What one run does and how. Settings left out come from the job definition (when
+    submitting by `job`) or Sundial's defaults."""
+
+    args: dict[str, Any] | None = Field(None, description="Handler arguments, a JSON object.")
+    priority: Priority | None = Field(None, description="Higher runs first. Default 1.")
+    timeout_seconds: Timeout | None = Field(None, description="Default 300.")
+    max_retries: Retries | None = Field(None, description="Default 3.")
+    execution_model: ExecutionModel | None = Field(None, description="Default async.")
+
+
+class RunIn(RunSettings):
+    """Submit one run of a handler, or of a job definition by its name."""
+
+    handler: Name | None = Field(None, description="A registered handler (or give `job`).")
+    job: Name | None = Field(None, description="A job definition's name (or give `handler`).")
+    run_at: AwareDatetime | None = Field(None, description="Do not start before this time.")
+    delay_seconds: Seconds | None = Field(None, description="Do not start before now + this.")
+    idempotency_key: (
+        Annotated[str, Field(min_length=1, max_length=limits.MAX_KEY_LENGTH)] | None
+    ) = Field(
+        None,
+        description="Submitting again with this key and the same payload returns the same "
+        "run (200); with another payload it is refused (409).",
+    )
+
+
+class RunBatchIn(Strict):
+    runs: list[RunIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class DagNodeIn(RunSettings):
+    handler: Name
+    delay_seconds: Seconds | None = None
+    after: list[Name] = Field(default_factory=list, description="Upstream node names.")
+
+
+class DagIn(Strict):
+    """A DAG: nodes by name; a node starts after all its upstreams completed."""
+
+    name: Annotated[str, Field(max_length=limits.MAX_NAME_LENGTH)] = ""
+    nodes: dict[Name, DagNodeIn] = Field(min_length=1, max_length=MAX_BATCH)
+    edges: list[Annotated[list[Name], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=list, description="[upstream, downstream] pairs."
+    )
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    worker: str | None
+    outcome: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+
+
+class RunOut(BaseModel):
+    id: int
+    status: RunStatus
+    handler: str
+    args: dict[str, Any]
+    priority: int
+    execution_model: str
+    run_at: datetime
+    attempt: int
+    max_retries: int
+    timeout_seconds: int
+    idempotency_key: str | None
+    job_id: uuid.UUID | None
+    schedule_id: uuid.UUID | None
+    dag_run_id: uuid.UUID | None
+    dag_node: str | None
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    result: Any = None
+
+
+class RunDetailOut(RunOut):
+    attempts: list[AttemptOut]
+
+
+class SubmittedOut(BaseModel):
+    created: bool = Field(description="False: the idempotency key named this existing run.")
+    run: RunOut
+
+
+class SubmittedIdOut(BaseModel):
+    id: int
+    created: bool
+
+
+class BatchOut(BaseModel):
+    runs: list[SubmittedIdOut]
+
+
+class RunPageQuery(Strict):
+    status: RunStatus | None = None
+    handler: Name | None = None
+    schedule: Name | None = Field(None, description="Runs of this schedule.")
+    before: Annotated[int, Field(ge=1, le=limits.MAX_RUN_ID)] | None = Field(
+        None, description="Keyset cursor: runs with a smaller id (the next of a page)."
+    )
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 50
+
+
+class RunPageOut(BaseModel):
+    runs: list[RunOut]
+    next: int | None = Field(description="Pass as `before` for the next page; null at the end.")
+
+
+class CancelOut(BaseModel):
+    status: RunStatus = Field(description="cancelled, or running when its worker will stop it.")
+    run: RunOut
+
+
+class RetryOut(BaseModel):
+    run: RunOut
+    unskipped: list[int] = Field(description="DAG steps that wait for this run again.")
+
+
+class DagOut(BaseModel):
+    dag_run_id: uuid.UUID
+    runs: dict[str, int]
+
+
+class DagRunStepOut(BaseModel):
+    id: int
+    dag_node: str | None
+    status: RunStatus
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+
+
+class DagRunOut(BaseModel):
+    dag_run_id: uuid.UUID
+    runs: list[DagRunStepOut]
+
+
+# ---- jobs and workflows -------------------------------------------------------------------
+
+
+class JobOut(BaseModel):
+    name: str
+    handler: str
+    args: dict[str, Any]
+    execution_model: str
+    priority: int
+    timeout_seconds: int
+    max_retries: int
+
+
+class JobListOut(BaseModel):
+    jobs: list[JobOut]
+
+
+class WorkflowStepOut(BaseModel):
+    job: str
+    args: dict[str, Any]
+
+
+class WorkflowOut(BaseModel):
+    name: str
+    description: str
+    steps: dict[str, WorkflowStepOut]
+    edges: list[list[str]] = Field(description="[upstream, downstream] pairs.")
+
+
+class WorkflowSummaryOut(BaseModel):
+    name: str
+    description: str
+    steps: int
+    schedules: int
+
+
+class WorkflowListOut(BaseModel):
+    workflows: list[WorkflowSummaryOut]
+
+
+# ---- schedules ----------------------------------------------------------------------------
+
+
+class ScheduleRules(Strict):
+    """When a schedule fires and its policies (see the README's Schedules section)."""
+
+    cron: Annotated[str, Field(min_length=1, max_length=limits.MAX_TEXT_LENGTH)] | None = None
+    every_seconds: Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)] | None = None
+    timezone: Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)] | None = None
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    overlap: OverlapPolicy | None = None
+    catchup: bool | None = None
+    catchup_limit: Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] | None = None
+    catchup_window_seconds: Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)] | None = (
+        None
+    )
+    exact_minute: bool | None = None
+    spread_seconds: Annotated[int, Field(ge=0, le=limits.MAX_DURATION_SECONDS)] | None = None
+    dst_skipped: DstSkipped | None = None
+    dst_repeated: DstRepeated | None = None
+    auto_pause_after: Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] | None = None
+
+
+class ScheduleIn(ScheduleRules, RunSettings):
+    """A new schedule of an existing job (`job`), a workflow (`workflow`), or a handler
+    with its settings (a job definition is made for it)."""
+
+    name: Name
+    job: Name | None = None
+    workflow: Name | None = None
+    handler: Name | None = None
+
+
+class ScheduleOut(BaseModel):
+    name: str
+    cron: str | None
+    every_seconds: int | None
+    timezone: str
+    next_fire_time: datetime | None
+    paused: bool
+    paused_until: datetime | None
+    job: str | None
+    workflow: str | None
+    overlap: str
+    catchup: bool
+
+
+class ScheduleListOut(BaseModel):
+    schedules: list[ScheduleOut]
+
+
+class ScheduleChangedOut(BaseModel):
+    schedule: ScheduleOut
+    warnings: list[str]
+
+
+class PauseIn(Strict):
+    note: Annotated[str, Field(max_length=limits.MAX_TEXT_LENGTH)] | None = None
+    until: AwareDatetime | None = None
+
+
+class StartedOut(BaseModel):
+    run_id: int | None
+    dag_run_id: uuid.UUID | None
+
+
+class FireOut(BaseModel):
+    fire_time: datetime
+    local_time: datetime | None
+    outcome: str
+    run_id: int | None
+    dag_run_id: uuid.UUID | None
+    detail: str | None
+
+
+class FireListOut(BaseModel):
+    fires: list[FireOut]
+
+
+class FiresQuery(Strict):
+    limit: Annotated[int, Field(ge=1, le=limits.MAX_FIRES_SHOWN)] = 50
+
+
+class NextFireOut(BaseModel):
+    at: datetime = Field(description="The instant (UTC) of the fire.")
+    local_time: datetime = Field(description="The wall-clock time it stands for, in the zone.")
+
+
+class NextFiresOut(BaseModel):
+    timezone: str
+    fires: list[NextFireOut]
+
+
+class NextFiresQuery(Strict):
+    count: Annotated[int, Field(ge=1, le=100)] = 10

@@ -1,0 +1,76 @@
+"""A small HTTP client for the JSON API tests: real requests to a real `sundial web`."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from app import tokens, users
+from tests.web.conftest import PASSWORD
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        detail: dict[str, Any] = self.body["error"]
+        return detail
+
+
+def request(
+    base: str,
+    method: str,
+    path: str,
+    token: str | None = None,
+    body: Any = None,
+    *,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> Answer:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(base + path, data=data, method=method, headers=sent)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as response:
+            return _answer(response.status, response.read(), dict(response.headers))
+    except urllib.error.HTTPError as exc:
+        return _answer(exc.code, exc.read(), dict(exc.headers))
+
+
+def _answer(status: int, payload: bytes, headers: dict[str, str]) -> Answer:
+    kind = headers.get("content-type", headers.get("Content-Type", ""))
+    body: Any = json.loads(payload) if payload and "json" in kind else payload.decode()
+    return Answer(status, body, {k.lower(): v for k, v in headers.items()})
+
+
+def make_token(
+    db_url: str,
+    role: str = "operator",
+    scope: str = "write",
+    *,
+    username: str | None = None,
+    lifetime: timedelta | None = None,
+    now: Any = None,
+) -> str:
+    """A token for a (new) user of `role`; `now` backdates its creation."""
+    name = username or f"{role}-{scope}"
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        if users.find_user(conn, name) is None:
+            users.create_user(conn, name, PASSWORD, role, actor="test")
+        made = tokens.create(
+            conn, name, scope, name="test", actor="test", lifetime=lifetime, now=now
+        )
+    return made.secret
