@@ -8,7 +8,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import audit, job_definitions, workflows
+from app import job_definitions, workflows
 from app.db import Conn
 from app.job_definitions import JobError
 from app.states import Role
@@ -39,15 +39,10 @@ def _workflow(conn: Conn, name: str) -> dict[str, Any]:
 
 
 def _run_workflow(conn: Conn, name: str, actor: str) -> Any:
-    with conn.transaction():
-        try:
-            dag = workflows.run_now(conn, name)
-        except WorkflowError as exc:
-            raise ApiError(404, str(exc)) from None
-        audit.record(
-            conn, actor, "workflow.run_now", "workflow", name, after={"dag_run_id": str(dag.id)}
-        )
-    return dag
+    try:
+        return workflows.run_now(conn, name, actor=actor)  # audited by the domain function
+    except WorkflowError as exc:
+        raise ApiError(404, str(exc)) from None
 
 
 @operation(Role.VIEWER, "List job definitions", response=JobListOut)

@@ -15,9 +15,10 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import audit, job_definitions, runs
+from app import job_definitions, run_actions, runs
 from app.db import Conn
 from app.job_definitions import JobError
+from app.run_actions import RunActionRefused
 from app.runs import NewRun
 from app.sql import query
 from app.states import Role
@@ -154,33 +155,20 @@ def _page(conn: Conn, where: RunPageQuery) -> dict[str, Any]:
 
 
 def _cancel(conn: Conn, run_id: int, actor: str) -> tuple[str, dict[str, Any]]:
-    with conn.transaction():
-        before = _run(conn, run_id)
-        status = runs.cancel(conn, run_id)
-        if status is None:
-            raise ApiError(409, f"run {run_id} already ended {before['status']}", "status")
-        audit.record(
-            conn, actor, "run.cancel", "run", str(run_id),
-            before={"status": before["status"]}, after={"status": status},
-        )  # fmt: skip
+    _run(conn, run_id)  # 404 for an unknown run
+    try:
+        status = run_actions.cancel(conn, run_id, actor=actor)
+    except RunActionRefused as exc:
+        raise ApiError(409, str(exc), "status") from None
     return status, _run(conn, run_id)
 
 
 def _retry(conn: Conn, run_id: int, actor: str) -> tuple[list[int], dict[str, Any]]:
-    with conn.transaction():
-        before = _run(conn, run_id)
-        retried = runs.retry(conn, run_id)
-        if retried is None:
-            raise ApiError(
-                409,
-                f"run {run_id} is {before['status']}; only failed, timed out or cancelled "
-                "runs can be retried",
-                "status",
-            )
-        audit.record(
-            conn, actor, "run.retry", "run", str(run_id),
-            before={"status": before["status"]}, after={"status": "pending"},
-        )  # fmt: skip
+    _run(conn, run_id)  # 404 for an unknown run
+    try:
+        retried = run_actions.retry(conn, run_id, actor=actor)
+    except RunActionRefused as exc:
+        raise ApiError(409, str(exc), "status") from None
     return retried.unskipped, _run(conn, run_id)
 
 

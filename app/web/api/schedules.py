@@ -12,7 +12,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import audit, schedules
+from app import schedules
 from app.cron import local_time, next_fire
 from app.db import Conn
 from app.firing import db_now, recurrence_of
@@ -61,19 +61,13 @@ def _row(conn: Conn, name: str) -> dict[str, Any]:
     return row
 
 
-def _changed(
-    conn: Conn, name: str, actor: str, action: str, change: Callable[[], Any]
-) -> tuple[Any, dict[str, Any] | None]:
-    """`change()` and its audit row in one transaction; the schedule before and after."""
+def _changed(conn: Conn, name: str, change: Callable[[], Any]) -> tuple[Any, dict[str, Any] | None]:
+    """`change()` (a domain function, which audits itself) in one transaction; its result
+    and the schedule after it (None once deleted)."""
     with conn.transaction():
-        before = _row(conn, name)
+        _row(conn, name)  # 404 for an unknown name
         result = change()
         after = conn.execute(query("api", "api_schedule_by_name"), {"name": name}).fetchone()
-        audit.record(
-            conn, actor, action, "schedule", name,
-            before=_out(before).model_dump(mode="json"),
-            after=_out(after).model_dump(mode="json") if after else None,
-        )  # fmt: skip
     return result, after
 
 
@@ -81,12 +75,8 @@ def _create(conn: Conn, given: ScheduleIn, actor: str) -> tuple[list[str], dict[
     values = given.model_dump(exclude_none=True)
     values = {k: v for k, v in values.items() if k in SPEC_FIELDS}
     with conn.transaction():
-        created = schedules.create_schedule(conn, ScheduleSpec(**values))
+        created = schedules.create_schedule(conn, ScheduleSpec(**values), actor=actor)
         row = _row(conn, given.name)
-        audit.record(
-            conn, actor, "schedule.create", "schedule", given.name,
-            after=_out(row).model_dump(mode="json"),
-        )  # fmt: skip
     return created.warnings, row
 
 
@@ -94,10 +84,7 @@ def _update(conn: Conn, name: str, given: ScheduleRules, actor: str) -> tuple[An
     changes = given.model_dump(exclude_unset=True)
     if not changes:
         raise ApiError(422, "give at least one field to change", "body")
-    return _changed(
-        conn, name, actor, "schedule.update",
-        lambda: schedules.update_schedule(conn, name, changes),
-    )  # fmt: skip
+    return _changed(conn, name, lambda: schedules.update_schedule(conn, name, changes, actor=actor))
 
 
 def _next_fires(conn: Conn, name: str, count: int) -> dict[str, Any]:
@@ -155,9 +142,8 @@ async def pause(api: ApiCall) -> Response:
 
     def do(conn: Conn) -> Any:
         return _changed(
-            conn, name, api.actor, "schedule.pause",
-            lambda: schedules.pause(conn, name, body.note, body.until),
-        )[1]  # fmt: skip
+            conn, name, lambda: schedules.pause(conn, name, body.note, body.until, actor=api.actor)
+        )[1]
 
     return json_response(_out(await call(api.request, do)))
 
@@ -168,9 +154,7 @@ async def resume(api: ApiCall) -> Response:
     name = api.path["name"]
 
     def do(conn: Conn) -> Any:
-        return _changed(
-            conn, name, api.actor, "schedule.resume", lambda: schedules.resume(conn, name)
-        )[1]
+        return _changed(conn, name, lambda: schedules.resume(conn, name, actor=api.actor))[1]
 
     return json_response(_out(await call(api.request, do)))
 
@@ -181,9 +165,7 @@ async def run_now(api: ApiCall) -> Response:
     name = api.path["name"]
 
     def do(conn: Conn) -> Any:
-        return _changed(
-            conn, name, api.actor, "schedule.run_now", lambda: schedules.run_now(conn, name)
-        )[0]
+        return _changed(conn, name, lambda: schedules.run_now(conn, name, actor=api.actor))[0]
 
     started = await call(api.request, do)
     return json_response(StartedOut(run_id=started.run_id, dag_run_id=started.dag_run_id), 201)
@@ -195,7 +177,7 @@ async def delete(api: ApiCall) -> Response:
     name = api.path["name"]
 
     def do(conn: Conn) -> None:
-        _changed(conn, name, api.actor, "schedule.delete", lambda: schedules.delete(conn, name))
+        _changed(conn, name, lambda: schedules.delete(conn, name, actor=api.actor))
 
     await call(api.request, do)
     return Response(status_code=204)
