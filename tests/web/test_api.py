@@ -128,7 +128,9 @@ def test_dags_and_workflows(live_server: str, db_url: str, conn: psycopg.Connect
     from app.job_definitions import JobSpec
 
     job_definitions.create(conn, JobSpec(name="hello", handler="noop"), actor="test")
-    workflows.define(conn, workflows.parse_spec("flow", {"steps": {"one": {"job": "hello"}}}))
+    workflows.define(
+        conn, workflows.parse_spec("flow", {"steps": {"one": {"job": "hello"}}}), actor="test"
+    )
     assert request(live_server, "GET", "/api/v1/jobs", token).body["jobs"][0]["name"] == "hello"
     assert request(live_server, "GET", "/api/v1/jobs/hello", token).body["handler"] == "noop"
     assert request(live_server, "GET", "/api/v1/jobs/nope", token).status == 404
