@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.resources import STATIC_DIR
-from app.web import audit, auth, errors, home, jobs, schedules
+from app.web import audit, auth, dead_letters, errors, home, jobs, schedules
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
 
@@ -42,6 +42,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *jobs.routes,
         *schedules.routes,
         *audit.routes,
+        *dead_letters.routes,
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]
     app = Starlette(

@@ -33,6 +33,8 @@ EXPECTED_TABLES = {
     "workflow_edges",
     "dag_runs",
     "fleet_settings",
+    "dead_letter_resolutions",
+    "run_logs",
     "alembic_version",
 }
 
