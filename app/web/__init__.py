@@ -19,7 +19,17 @@ from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.resources import STATIC_DIR
-from app.web import audit, auth, dead_letters, errors, home, jobs, run_logs, schedules
+from app.web import (
+    audit,
+    auth,
+    dead_letters,
+    errors,
+    home,
+    job_stats,
+    jobs,
+    run_logs,
+    schedules,
+)
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
 
@@ -44,6 +54,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *audit.routes,
         *dead_letters.routes,
         *run_logs.routes,
+        *job_stats.routes,
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]
     app = Starlette(

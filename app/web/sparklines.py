@@ -1,4 +1,5 @@
-"""Sparklines as server-drawn SVG: a series of counts becomes a polyline's points.
+"""Sparklines as server-drawn SVG (a series of counts becomes a polyline's points), and
+short durations for statistics.
 
 Registered as the Jinja filter `spark_points`; `templates/shared/_sparkline.html` draws
 it with a text alternative (the numbers in words), so no chart library is needed.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.web.render import env
+from app.web.render import duration, env
 
 WIDTH = 120
 HEIGHT = 24
@@ -30,4 +31,11 @@ def spark_points(
     )
 
 
-env.filters["spark_points"] = spark_points
+def short_duration(seconds: float | None) -> str:
+    """Like `duration`, with milliseconds under a second: `120 ms`, `3 s`."""
+    if seconds is not None and seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return duration(seconds)
+
+
+env.filters.update(spark_points=spark_points, short_duration=short_duration)
