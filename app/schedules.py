@@ -12,21 +12,25 @@ nothing is written then.
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import limits, runs
+from app import audit, limits, runs, versions
 from app.cron import (
+    EPSILON,
     DstRepeated,
     DstSkipped,
+    Fire,
     Recurrence,
     RecurrenceError,
+    fires_after,
     next_fire,
     parse_cron,
     zone_named,
@@ -54,6 +58,9 @@ from app.states import ExecutionModel
 WORKER_LIVE_SECONDS = 300  # a worker seen this recently counts as live for handler checks
 MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
 DEFAULT_FIRES_SHOWN = 50
+# Who a change is recorded as when the caller does not say (scripts, tests); the CLI passes
+# `audit.cli_actor()` and the dashboard the signed-in person.
+SYSTEM_ACTOR = "system"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -156,7 +163,9 @@ def parse_when(text: str, zone_name: str, now: datetime) -> datetime:
 # ---- create ------------------------------------------------------------------------------
 
 
-def create_schedule(conn: Conn, spec: ScheduleSpec, now: datetime | None = None) -> Created:
+def create_schedule(
+    conn: Conn, spec: ScheduleSpec, now: datetime | None = None, *, actor: str = SYSTEM_ACTOR
+) -> Created:
     """Validate `spec` and create the schedule (and its job definition, given a handler)."""
     with conn.transaction():
         created_at = db_now(conn, now)
@@ -173,6 +182,8 @@ def create_schedule(conn: Conn, spec: ScheduleSpec, now: datetime | None = None)
         row.update(target, next_fire_time=first.at)
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
+        after = snapshot_of(conn, spec.name)
+        audit.record(conn, actor, "schedule.create", "schedule", spec.name, after=after)
     return Created(row["id"], first.at, warnings + job_warnings)
 
 
@@ -210,7 +221,13 @@ _RULE_COLUMNS = frozenset(
 
 
 def update_schedule(
-    conn: Conn, name: str, changes: Mapping[str, Any], now: datetime | None = None
+    conn: Conn,
+    name: str,
+    changes: Mapping[str, Any],
+    now: datetime | None = None,
+    *,
+    actor: str = SYSTEM_ACTOR,
+    action: str = "schedule.update",
 ) -> Updated:
     """Change when schedule `name` fires or its policies, validated like a new schedule.
 
@@ -223,6 +240,7 @@ def update_schedule(
         raise ScheduleError(f"a schedule's {', '.join(unknown)} cannot be changed here")
     with conn.transaction():
         row = _lock(conn, name)
+        before = snapshot_of(conn, name)
         refuse_disabled_handlers(conn, job_id=row["job_id"], workflow_id=row["workflow_id"])
         at = db_now(conn, now)
         spec = replace(_spec_of(row), **changes)
@@ -244,6 +262,8 @@ def update_schedule(
         if changed:
             params = {**new, "id": row["id"], "next_fire_time": next_fire_time, "now": now}
             conn.execute(query("schedules", "schedule_update"), params)
+            after = snapshot_of(conn, name)
+            audit.record(conn, actor, action, "schedule", name, before=before, after=after)
     return Updated(next_fire_time, changed, warnings)
 
 
@@ -449,6 +469,8 @@ def pause(
     note: str | None = None,
     until: datetime | None = None,
     now: datetime | None = None,
+    *,
+    actor: str = SYSTEM_ACTOR,
 ) -> None:
     """Pause a schedule (its fires are recorded as `paused`), optionally until a time."""
     with limits.refused_as(ScheduleError):
@@ -458,22 +480,32 @@ def pause(
             limits.check_instant("the end of the pause", until)
     with conn.transaction():
         row = _lock(conn, name)
+        before = snapshot_of(conn, name)
         at = db_now(conn, now)
         if until is not None and until <= at:
             raise ScheduleError("the pause must end in the future")
         params = {"id": row["id"], "note": note, "until": until, "now": now}
         conn.execute(query("schedules", "schedule_pause"), params)
+        _audit_change(conn, actor, "schedule.pause", before)
 
 
-def resume(conn: Conn, name: str, now: datetime | None = None) -> bool:
+def resume(
+    conn: Conn, name: str, now: datetime | None = None, *, actor: str = SYSTEM_ACTOR
+) -> bool:
     """Resume a paused schedule; False when it was not paused."""
     with conn.transaction():
         row = _lock(conn, name)
+        before = snapshot_of(conn, name)
         cursor = conn.execute(query("schedules", "schedule_resume"), {"id": row["id"], "now": now})
-        return cursor.rowcount == 1
+        if cursor.rowcount != 1:
+            return False
+        _audit_change(conn, actor, "schedule.resume", before)
+        return True
 
 
-def run_now(conn: Conn, name: str, now: datetime | None = None) -> Started:
+def run_now(
+    conn: Conn, name: str, now: datetime | None = None, *, actor: str = SYSTEM_ACTOR
+) -> Started:
     """Start the schedule's job (or workflow) at once, recorded as a manual fire at now."""
     with conn.transaction():
         row = _lock(conn, name)
@@ -490,19 +522,48 @@ def run_now(conn: Conn, name: str, now: datetime | None = None) -> Started:
             row["id"], at, local, FireOutcome.ENQUEUED, link=at, manual=True, detail="run now"
         )
         record_fires(conn, [record], now)
+        run = {"run_id": started.run_id, "dag_run_id": started.dag_run_id, "fire_time": at}
+        audit.record(conn, actor, "schedule.run_now", "schedule", name, after=run)
         return started
 
 
-def delete(conn: Conn, name: str) -> None:
+def delete(conn: Conn, name: str, *, actor: str = SYSTEM_ACTOR) -> None:
     """Delete a schedule and its fire ledger (and the job definition it created, if no
     other schedule uses it). Its runs keep their history."""
     with conn.transaction():
         row = _lock(conn, name)
+        before = snapshot_of(conn, name)
         conn.execute(query("schedules", "schedule_delete"), {"id": row["id"]})
         if row["owns_job"]:
             conn.execute(
                 query("job_definitions", "job_definition_delete_unused"), {"id": row["job_id"]}
             )
+        audit.record(conn, actor, "schedule.delete", "schedule", name, before=before)
+
+
+def _audit_change(conn: Conn, actor: str, action: str, before: Mapping[str, Any]) -> None:
+    """Audit a change of a schedule (`before`: its snapshot), read again for the after."""
+    name = before["name"]
+    audit.record(
+        conn, actor, action, "schedule", name, before=dict(before), after=snapshot_of(conn, name)
+    )
+
+
+# What a schedule's audit snapshot holds: its rule, policies, target and pause state.
+SNAPSHOT_COLUMNS = (
+    "cron", "interval_seconds", "timezone", "start_at", "end_at", "overlap", "catchup",
+    "catchup_limit", "catchup_window_seconds", "exact_minute", "spread_seconds",
+    "dst_skipped", "dst_repeated", "auto_pause_after", "active", "paused_note", "paused_until",
+)  # fmt: skip
+
+
+def snapshot_of(conn: Conn, name: str) -> dict[str, Any]:
+    """Schedule `name` as the audit log keeps it: rule, policies, target, pause state."""
+    row = conn.execute(query("schedules", "schedule_by_name_full"), {"name": name}).fetchone()
+    if row is None:
+        raise ScheduleError(f"there is no schedule named {name!r}")
+    values = {column: row[column] for column in SNAPSHOT_COLUMNS}
+    return {"name": name, **values, "job": row["job_name"], "workflow": row["workflow_name"]}
 
 
 def _find(conn: Conn, name: str) -> dict[str, Any]:
@@ -553,3 +614,107 @@ def list_fires(conn: Conn, name: str, limit: int = DEFAULT_FIRES_SHOWN) -> list[
     return conn.execute(
         query("schedules", "fire_list"), {"id": row["id"], "limit": limit}
     ).fetchall()
+
+
+# ---- the dashboard's reads and preview ------------------------------------------------------
+
+PREVIEW_FIRES = 10
+FIRE_PAGE_SIZE = 50
+
+
+def preview(
+    spec: ScheduleSpec, now: datetime, count: int = PREVIEW_FIRES, anchor: datetime | None = None
+) -> tuple[list[Fire], list[str]]:
+    """The next `count` fires of `spec`'s rule after `now`, validated as `create_schedule`
+    would (its target aside), and its warnings; ScheduleError for a rule that never fires.
+    An interval counts from `anchor` (the schedule's creation; `now` for a new one)."""
+    warnings = _validate_fields(spec)
+    rule = recurrence_of(_schedule_row(spec, anchor or now))
+    fires = list(itertools.islice(fires_after(rule, now), count))
+    if not fires:
+        raise ScheduleError(_never_fires(spec, rule, now))
+    return fires, warnings
+
+
+def details(conn: Conn, name: str) -> dict[str, Any]:
+    """Schedule `name` for its page: the row, what it runs, its last run and ledger size."""
+    row = conn.execute(query("schedules", "schedule_by_name_full"), {"name": name}).fetchone()
+    if row is None:
+        raise ScheduleError(f"there is no schedule named {name!r}")
+    params = {"id": row["id"]}
+    row["last_run"] = conn.execute(query("schedules", "schedule_last_run"), params).fetchone()
+    fires = conn.execute(query("schedules", "fire_count"), params).fetchone()
+    row["fire_count"] = fires["fires"] if fires else 0
+    return row
+
+
+def next_fires(row: Mapping[str, Any], count: int = PREVIEW_FIRES) -> list[Fire]:
+    """A stored schedule's next `count` intended fires, from its next fire on."""
+    if row["next_fire_time"] is None:
+        return []
+    rule = recurrence_of(row)
+    return list(itertools.islice(fires_after(rule, row["next_fire_time"] - EPSILON), count))
+
+
+LIST_LIMIT = 500  # schedules listed on one page
+
+
+def search(
+    conn: Conn, name: str | None, target: str | None, paused: bool | None
+) -> list[dict[str, Any]]:
+    """Schedules whose name / job or workflow name contain the words given, paused or not."""
+    params = {"name": _like(name), "target": _like(target), "paused": paused,
+              "limit": LIST_LIMIT}  # fmt: skip
+    return conn.execute(query("schedules", "schedule_search"), params).fetchall()
+
+
+def _like(text: str | None) -> str | None:
+    """`text` as a literal ILIKE fragment (its % and _ match themselves)."""
+    if not text:
+        return None
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def fire_page(
+    conn: Conn, schedule_id: uuid.UUID, before: datetime | None, limit: int = FIRE_PAGE_SIZE
+) -> list[dict[str, Any]]:
+    """Up to `limit` ledger rows of a schedule older than `before` (None: the newest)."""
+    params = {"id": schedule_id, "before": before, "limit": limit}
+    return conn.execute(query("schedules", "fire_page"), params).fetchall()
+
+
+# ---- version history -------------------------------------------------------------------------
+
+_RESTORED_TYPES: dict[str, Callable[[Any], Any]] = {
+    "overlap": OverlapPolicy,
+    "dst_skipped": DstSkipped,
+    "dst_repeated": DstRepeated,
+    "start_at": datetime.fromisoformat,
+    "end_at": datetime.fromisoformat,
+}
+
+
+def apply_snapshot(
+    conn: Conn, name: str, snapshot: Mapping[str, Any], *, actor: str, action: str
+) -> None:
+    """Make schedule `name` fire as `snapshot` (an audit after-snapshot) says: its rule
+    and policies; its name, target and pause state stay as they are."""
+    changes: dict[str, Any] = {}
+    for column in SNAPSHOT_COLUMNS:
+        key = "every_seconds" if column == "interval_seconds" else column
+        if key in EDITABLE and column in snapshot:
+            value = snapshot[column]
+            if value is not None and key in _RESTORED_TYPES:
+                value = _RESTORED_TYPES[key](value)
+            changes[key] = value
+    update_schedule(conn, name, changes, actor=actor, action=action)
+
+
+versions.register(
+    versions.Kind(
+        "schedule",
+        ("schedule.create", "schedule.update"),
+        apply_snapshot,
+        ignored=frozenset({"active", "paused_note", "paused_until"}),
+    )
+)

@@ -7,24 +7,26 @@ schedule — creates one DAG run whose steps are runs of those jobs.
     with transaction(url) as conn:
         define(conn, WorkflowSpec("etl", steps={"extract": Step("extract"),
                                                 "load": Step("load")},
-                                  edges=[("extract", "load")]))
-        run_now(conn, "etl")
+                                  edges=[("extract", "load")]), actor="alice")
+        run_now(conn, "etl", actor="alice")
 
 Every operation is one transaction; bad input raises WorkflowError with one sentence and
-writes nothing.
+writes nothing. Each change is written to the audit log (before -> after, as `show` prints
+a workflow) in the same transaction; the CLI passes `audit.cli_actor()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import limits, runs
+from app import audit, limits, runs
 from app.dag_spec import DagSpecError
 from app.db import Conn
 from app.errors import UsageError
@@ -34,7 +36,12 @@ from app.sql import query
 
 
 class WorkflowError(UsageError):
-    """A workflow cannot be defined or run as asked; the message says why."""
+    """A workflow cannot be defined or run as asked; the message says why. `field` names
+    the input at fault: "name", "description", "steps" (their shape), or "step:NAME"."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +92,28 @@ def parse_spec(name: str, doc: Any, description: str = "") -> WorkflowSpec:
     return WorkflowSpec(name, steps, edges, str(doc.get("description", description)))
 
 
-def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUID:
+def define(conn: Conn, spec: WorkflowSpec, *, actor: str, replace: bool = False) -> uuid.UUID:
     """Create a workflow, or with `replace` redefine an existing one (steps and edges)."""
     if not isinstance(spec.name, str) or not spec.name.strip():
-        raise WorkflowError("a workflow needs a name")
+        raise WorkflowError("a workflow needs a name", "name")
+    if not spec.steps:
+        raise WorkflowError("a workflow needs at least one step", "steps")
     _check_fields(spec)
-    jobs = _jobs_named(conn, {s.job for s in spec.steps.values()})
-    refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
     _check_shape(spec)
+    jobs = _jobs_named(conn, {s.job for s in spec.steps.values()})
+    try:
+        refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
+    except UsageError as exc:
+        raise WorkflowError(str(exc), "steps") from None
     with conn.transaction():
         existing = conn.execute(
             query("workflows", "workflow_lock_by_name"), {"name": spec.name}
         ).fetchone()
         if existing and not replace:
-            raise WorkflowError(f"a workflow named {spec.name!r} already exists")
+            raise WorkflowError(f"a workflow named {spec.name!r} already exists", "name")
         if not existing and replace:
             raise WorkflowError(f"there is no workflow named {spec.name!r}")
+        before = _snapshot_of(conn, existing["id"]) if existing else None
         workflow_id = existing["id"] if existing else uuid.uuid4()
         conn.execute(
             query("workflows", "workflow_upsert"),
@@ -121,26 +134,141 @@ def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUI
             query("workflows", "workflow_edges_insert"),
             {"id": workflow_id, "ups": [u for u, _ in edges], "downs": [d for _, d in edges]},
         )
+        audit.record(
+            conn,
+            actor,
+            "workflow.update" if existing else "workflow.create",
+            "workflow",
+            spec.name,
+            before=before,
+            after=snapshot(spec),
+        )
     return workflow_id
+
+
+def snapshot(spec: WorkflowSpec) -> dict[str, Any]:
+    """A workflow as the audit log and `show` write it (edges sorted, so equal shapes
+    compare equal)."""
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "steps": {n: {"job": s.job, "args": s.args} for n, s in spec.steps.items()},
+        "edges": [list(e) for e in sorted(set(spec.edges))],
+    }
+
+
+def _snapshot_of(conn: Conn, workflow_id: uuid.UUID) -> dict[str, Any]:
+    row = conn.execute(query("workflows", "workflow_by_id"), {"id": workflow_id}).fetchone()
+    assert row is not None  # callers hold its lock
+    shape = shapes(conn, [workflow_id]).get(workflow_id)
+    steps = shape.steps if shape else {}
+    edges = shape.edges if shape else []
+    return snapshot(WorkflowSpec(row["name"], steps, edges, row["description"]))
 
 
 def _check_fields(spec: WorkflowSpec) -> None:
     """Names, args and description within the ranges of `app.limits`."""
-    with limits.refused_as(WorkflowError):
+    with _refused_on("name"):
         limits.check_name("a workflow name", spec.name)
+    with _refused_on("description"):
         limits.check_text("the description", spec.description)
-        for step_name, step in spec.steps.items():
+    for step_name, step in spec.steps.items():
+        with _refused_on(f"step:{step_name}"):
             limits.check_name("a step name", step_name)
             limits.check_name(f"the job of step {step_name!r}", step.job)
             limits.check_args(f"the args of step {step_name!r}", step.args)
 
 
+@contextlib.contextmanager
+def _refused_on(field_name: str) -> Iterator[None]:
+    try:
+        yield
+    except limits.LimitError as exc:
+        raise WorkflowError(str(exc), field_name) from None
+
+
 def _check_shape(spec: WorkflowSpec) -> None:
+    message = cycle_message(list(spec.steps), spec.edges)
+    if message:
+        raise WorkflowError(message, "steps")
     nodes = {name: NewRun("placeholder") for name in spec.steps}
     try:
         runs.check_dag(nodes, spec.edges)
     except (runs.DagError, DagSpecError) as exc:
-        raise WorkflowError(f"workflow {spec.name!r}: {exc}") from None
+        raise WorkflowError(f"workflow {spec.name!r}: {exc}", "steps") from None
+
+
+def cycle_message(steps: Sequence[str], edges: Sequence[tuple[str, str]]) -> str | None:
+    """None when the edges (upstream, downstream) make no cycle; else a sentence naming
+    an edge that closes one, and the whole loop:
+
+    step `load` cannot run after `report`: `report` already runs after `load`
+    (load → transform → report → load)
+
+    Edges that point down the list of steps are taken first, so the edge named is the
+    one that points back up: the odd one out a person most likely just added.
+    """
+    if _acyclic(steps, edges):
+        return None  # the common case, in linear time
+    downstream: dict[str, list[str]] = {name: [] for name in steps}
+    position = {name: i for i, name in enumerate(steps)}
+
+    def points_back(edge: tuple[str, str]) -> bool:
+        return position.get(edge[0], 0) > position.get(edge[1], 0)
+
+    for up, down in sorted(edges, key=points_back):
+        if up == down:
+            return f"step `{down}` cannot run after itself"
+        if up not in downstream or down not in downstream:
+            continue  # an unknown step is refused on its own, with its own message
+        path = _path(downstream, down, up)
+        if path is not None:
+            loop = " → ".join([*path, down])
+            return (
+                f"step `{down}` cannot run after `{up}`: `{up}` already runs after "
+                f"`{down}` ({loop})"
+            )
+        downstream[up].append(down)
+    return None
+
+
+def _acyclic(steps: Sequence[str], edges: Sequence[tuple[str, str]]) -> bool:
+    """Kahn's algorithm over the edges between known steps."""
+    waiting = dict.fromkeys(steps, 0)
+    following: dict[str, list[str]] = {name: [] for name in steps}
+    for up, down in set(edges):
+        if up in waiting and down in waiting:
+            following[up].append(down)
+            waiting[down] += 1
+    ready = [name for name, count in waiting.items() if count == 0]
+    for name in ready:
+        for down in following[name]:
+            waiting[down] -= 1
+            if waiting[down] == 0:
+                ready.append(down)
+    return len(ready) == len(waiting)
+
+
+def _path(downstream: Mapping[str, list[str]], start: str, goal: str) -> list[str] | None:
+    """A path start → … → goal along the edges so far (breadth-first: the shortest)."""
+    came_from: dict[str, str | None] = {start: None}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            if node == goal:
+                path: list[str] = []
+                step: str | None = node
+                while step is not None:
+                    path.append(step)
+                    step = came_from[step]
+                return path[::-1]
+            for nxt in downstream[node]:
+                if nxt not in came_from:
+                    came_from[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    return None
 
 
 def _jobs_named(conn: Conn, names: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -151,7 +279,8 @@ def _jobs_named(conn: Conn, names: Iterable[str]) -> dict[str, dict[str, Any]]:
     if missing:
         raise WorkflowError(
             f"there is no job definition named {missing[0]!r} (create it with "
-            f"`sundial job add {missing[0]} --handler …`)"
+            f"`sundial job add {missing[0]} --handler …`)",
+            "steps",
         )
     return found
 
@@ -161,7 +290,7 @@ def _check_lookup(name: str) -> None:
         limits.check_name("a workflow name", name)
 
 
-def delete(conn: Conn, name: str, *, with_schedules: bool = False) -> list[str]:
+def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -> list[str]:
     """Delete a workflow; its past DAG runs stay as history.
 
     The schedules that run it would go with it, fire ledger and all, so while there are
@@ -182,7 +311,9 @@ def delete(conn: Conn, name: str, *, with_schedules: bool = False) -> list[str]:
                 f"workflow {name!r} is run by schedule(s) {', '.join(map(repr, schedules))}: "
                 "delete them first, or delete them with it (--with-schedules)"
             )
+        before = {**_snapshot_of(conn, row["id"]), "schedules": schedules}
         conn.execute(query("workflows", "workflow_delete"), {"id": row["id"]})
+        audit.record(conn, actor, "workflow.delete", "workflow", name, before=before)
     return schedules
 
 
@@ -202,6 +333,30 @@ def show(conn: Conn, name: str) -> dict[str, Any]:
         "steps": {n: {"job": s.job, "args": s.args} for n, s in shape.steps.items()},
         "edges": [list(e) for e in shape.edges],
     }
+
+
+def detail(conn: Conn, name: str) -> dict[str, Any]:
+    """`show`, with the schedules that run it and its newest DAG run's step statuses
+    (`last_run`: None, or id, created_at and steps: {step: {status, run_id}})."""
+    workflow = show(conn, name)
+    row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
+    assert row is not None
+    schedules = [
+        r["name"]
+        for r in conn.execute(query("workflows", "workflow_schedule_names"), {"id": row["id"]})
+    ]
+    last = conn.execute(query("workflows", "workflow_last_dag_run"), {"id": row["id"]}).fetchone()
+    last_run = None
+    if last is not None:
+        steps = conn.execute(
+            query("workflows", "workflow_dag_run_steps"), {"dag_run_id": last["id"]}
+        ).fetchall()
+        last_run = {
+            "id": last["id"],
+            "created_at": last["created_at"],
+            "steps": {s["step"]: {"status": s["status"], "run_id": s["run_id"]} for s in steps},
+        }
+    return {**workflow, "schedules": schedules, "last_run": last_run}
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,11 +398,20 @@ def shapes(conn: Conn, workflow_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Sha
     return result
 
 
-def run_now(conn: Conn, name: str, now: datetime | None = None) -> runs.SubmittedDag:
-    """One DAG run of the workflow, due at once."""
+def run_now(
+    conn: Conn, name: str, now: datetime | None = None, *, actor: str | None = None
+) -> runs.SubmittedDag:
+    """One DAG run of the workflow, due at once; a person's (`actor`) is audited with it."""
     _check_lookup(name)
-    row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
-    if row is None:
-        raise WorkflowError(f"there is no workflow named {name!r}")
-    shape = shapes(conn, [row["id"]])[row["id"]]
-    return runs.submit_dag(conn, shape.runs, shape.edges, name=name, workflow_id=row["id"], now=now)
+    with conn.transaction():
+        row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
+        if row is None:
+            raise WorkflowError(f"there is no workflow named {name!r}")
+        shape = shapes(conn, [row["id"]])[row["id"]]
+        dag = runs.submit_dag(
+            conn, shape.runs, shape.edges, name=name, workflow_id=row["id"], now=now
+        )
+        if actor is not None:
+            after = {"dag_run_id": str(dag.id), "runs": dag.run_ids}
+            audit.record(conn, actor, "workflow.run", "workflow", name, after=after)
+    return dag

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from app import limits
+from app.audit import cli_actor
 from app.cli.inputs import add_job_settings_options, parse_args_json
 from app.cli.text import safe
 from app.config import Settings
@@ -63,7 +64,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
             timeout_seconds=args.timeout,
             max_retries=args.max_retries,
         )
-        created = schedules.create_schedule(conn, spec)
+        created = schedules.create_schedule(conn, spec, actor=cli_actor())
     for warning in created.warnings:
         print(f"sundial schedule add: warning: {safe(warning)}", file=sys.stderr)
     print(
@@ -82,7 +83,7 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
         changes = _changes(args, zone, now)
         if not changes:
             raise UsageError("nothing to change: give at least one option (see --help)")
-        updated = schedules.update_schedule(conn, args.name, changes)
+        updated = schedules.update_schedule(conn, args.name, changes, actor=cli_actor())
     for warning in updated.warnings:
         print(f"sundial schedule update: warning: {safe(warning)}", file=sys.stderr)
     if not updated.changed:
@@ -205,7 +206,7 @@ def cmd_pause(args: argparse.Namespace, settings: Settings) -> int:
             until = schedules.parse_when(
                 args.until, schedules.zone_of(conn, args.name), schedules.db_now(conn)
             )
-        schedules.pause(conn, args.name, note=args.note, until=until)
+        schedules.pause(conn, args.name, note=args.note, until=until, actor=cli_actor())
         zone = schedules.zone_of(conn, args.name)
     print(
         f"schedule {args.name!r} paused" + (f" until {format_local(until, zone)}" if until else "")
@@ -217,7 +218,7 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
     from app import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        resumed = schedules.resume(conn, args.name)
+        resumed = schedules.resume(conn, args.name, actor=cli_actor())
     print(f"schedule {args.name!r} " + ("resumed" if resumed else "was not paused"))
     return 0
 
@@ -226,7 +227,7 @@ def cmd_run_now(args: argparse.Namespace, settings: Settings) -> int:
     from app import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        started = schedules.run_now(conn, args.name)
+        started = schedules.run_now(conn, args.name, actor=cli_actor())
     print(started.run_id if started.run_id is not None else f"dag run {started.dag_run_id}")
     return 0
 
@@ -235,7 +236,7 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
     from app import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        schedules.delete(conn, args.name)
+        schedules.delete(conn, args.name, actor=cli_actor())
     print(f"schedule {args.name!r} deleted")
     return 0
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from app import workflows
+from app import audit, workflows
 from app.cli.inputs import read_json
 from app.cli.text import safe
 from app.config import Settings
@@ -23,7 +23,7 @@ def cmd_workflow(args: argparse.Namespace, settings: Settings) -> int:
             if not args.file:
                 raise UsageError(f"workflow {command} needs a FILE (or - for standard input)")
             spec = workflows.parse_spec(args.name, read_json(args.file))
-            workflows.define(conn, spec, replace=command == "replace")
+            workflows.define(conn, spec, actor=audit.cli_actor(), replace=command == "replace")
             print(f"workflow {args.name!r} {'created' if command == 'add' else 'replaced'}")
         elif command == "list":
             for row in workflows.list_all(conn):
@@ -34,13 +34,15 @@ def cmd_workflow(args: argparse.Namespace, settings: Settings) -> int:
         elif command == "show":
             print(json.dumps(workflows.show(conn, args.name), indent=2))
         elif command == "delete":
-            schedules = workflows.delete(conn, args.name, with_schedules=args.with_schedules)
+            schedules = workflows.delete(
+                conn, args.name, actor=audit.cli_actor(), with_schedules=args.with_schedules
+            )
             print(
                 f"workflow {args.name!r} deleted"
                 + (f" with schedule(s) {', '.join(map(repr, schedules))}" if schedules else "")
             )
         else:  # run
-            dag = workflows.run_now(conn, args.name)
+            dag = workflows.run_now(conn, args.name, actor=audit.cli_actor())
             print(json.dumps({"dag_run_id": str(dag.id), "runs": dag.run_ids}, indent=2))
     return 0
 

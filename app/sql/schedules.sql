@@ -170,3 +170,53 @@ LIMIT %(limit)s;
 SELECT handlers,
        stopped_at IS NULL AND last_seen > now() - make_interval(secs => %(live_seconds)s) AS live
 FROM workers;
+
+-- ---- dashboard pages ----------------------------------------------------------------------
+
+-- name: schedule_by_name_full
+-- One schedule with the names of what it runs (its page, its audit snapshots).
+SELECT s.*, j.name AS job_name, j.handler, w.name AS workflow_name,
+       (SELECT count(*) FROM schedules o WHERE o.job_id = s.job_id AND o.id <> s.id)
+           AS job_shared_with
+FROM schedules s
+LEFT JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN workflows w ON w.id = s.workflow_id
+WHERE s.name = %(name)s;
+
+-- name: fire_page
+-- A page of a schedule's ledger, newest first, with each run's status; keyset on
+-- fire_time (the ledger's key is (schedule_id, fire_time)).
+SELECT f.fire_time, f.local_time, f.outcome, f.run_id, f.dag_run_id, f.coalesced_count,
+       f.manual, f.detail, f.recorded_at, r.status AS run_status
+FROM schedule_fires f
+LEFT JOIN job_runs r ON r.id = f.run_id
+WHERE f.schedule_id = %(id)s
+  AND (%(before)s::timestamptz IS NULL OR f.fire_time < %(before)s)
+ORDER BY f.fire_time DESC
+LIMIT %(limit)s;
+
+-- name: fire_count
+-- How many ledger rows a schedule has (what deleting it takes with it).
+SELECT count(*) AS fires FROM schedule_fires WHERE schedule_id = %(id)s;
+
+-- name: schedule_last_run
+-- The newest run a job schedule made (index job_runs_schedule_fire_time).
+SELECT r.id, r.status, r.fire_time, r.finished_at
+FROM job_runs r
+WHERE r.schedule_id = %(id)s AND r.dag_run_id IS NULL
+ORDER BY r.fire_time DESC
+LIMIT 1;
+
+-- name: schedule_search
+-- The schedules list with its filters, each ignored when null: part of the name, part of
+-- the job's or workflow's name, paused or not.
+SELECT s.*, j.name AS job_name, j.handler, w.name AS workflow_name
+FROM schedules s
+LEFT JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN workflows w ON w.id = s.workflow_id
+WHERE (%(name)s::text IS NULL OR s.name ILIKE '%%' || %(name)s || '%%')
+  AND (%(target)s::text IS NULL OR j.name ILIKE '%%' || %(target)s || '%%'
+       OR w.name ILIKE '%%' || %(target)s || '%%')
+  AND (%(paused)s::boolean IS NULL OR s.active = NOT %(paused)s)
+ORDER BY s.name, s.id
+LIMIT %(limit)s;

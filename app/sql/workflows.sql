@@ -38,7 +38,9 @@ SELECT id, name, description FROM workflows WHERE name = %(name)s;
 -- name: workflow_list
 SELECT w.name, w.description, w.updated_at,
        (SELECT count(*) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps,
-       (SELECT count(*) FROM schedules sc WHERE sc.workflow_id = w.id) AS schedules
+       (SELECT count(*) FROM schedules sc WHERE sc.workflow_id = w.id) AS schedules,
+       ARRAY(SELECT sc.name FROM schedules sc WHERE sc.workflow_id = w.id ORDER BY sc.name)
+         AS schedule_names
 FROM workflows w
 ORDER BY w.name;
 
@@ -58,3 +60,19 @@ SELECT workflow_id, upstream, downstream FROM workflow_edges
 WHERE workflow_id = ANY(%(ids)s::uuid[])
 ORDER BY workflow_id, upstream, downstream;
 
+
+-- name: workflow_by_id
+SELECT id, name, description FROM workflows WHERE id = %(id)s;
+
+-- name: workflow_last_dag_run
+-- The newest DAG run of a workflow (ix_dag_runs_workflow), for its page's picture.
+SELECT id, created_at, fire_time, schedule_id FROM dag_runs
+WHERE workflow_id = %(id)s
+ORDER BY created_at DESC
+LIMIT 1;
+
+-- name: workflow_dag_run_steps
+-- Each step of one DAG run with its run's status and id.
+SELECT dag_node AS step, id AS run_id, status FROM job_runs
+WHERE dag_run_id = %(dag_run_id)s
+ORDER BY id;

@@ -29,6 +29,7 @@ from app.web import (
     jobs,
     run_logs,
     schedules,
+    workflows,
 )
 from app.web.database import make_pool
 from app.web.security import SecurityMiddleware
@@ -51,6 +52,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *auth.routes,
         *jobs.routes,
         *schedules.routes,
+        *workflows.routes,
         *audit.routes,
         *dead_letters.routes,
         *run_logs.routes,

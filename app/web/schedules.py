@@ -1,31 +1,487 @@
-"""Schedules pages (read-only for now): what each runs, when in words, its next fire in its
-own time zone, and whether it is paused."""
+"""Schedules pages: list and search, create and edit from presets with a live preview,
+the schedule's page (pause, resume, run now, delete), its fire ledger and its versions.
+
+Handlers parse the form, call one function of `app.schedules` (the CLI's), and render.
+Times are shown in the schedule's zone and in the viewer's (`viewer_zone`: the browser's
+zone, sent by static/viewer-zone.js as a form field and a cookie; UTC until it has).
+"""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import Any
+from urllib.parse import quote
+from zoneinfo import available_timezones
 
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import schedules
+from app import job_definitions, schedules, versions, workflows
+from app.cron import DstRepeated, DstSkipped, RecurrenceError, zone_named
 from app.db import Conn
+from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.schedule_presets import (
+    DAYS,
+    MINUTE_STEPS,
+    PRESET_LABELS,
+    Choice,
+    Preset,
+    PresetError,
+    choice_of,
+    rule_of,
+)
+from app.schedules import ScheduleError, ScheduleSpec
 from app.states import Role
-from app.web.access import requires
+from app.versions import VersionError
+from app.web.access import current_user, requires
 from app.web.database import call
-from app.web.render import render
+from app.web.render import redirect, render
+
+ZONE_COOKIE = "sundial_tz"
+ZONES = sorted(available_timezones())
+TEXT_FIELDS = ("name", "target_kind", "job", "workflow", "preset", "every_minutes", "minute",
+               "at", "cron", "every", "unit", "timezone", "catchup", "overlap", "spread_seconds",
+               "dst_skipped", "dst_repeated", "auto_pause_after")  # fmt: skip
+DEFAULTS = {
+    "target_kind": "job", "preset": Preset.WEEKDAYS.value, "every_minutes": "15",
+    "minute": "0", "at": "09:00", "every": "30", "unit": "minutes", "timezone": "UTC",
+    "catchup": "latest", "overlap": OverlapPolicy.SKIP.value,
+    "spread_seconds": str(DEFAULT_SPREAD_SECONDS),
+    "dst_skipped": DstSkipped.SHIFT.value, "dst_repeated": DstRepeated.FIRST.value,
+}  # fmt: skip
+CHOICE_FIELDS = ("preset", "every_minutes", "minute", "at", "cron", "every", "unit")
+# Which form field a domain refusal concerns, by the words of its message.
+_FIELD_WORDS = (
+    ("already exists", "name"), ("schedule name", "name"), ("time zone", "timezone"),
+    ("cron", "cron"), ("never fire", "cron"), ("interval", "every"), ("catch-up", "catchup"),
+    ("spread", "spread_seconds"), ("auto-pause", "auto_pause_after"), ("workflow", "workflow"),
+    ("job", "job"), ("handler", "job"),
+)  # fmt: skip
+FLASHES = {
+    "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
+    "resumed": "Schedule resumed.", "not-paused": "The schedule was not paused.",
+    "ran": "Started a run now.",
+    "rolled-back": "Rolled back: the schedule fires as in that version again.",
+    "unchanged": "Nothing changed: the schedule already was as in that version.",
+}  # fmt: skip
 
 
-def _index_page(conn: Conn) -> dict[str, Any]:
-    return {"schedules": schedules.list_schedules(conn)}
+class FormError(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _url(name: str, suffix: str = "") -> str:
+    return f"/schedules/{quote(name, safe='')}{suffix}"
+
+
+def viewer_zone(request: Request, form: FormData | None = None) -> str:
+    """The viewer's zone: the form's field, else the cookie, else UTC (never an unknown)."""
+    wanted = str(form.get("viewer_zone", "")) if form is not None else ""
+    for candidate in (wanted, request.cookies.get(ZONE_COOKIE, "")):
+        if candidate in ZONES:
+            return candidate
+    return "UTC"
+
+
+# ---- reading the form ----------------------------------------------------------------------
+
+
+def _values(form: FormData) -> dict[str, Any]:
+    values: dict[str, Any] = {f: str(form.get(f, "")).strip() for f in TEXT_FIELDS}
+    values["days"] = [str(d) for d in form.getlist("days")]
+    values["exact_minute"] = form.get("exact_minute") == "yes"
+    return values
+
+
+def _values_of_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored schedule as the edit form shows it."""
+    choice = choice_of(row["cron"], row["interval_seconds"])
+    values: dict[str, Any] = {**DEFAULTS, **{f: getattr(choice, f) for f in CHOICE_FIELDS}}
+    catchup = "all" if row["catchup"] and row["catchup_limit"] is None else "latest"
+    if row["catchup"] and row["catchup_limit"] is not None:
+        catchup = str(row["catchup_limit"])
+    values.update(
+        name=row["name"], days=list(choice.days), timezone=row["timezone"], catchup=catchup,
+        overlap=row["overlap"], exact_minute=row["exact_minute"],
+        spread_seconds=str(row["spread_seconds"]), dst_skipped=row["dst_skipped"],
+        dst_repeated=row["dst_repeated"], auto_pause_after=str(row["auto_pause_after"] or ""),
+        target_kind="workflow" if row["workflow_name"] else "job",
+        job=row["job_name"] or "", workflow=row["workflow_name"] or "",
+    )  # fmt: skip
+    return values
+
+
+def _whole(text: str, field: str, label: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise FormError(field, f"{label} must be a whole number")
+    return int(text)
+
+
+def _spec(values: dict[str, Any]) -> ScheduleSpec:
+    """The schedule the form asks for; FormError names the field at fault."""
+    choice = Choice(**{f: values[f] for f in CHOICE_FIELDS}, days=tuple(values["days"]))
+    try:
+        rule = rule_of(choice)
+    except PresetError as exc:
+        raise FormError(exc.field, str(exc)) from None
+    try:
+        zone_named(values["timezone"])
+    except RecurrenceError as exc:
+        raise FormError("timezone", str(exc)) from None
+    try:
+        catchup, catchup_limit = schedules.parse_catchup(values["catchup"] or "latest")
+        overlap = OverlapPolicy(values["overlap"])
+        dst_skipped, dst_repeated = (
+            DstSkipped(values["dst_skipped"]),
+            DstRepeated(values["dst_repeated"]),
+        )
+    except ScheduleError as exc:
+        raise FormError("catchup", str(exc)) from None
+    except ValueError:
+        raise FormError("form", "choose one of the options offered") from None
+    auto_pause = values["auto_pause_after"]
+    by_workflow = values["target_kind"] == "workflow"
+    if not values["name"]:
+        raise FormError("name", "give the schedule a name")
+    if not values["workflow" if by_workflow else "job"]:
+        wanted = "workflow" if by_workflow else "job"
+        raise FormError(wanted, f"choose the {wanted} this schedule runs")
+    return ScheduleSpec(
+        name=values["name"], cron=rule.cron, every_seconds=rule.every_seconds,
+        timezone=values["timezone"], overlap=overlap, catchup=catchup,
+        catchup_limit=catchup_limit, exact_minute=values["exact_minute"],
+        spread_seconds=_whole(values["spread_seconds"], "spread_seconds", "the spread window"),
+        dst_skipped=dst_skipped, dst_repeated=dst_repeated,
+        auto_pause_after=(
+            _whole(auto_pause, "auto_pause_after", "auto-pause after") if auto_pause else None
+        ),
+        job=None if by_workflow else (values["job"] or None),
+        workflow=(values["workflow"] or None) if by_workflow else None,
+    )  # fmt: skip
+
+
+def _rule_field(values: dict[str, Any]) -> str:
+    """Where an error about the rule goes: the cron field, or the preset's own fields."""
+    return "cron" if values["preset"] == Preset.CUSTOM.value else "preset"
+
+
+def _field_of(message: str, values: dict[str, Any]) -> str:
+    for words, field in _FIELD_WORDS:
+        if words in message:
+            if field == "cron":
+                return _rule_field(values)
+            if field in ("job", "workflow"):
+                return "workflow" if values["target_kind"] == "workflow" else "job"
+            return field
+    return "form"
+
+
+# ---- pages ---------------------------------------------------------------------------------
+
+
+def _choices(conn: Conn) -> dict[str, Any]:
+    return {
+        "jobs": [j["name"] for j in job_definitions.list_all(conn)],
+        "workflows": [w["name"] for w in workflows.list_all(conn)],
+        "zones": ZONES, "presets": PRESET_LABELS, "minute_steps": MINUTE_STEPS, "days": DAYS,
+        "overlaps": [p.value for p in OverlapPolicy],
+    }  # fmt: skip
+
+
+def _schedule(conn: Conn, name: str) -> dict[str, Any]:
+    try:
+        row = schedules.details(conn, name)
+    except ScheduleError:
+        raise HTTPException(404, f"There is no schedule named {name!r}.") from None
+    row["next_fires"] = schedules.next_fires(row)
+    return row
+
+
+def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
+    page = _choices(conn)
+    if name is not None:
+        page["schedule"] = _schedule(conn, name)
+    return page
+
+
+def _index_page(
+    conn: Conn, name: str | None, target: str | None, paused: bool | None
+) -> dict[str, Any]:
+    return {"schedules": schedules.search(conn, name, target, paused)}
 
 
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
-    return render(
-        request, "schedules/index.html", "schedules/_table.html", **await call(request, _index_page)
-    )
+    params = request.query_params
+    state = params.get("state", "")
+    paused = {"paused": True, "active": False}.get(state)
+    page = await call(request, _index_page, params.get("name") or None,
+                      params.get("target") or None, paused)  # fmt: skip
+    return render(request, "schedules/index.html", "schedules/_table.html", filters=params,
+                  viewer_zone=viewer_zone(request), **page)  # fmt: skip
 
 
-routes = [Route("/schedules", index, methods=["GET"], name="schedules_index")]
+@requires(Role.EDITOR)
+async def new(request: Request) -> Response:
+    page = await call(request, _form_page, None)
+    values = {**DEFAULTS, "name": "", "days": ["1"], "cron": "", "exact_minute": False,
+              "auto_pause_after": "", "job": "", "workflow": ""}  # fmt: skip
+    return render(request, "schedules/new.html", values=values, errors={}, editing=None,
+                  viewer_zone=viewer_zone(request), **page)  # fmt: skip
+
+
+def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[str, Any]:
+    """What the preview shows for the form as typed: the rule, the next fires, or the
+    error next to its field."""
+    try:
+        spec = _spec(values)
+    except FormError as exc:
+        return {"errors": {exc.field: str(exc)}}
+    anchor = None
+    if editing is not None:
+        anchor = _schedule(conn, editing)["created_at"]
+    try:
+        fires, warnings = schedules.preview(spec, schedules.db_now(conn), anchor=anchor)
+    except ScheduleError as exc:
+        return {"errors": {_field_of(str(exc), values): str(exc)}}
+    return {"errors": {}, "spec": spec, "fires": fires, "warnings": warnings}
+
+
+@requires(Role.EDITOR)
+async def preview(request: Request) -> Response:
+    form = await request.form()
+    values = _values(form)
+    editing = str(form.get("editing", "")) or None
+    shown = await call(request, _preview, values, editing)
+    return render(request, "schedules/_preview.html", values=values, editing=editing,
+                  viewer_zone=viewer_zone(request, form), dst_note=dst_note, **shown)  # fmt: skip
+
+
+async def _save(request: Request, name: str | None) -> Response:
+    """Create (`name` None) or update; the form again (422) with the error by its field."""
+    form = await request.form()
+    values = _values(form)
+    actor = current_user(request).username
+    page = await call(request, _form_page, name)
+    if name is not None:  # the name and target are not edited: keep the stored ones
+        stored = _values_of_row(page["schedule"])
+        values.update({f: stored[f] for f in ("name", "target_kind", "job", "workflow")})
+    try:
+        spec = _spec(values)
+        if name is None:
+            await call(request, schedules.create_schedule, spec, actor=actor)
+        else:
+            changes = {f: getattr(spec, f) for f in schedules.EDITABLE}
+            await call(request, schedules.update_schedule, name, changes, actor=actor)
+    except (FormError, ScheduleError) as exc:
+        field = exc.field if isinstance(exc, FormError) else _field_of(str(exc), values)
+        return render(
+            request, "schedules/new.html" if name is None else "schedules/edit.html",
+            "schedules/_form.html", status_code=422, values=values, errors={field: str(exc)},
+            editing=name, viewer_zone=viewer_zone(request, form), **page,
+        )  # fmt: skip
+    return redirect(request, _url(spec.name, "?done=" + ("created" if name is None else "saved")))
+
+
+@requires(Role.EDITOR)
+async def create(request: Request) -> Response:
+    return await _save(request, None)
+
+
+@requires(Role.EDITOR)
+async def edit(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _form_page, name)
+    return render(request, "schedules/edit.html", values=_values_of_row(page["schedule"]),
+                  errors={}, editing=name, viewer_zone=viewer_zone(request), **page)  # fmt: skip
+
+
+@requires(Role.EDITOR)
+async def update(request: Request) -> Response:
+    return await _save(request, request.path_params["name"])
+
+
+def _show_page(conn: Conn, name: str) -> dict[str, Any]:
+    return {"schedule": _schedule(conn, name)}
+
+
+async def _show(request: Request, status_code: int = 200, **extra: Any) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _show_page, name)
+    done = FLASHES.get(request.query_params.get("done", ""))
+    return render(request, "schedules/show.html", status_code=status_code, done=done,
+                  viewer_zone=viewer_zone(request), **{"errors": {}, **page, **extra})  # fmt: skip
+
+
+@requires(Role.VIEWER)
+async def show(request: Request) -> Response:
+    return await _show(request)
+
+
+def _pause(conn: Conn, name: str, note: str, until_text: str, actor: str) -> None:
+    until = None
+    if until_text:
+        until = schedules.parse_when(
+            until_text, schedules.zone_of(conn, name), schedules.db_now(conn)
+        )
+    schedules.pause(conn, name, note=note or None, until=until, actor=actor)
+
+
+@requires(Role.OPERATOR)
+async def pause(request: Request) -> Response:
+    name = request.path_params["name"]
+    form = await request.form()
+    note, until = str(form.get("note", "")).strip(), str(form.get("until", "")).strip()
+    try:
+        await call(request, _pause, name, note, until, current_user(request).username)
+    except ScheduleError as exc:
+        field = "until" if until and "note" not in str(exc) else "note"
+        return await _show(
+            request, 422, errors={field: str(exc)}, pause_values={"note": note, "until": until}
+        )
+    return redirect(request, _url(name, "?done=paused"))
+
+
+@requires(Role.OPERATOR)
+async def resume(request: Request) -> Response:
+    name = request.path_params["name"]
+    try:
+        resumed = await call(request, schedules.resume, name, actor=current_user(request).username)
+    except ScheduleError as exc:
+        raise HTTPException(404, str(exc)) from None
+    return redirect(request, _url(name, "?done=" + ("resumed" if resumed else "not-paused")))
+
+
+@requires(Role.OPERATOR)
+async def run_now(request: Request) -> Response:
+    name = request.path_params["name"]
+    try:
+        await call(request, schedules.run_now, name, actor=current_user(request).username)
+    except ScheduleError as exc:
+        return await _show(request, 409, errors={"run": str(exc)})
+    return redirect(request, _url(name, "?done=ran"))
+
+
+@requires(Role.EDITOR)
+async def delete(request: Request) -> Response:
+    name = request.path_params["name"]
+    if (await request.form()).get("confirm") != "yes":
+        return await _show(
+            request, 422, errors={"confirm": "Tick the box to confirm the deletion."}
+        )
+    try:
+        await call(request, schedules.delete, name, actor=current_user(request).username)
+    except ScheduleError as exc:
+        raise HTTPException(404, str(exc)) from None
+    return redirect(request, "/schedules")
+
+
+def _fires_page(conn: Conn, name: str, before: datetime | None) -> dict[str, Any]:
+    schedule = _schedule(conn, name)
+    rows = schedules.fire_page(conn, schedule["id"], before, schedules.FIRE_PAGE_SIZE + 1)
+    more = len(rows) > schedules.FIRE_PAGE_SIZE
+    rows = rows[: schedules.FIRE_PAGE_SIZE]
+    return {"schedule": schedule, "fires": rows, "older": rows[-1]["fire_time"] if more else None}
+
+
+@requires(Role.VIEWER)
+async def fires(request: Request) -> Response:
+    name = request.path_params["name"]
+    before_text = request.query_params.get("before", "")
+    try:
+        before = datetime.fromisoformat(before_text) if before_text else None
+    except ValueError:
+        raise HTTPException(400, "The page link is broken: start from the newest fires.") from None
+    if before is not None and before.tzinfo is None:
+        raise HTTPException(400, "The page link is broken: start from the newest fires.")
+    page = await call(request, _fires_page, name, before)
+    return render(request, "schedules/fires.html", "schedules/_fires.html",
+                  viewer_zone=viewer_zone(request), first_page=before is None, dst_note=dst_note,
+                  **page)  # fmt: skip
+
+
+def _history_page(conn: Conn, name: str) -> dict[str, Any]:
+    return {"schedule": _schedule(conn, name),
+            "versions": versions.history(conn, "schedule", name)}  # fmt: skip
+
+
+@requires(Role.VIEWER)
+async def history(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _history_page, name)
+    return render(request, "schedules/history.html", viewer_zone=viewer_zone(request),
+                  error=None, shown=_shown, **page)  # fmt: skip
+
+
+def _rollback(conn: Conn, name: str, version_id: int, actor: str) -> bool:
+    """Roll back; False when the schedule already was as in that version."""
+    before = versions.history(conn, "schedule", name)
+    versions.rollback(conn, "schedule", name, version_id, actor=actor)
+    return versions.history(conn, "schedule", name)[0].id != before[0].id
+
+
+@requires(Role.EDITOR)
+async def rollback(request: Request) -> Response:
+    name = request.path_params["name"]
+    version = str((await request.form()).get("version", ""))
+    try:
+        changed = await call(request, _rollback, name, int(version) if version.isdigit() else -1,
+                             current_user(request).username)  # fmt: skip
+    except (VersionError, ScheduleError) as exc:
+        page = await call(request, _history_page, name)
+        return render(request, "schedules/history.html", status_code=422, error=str(exc),
+                      viewer_zone=viewer_zone(request), shown=_shown, **page)  # fmt: skip
+    return redirect(request, _url(name, "?done=" + ("rolled-back" if changed else "unchanged")))
+
+
+def dst_note(at: datetime, local: datetime, zone: str) -> str:
+    """Why a fire's clock time looks odd, in words; empty when nothing odd happened.
+
+    `local` is the wall time the fire was meant for, `at` the instant it fired."""
+    try:
+        tz = zone_named(zone)
+    except RecurrenceError:
+        return ""
+    wall = at.astimezone(tz)
+    meant = local.replace(tzinfo=None, second=0, microsecond=0)
+    if wall.replace(tzinfo=None, second=0, microsecond=0) != meant:
+        return (f"{meant:%H:%M} does not exist on {meant:%-d %b} (the clocks jump forward); "
+                f"runs at {wall:%H:%M}")  # fmt: skip
+    if tz.utcoffset(meant.replace(fold=0)) != tz.utcoffset(meant.replace(fold=1)):
+        which = "second" if wall.fold else "first"
+        return (f"{meant:%H:%M} happens twice on {meant:%-d %b} (the clocks go back); "
+                f"this is the {which} time")  # fmt: skip
+    return ""
+
+
+def _shown(value: Any) -> str:
+    """A snapshot value as a person reads it in a diff."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+routes = [
+    Route("/schedules", index, methods=["GET"], name="schedules_index"),
+    Route("/schedules", create, methods=["POST"], name="schedules_create"),
+    Route("/schedules/new", new, methods=["GET"], name="schedules_new"),
+    Route("/schedules/preview", preview, methods=["POST"], name="schedules_preview"),
+    Route("/schedules/{name:path}/edit", edit, methods=["GET"], name="schedules_edit"),
+    Route("/schedules/{name:path}/edit", update, methods=["POST"], name="schedules_update"),
+    Route("/schedules/{name:path}/pause", pause, methods=["POST"], name="schedules_pause"),
+    Route("/schedules/{name:path}/resume", resume, methods=["POST"], name="schedules_resume"),
+    Route("/schedules/{name:path}/run", run_now, methods=["POST"], name="schedules_run"),
+    Route("/schedules/{name:path}/delete", delete, methods=["POST"], name="schedules_delete"),
+    Route("/schedules/{name:path}/fires", fires, methods=["GET"], name="schedules_fires"),
+    Route("/schedules/{name:path}/history", history, methods=["GET"], name="schedules_history"),
+    Route("/schedules/{name:path}/rollback", rollback, methods=["POST"], name="schedules_rollback"),
+    Route("/schedules/{name:path}", show, methods=["GET"], name="schedules_show"),
+]

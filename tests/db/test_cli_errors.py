@@ -171,15 +171,17 @@ def test_workflow_delete_rule_lives_in_the_domain_function(db_url: str) -> None:
 
     assert run_sundial(db_url, "job", "add", "j", "--handler", "noop").returncode == 0
     with transaction(db_url) as conn:
-        workflows.define(conn, workflows.WorkflowSpec("wf", {"a": workflows.Step("j")}))
+        workflows.define(
+            conn, workflows.WorkflowSpec("wf", {"a": workflows.Step("j")}), actor="test"
+        )
         schedules.create_schedule(
             conn, schedules.ScheduleSpec("s", every_seconds=60, workflow="wf")
         )
     with transaction(db_url) as conn, pytest.raises(workflows.WorkflowError, match="'s'"):
-        workflows.delete(conn, "wf")
+        workflows.delete(conn, "wf", actor="test")
     assert query(db_url, "SELECT count(*) AS n FROM schedules") == [{"n": 1}]
     with transaction(db_url) as conn:
-        assert workflows.delete(conn, "wf", with_schedules=True) == ["s"]
+        assert workflows.delete(conn, "wf", actor="test", with_schedules=True) == ["s"]
     assert query(db_url, "SELECT count(*) AS n FROM schedules") == [{"n": 0}]
 
 

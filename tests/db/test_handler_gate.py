@@ -91,7 +91,7 @@ def test_stored_shell_jobs_are_refused_once_it_is_disabled(conn: Conn) -> None:
     workflow, changed or run once an admin disables it."""
     set_shell_enabled(conn, True, actor="test")
     schedules.create_schedule(conn, ScheduleSpec("cleanup", every_seconds=60, handler="shell"))
-    workflows.define(conn, WorkflowSpec("nightly", {"clean": Step("cleanup")}))
+    workflows.define(conn, WorkflowSpec("nightly", {"clean": Step("cleanup")}), actor="test")
     schedules.create_schedule(conn, ScheduleSpec("nightly", cron="0 3 * * *", workflow="nightly"))
     set_shell_enabled(conn, False, actor="test")
 
@@ -106,7 +106,9 @@ def test_stored_shell_jobs_are_refused_once_it_is_disabled(conn: Conn) -> None:
         lambda: schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}),
         lambda: schedules.run_now(conn, "cleanup"),
         lambda: schedules.run_now(conn, "nightly"),
-        lambda: workflows.define(conn, WorkflowSpec("other", {"clean": Step("cleanup")})),
+        lambda: workflows.define(
+            conn, WorkflowSpec("other", {"clean": Step("cleanup")}), actor="test"
+        ),
         lambda: workflows.run_now(conn, "nightly"),
     ]
     for attempt in refused:

@@ -159,7 +159,7 @@ def test_workflows_refuse_names_and_args_outside_the_ranges(conn: Conn) -> None:
     ]
     for spec in bad:
         with pytest.raises(workflows.WorkflowError):
-            workflows.define(conn, spec)
+            workflows.define(conn, spec, actor="test")
     with pytest.raises(workflows.WorkflowError):
         workflows.run_now(conn, "w\x00")
     assert count(conn, "workflows") == 0

@@ -286,7 +286,9 @@ def define_etl(conn: Conn) -> None:
             (job,),
         )
     steps = {"extract": workflows.Step("extract"), "load": workflows.Step("load", {"x": 1})}
-    workflows.define(conn, workflows.WorkflowSpec("etl", steps, [("extract", "load")]))
+    workflows.define(
+        conn, workflows.WorkflowSpec("etl", steps, [("extract", "load")]), actor="test"
+    )
 
 
 def test_a_workflow_schedule_fires_one_dag_run_per_fire(conn: Conn) -> None:

@@ -87,7 +87,7 @@ def test_replace_a_workflow_and_refuse_deleting_a_job_it_uses(db_url: str, tmp_p
         ({"steps": {"a": {"job": "nope"}}}, "there is no job definition named 'nope'"),
         (
             {"steps": {"a": {"job": "load", "after": ["b"]}, "b": {"job": "load", "after": ["a"]}}},
-            "cycle",
+            "step `a` cannot run after `b`: `b` already runs after `a` (a → b → a)",
         ),
         ({"steps": {"a": {"job": "load"}}, "edges": [["a", "x"]]}, "unknown node 'x'"),
         ({"steps": {}}, 'non-empty "steps"'),

@@ -1,0 +1,139 @@
+"""Version history of anything people edit, read from the audit log, with rollback.
+
+Every change a person makes is audited with an after-snapshot, so a target's versions are
+those snapshots, oldest to newest. Each kind of target (schedule, job, workflow) registers
+which audit actions make a version and how to apply an old snapshot: through its own
+domain update function, so a rollback is validated, locked and audited like any edit
+(action `<type>.rollback`).
+
+    register(Kind("schedule", frozenset({"schedule.create", "schedule.update"}), apply))
+    rollback(conn, "schedule", "nightly", version_id=42, actor="alice")
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from app.db import Conn
+from app.errors import UsageError
+from app.sql import query
+
+HISTORY_LIMIT = 200  # versions shown per target, newest first
+
+
+class VersionError(UsageError):
+    """A version cannot be read or restored as asked; the message says why."""
+
+
+class Apply(Protocol):
+    def __call__(
+        self, conn: Conn, target_id: str, snapshot: Mapping[str, Any], /, *, actor: str, action: str
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A kind of versioned target: its audit `target_type`, the actions whose after-snapshot
+    is a new version (the first of them starts a history: a target deleted and created
+    again under the same id starts afresh), and how to apply an old snapshot."""
+
+    target_type: str
+    actions: tuple[str, ...]
+    apply: Apply
+    # Snapshot fields that are state, not definition (a pause): neither compared nor restored.
+    ignored: frozenset[str] = frozenset()
+
+    @property
+    def rollback_action(self) -> str:
+        return f"{self.target_type}.rollback"
+
+
+_KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> None:
+    """Make `kind.target_type` versioned (a module registers its own kind at import)."""
+    _KINDS[kind.target_type] = kind
+
+
+def kind_of(target_type: str) -> Kind:
+    try:
+        return _KINDS[target_type]
+    except KeyError:
+        raise VersionError(f"{target_type} changes have no version history") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    field: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    id: int  # the audit row's id
+    number: int  # 1 for the first version
+    at: datetime
+    actor: str
+    action: str
+    snapshot: dict[str, Any]
+    changes: list[Change]  # against the version before it (everything for the first)
+    current: bool
+
+
+def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:
+    """Field-by-field differences, in the after-snapshot's field order (then removed ones)."""
+    old = before or {}
+    fields = [*after, *(f for f in old if f not in after)]
+    return [
+        Change(f, old.get(f), after.get(f))
+        for f in fields
+        if before is None or _same(old.get(f)) != _same(after.get(f))
+    ]
+
+
+def _same(value: Any) -> str:
+    # Snapshots come back from JSON: compare their text form, as it was stored.
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def history(conn: Conn, target_type: str, target_id: str) -> list[Version]:
+    """A target's versions, newest first, each with its diff against the one before."""
+    kind = kind_of(target_type)
+    rows = conn.execute(
+        query("versions", "version_list"),
+        {"target_type": target_type, "target_id": target_id, "actions": list(kind.actions),
+         "rollback": kind.rollback_action, "limit": HISTORY_LIMIT},
+    ).fetchall()  # fmt: skip
+    rows.reverse()
+    starts = [i for i, r in enumerate(rows) if r["action"] == kind.actions[0]]
+    rows = rows[starts[-1] :] if starts else rows
+    versions: list[Version] = []
+    previous: dict[str, Any] | None = None
+    for number, row in enumerate(rows, start=1):
+        after = {k: v for k, v in row["details"]["after"].items() if k not in kind.ignored}
+        versions.append(
+            Version(row["id"], number, row["at"], row["actor"], row["action"], after,
+                    diff(previous, after), current=number == len(rows))
+        )  # fmt: skip
+        previous = after
+    versions.reverse()
+    return versions
+
+
+def rollback(
+    conn: Conn, target_type: str, target_id: str, version_id: int, *, actor: str
+) -> Version:
+    """Apply version `version_id` of the target again, audited as `<type>.rollback`."""
+    kind = kind_of(target_type)
+    with conn.transaction():
+        chosen = [v for v in history(conn, target_type, target_id) if v.id == version_id]
+        if not chosen:
+            raise VersionError(f"{target_type} {target_id!r} has no version {version_id}")
+        kind.apply(conn, target_id, chosen[0].snapshot, actor=actor, action=kind.rollback_action)
+    return chosen[0]

@@ -1,0 +1,318 @@
+"""Workflows pages: list, show (the DAG as a picture), create/edit with a list of steps,
+delete, run now — through `app.workflows`.
+
+The editor is one form: each step row has a name, a job and "runs after" checkboxes that
+point at other rows by position, so renaming a step never breaks its edges. The form's
+buttons say what to do (`op`): `save`, `add` a step, or `remove:N`; adding and removing
+only redraw the form, with htmx or as a plain post. The picture follows the form while
+it is edited (`preview`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app import job_definitions, workflows
+from app.dag_layout import Layout, LayoutError, layout
+from app.db import Conn
+from app.errors import UsageError
+from app.job_definitions import JobError
+from app.states import Role
+from app.web.access import current_user, requires
+from app.web.database import call
+from app.web.render import redirect, render
+from app.workflows import Step, WorkflowError, WorkflowSpec
+
+MAX_EDITOR_STEPS = 200  # larger workflows are written as JSON (`sundial workflow add`)
+
+
+@dataclass(slots=True)
+class Row:
+    """One step as the editor holds it; `after` are positions of other rows."""
+
+    name: str = ""
+    job: str = ""
+    args: str = ""
+    after: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Draft:
+    name: str
+    description: str
+    rows: list[Row]
+
+
+def _url(name: str) -> str:
+    return f"/workflows/{quote(name, safe='')}"
+
+
+def _draft_of(form: FormData, name: str | None) -> Draft:
+    names, jobs = form.getlist("step_name"), form.getlist("step_job")
+    args = form.getlist("step_args")
+    count = min(len(names), len(jobs), MAX_EDITOR_STEPS + 1)
+    rows = []
+    for i in range(count):
+        picked = {int(str(v)) for v in form.getlist(f"after_{i}") if str(v).isdigit()}
+        rows.append(
+            Row(
+                name=str(names[i]).strip(),
+                job=str(jobs[i]).strip(),
+                args=str(args[i]).strip() if i < len(args) else "",
+                after=sorted(j for j in picked if j != i and j < count),
+            )
+        )
+    title = name if name is not None else str(form.get("name", "")).strip()
+    return Draft(title, str(form.get("description", "")).strip(), rows)
+
+
+def _draft_from(workflow: dict[str, Any]) -> Draft:
+    # Steps are stored unordered: list them as they run, level by level.
+    edges = [(u, d) for u, d in workflow["edges"]]
+    level = {n.name: n.layer for n in layout(list(workflow["steps"]), edges).nodes}
+    order = sorted(workflow["steps"], key=lambda n: (level[n], n))
+    position = {n: i for i, n in enumerate(order)}
+    rows = [
+        Row(
+            name=n,
+            job=s["job"],
+            args=json.dumps(s["args"], indent=2) if s["args"] else "",
+            after=sorted(position[u] for u, d in workflow["edges"] if d == n),
+        )
+        for n in order
+        for s in [workflow["steps"][n]]
+    ]
+    return Draft(workflow["name"], workflow["description"], rows)
+
+
+def _remove(rows: list[Row], gone: int) -> list[Row]:
+    """The rows without row `gone`; links to it are dropped, later positions shift up."""
+    kept = [r for i, r in enumerate(rows) if i != gone]
+    for r in kept:
+        r.after = [j - (j > gone) for j in r.after if j != gone]
+    return kept
+
+
+def _edges(rows: list[Row]) -> list[tuple[str, str]]:
+    return [(rows[j].name, r.name) for r in rows for j in r.after if rows[j].name and r.name]
+
+
+def _spec(draft: Draft) -> tuple[WorkflowSpec | None, dict[str, str]]:
+    """The workflow the form describes, or the errors next to the fields at fault."""
+    errors: dict[str, str] = {}
+    steps: dict[str, Step] = {}
+    if not draft.name:
+        errors["name"] = "Give the workflow a name."
+    if not draft.rows:
+        errors["steps"] = "Add at least one step."
+    if len(draft.rows) > MAX_EDITOR_STEPS:
+        errors["steps"] = (
+            f"The editor takes up to {MAX_EDITOR_STEPS} steps; write larger workflows as JSON "
+            "with `sundial workflow add`."
+        )
+    for i, row in enumerate(draft.rows):
+        if not row.name:
+            errors[f"step-{i}-name"] = "Give this step a name."
+        elif row.name in steps:
+            errors[f"step-{i}-name"] = f"Another step is already named {row.name!r}."
+        if not row.job:
+            errors[f"step-{i}-job"] = "Choose the job this step runs."
+        try:
+            args = job_definitions.parse_args(row.args)
+        except JobError as exc:
+            errors[f"step-{i}-args"] = str(exc)
+            args = {}
+        if row.name and row.name not in steps:
+            steps[row.name] = Step(row.job, args)
+    if errors:
+        return None, errors
+    return WorkflowSpec(draft.name, steps, _edges(draft.rows), draft.description), {}
+
+
+def _field_errors(exc: WorkflowError, draft: Draft) -> dict[str, str]:
+    where = exc.field or "form"
+    if where.startswith("step:"):
+        rows = [i for i, r in enumerate(draft.rows) if r.name == where[len("step:") :]]
+        where = f"step-{rows[0]}-name" if rows else "steps"
+    return {where: str(exc)}
+
+
+def _picture(rows: list[Row]) -> tuple[Layout | None, str | None]:
+    """The picture of the rows that have names so far, or why there is none."""
+    named = list(dict.fromkeys(r.name for r in rows if r.name))
+    if not named:
+        return None, None
+    edges = _edges(rows)
+    message = workflows.cycle_message(named, edges)
+    if message:
+        return None, message
+    try:
+        return layout(named, edges), None
+    except LayoutError as exc:
+        return None, str(exc)
+
+
+def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
+    page: dict[str, Any] = {"jobs": [j["name"] for j in job_definitions.list_all(conn)]}
+    if name is not None:
+        page["workflow"] = _detail(conn, name)
+    return page
+
+
+def _detail(conn: Conn, name: str) -> dict[str, Any]:
+    try:
+        return workflows.detail(conn, name)
+    except WorkflowError:
+        raise HTTPException(404, f"There is no workflow named {name!r}.") from None
+
+
+def _editor(
+    request: Request,
+    draft: Draft,
+    page: dict[str, Any],
+    *,
+    editing: str | None,
+    errors: dict[str, str] | None = None,
+    status_code: int = 200,
+    focus: int | None = None,
+) -> Response:
+    picture, problem = _picture(draft.rows)
+    return render(
+        request, "workflows/edit.html" if editing else "workflows/new.html",
+        "workflows/_form.html", status_code=status_code, draft=draft, errors=errors or {},
+        editing=editing, picture=picture, problem=problem, focus=focus, **page,
+    )  # fmt: skip
+
+
+@requires(Role.VIEWER)
+async def index(request: Request) -> Response:
+    rows = await call(request, workflows.list_all)
+    return render(request, "workflows/index.html", "workflows/_table.html", workflows=rows)
+
+
+@requires(Role.VIEWER)
+async def show(request: Request) -> Response:
+    workflow = await call(request, _detail, request.path_params["name"])
+    steps = list(workflow["steps"])
+    picture = layout(steps, [(u, d) for u, d in workflow["edges"]])
+    last = workflow["last_run"]
+    status_of = {s: v["status"] for s, v in last["steps"].items()} if last else {}
+    return render(
+        request, "workflows/show.html", workflow=workflow, picture=picture,
+        status_of=status_of, upstreams=picture.upstreams(),
+        started=request.query_params.get("started"),
+    )  # fmt: skip
+
+
+@requires(Role.EDITOR)
+async def new(request: Request) -> Response:
+    page = await call(request, _form_page, None)
+    return _editor(request, Draft("", "", [Row()]), page, editing=None)
+
+
+@requires(Role.EDITOR)
+async def edit(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _form_page, name)
+    return _editor(request, _draft_from(page["workflow"]), page, editing=name)
+
+
+async def _save(request: Request, name: str | None) -> Response:
+    """Create (`name` None) or replace, or only add/remove a step row and redraw."""
+    form = await request.form()
+    draft = _draft_of(form, name)
+    op = str(form.get("op", "save"))
+    page = await call(request, _form_page, name)
+    if op == "add":
+        draft.rows.append(Row())
+        return _editor(request, draft, page, editing=name, focus=len(draft.rows) - 1)
+    if op.startswith("remove:") and op[len("remove:") :].isdigit():
+        draft.rows = _remove(draft.rows, int(op[len("remove:") :]))
+        return _editor(request, draft, page, editing=name)
+    spec, errors = _spec(draft)
+    if spec is not None:
+        try:
+            await call(
+                request, workflows.define, spec, actor=current_user(request).username,
+                replace=name is not None,
+            )  # fmt: skip
+            return redirect(request, _url(spec.name))
+        except WorkflowError as exc:
+            errors = _field_errors(exc, draft)
+    return _editor(request, draft, page, editing=name, errors=errors, status_code=422)
+
+
+@requires(Role.EDITOR)
+async def create(request: Request) -> Response:
+    return await _save(request, None)
+
+
+@requires(Role.EDITOR)
+async def update(request: Request) -> Response:
+    name = request.path_params["name"]
+    await call(request, _detail, name)  # 404 for a workflow that is not there
+    return await _save(request, name)
+
+
+@requires(Role.EDITOR)
+async def preview(request: Request) -> Response:
+    """The picture of the form as it stands (htmx, while editing); saves nothing."""
+    picture, problem = _picture(_draft_of(await request.form(), None).rows)
+    return render(request, "workflows/_preview.html", picture=picture, problem=problem)
+
+
+@requires(Role.EDITOR)
+async def delete(request: Request) -> Response:
+    name = request.path_params["name"]
+    with_schedules = (await request.form()).get("with_schedules") == "yes"
+    try:
+        await call(
+            request, workflows.delete, name, actor=current_user(request).username,
+            with_schedules=with_schedules,
+        )  # fmt: skip
+    except WorkflowError as exc:
+        workflow = await call(request, _detail, name)
+        picture = layout(list(workflow["steps"]), [(u, d) for u, d in workflow["edges"]])
+        return render(
+            request, "workflows/show.html", status_code=409, workflow=workflow,
+            picture=picture, status_of={}, upstreams=picture.upstreams(),
+            delete_error=str(exc),
+        )  # fmt: skip
+    return redirect(request, "/workflows")
+
+
+@requires(Role.OPERATOR)
+async def run(request: Request) -> Response:
+    name = request.path_params["name"]
+    try:
+        dag = await call(request, workflows.run_now, name, actor=current_user(request).username)
+    except UsageError as exc:  # no such workflow, a handler turned off, …
+        workflow = await call(request, _detail, name)
+        picture = layout(list(workflow["steps"]), [(u, d) for u, d in workflow["edges"]])
+        return render(
+            request, "workflows/show.html", status_code=409, workflow=workflow,
+            picture=picture, status_of={}, upstreams=picture.upstreams(), run_error=str(exc),
+        )  # fmt: skip
+    return redirect(request, f"{_url(name)}?started={len(dag.run_ids)}")
+
+
+routes = [
+    Route("/workflows", index, methods=["GET"], name="workflows_index"),
+    Route("/workflows", create, methods=["POST"], name="workflows_create"),
+    Route("/workflows/new", new, methods=["GET"], name="workflows_new"),
+    Route("/workflows/preview", preview, methods=["POST"], name="workflows_preview"),
+    Route("/workflows/{name:path}/edit", edit, methods=["GET"], name="workflows_edit"),
+    Route("/workflows/{name:path}/delete", delete, methods=["POST"], name="workflows_delete"),
+    Route("/workflows/{name:path}/run", run, methods=["POST"], name="workflows_run"),
+    Route("/workflows/{name:path}", show, methods=["GET"], name="workflows_show"),
+    Route("/workflows/{name:path}", update, methods=["POST"], name="workflows_update"),
+]

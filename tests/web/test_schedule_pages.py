@@ -1,0 +1,307 @@
+"""The schedule pages against a real database: create from a preset, live preview, edit,
+pause / resume / run now / delete, the ledger, versions and rollback; roles, CSRF, bad
+input next to its field with nothing written, and every change audited."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from starlette.testclient import TestClient
+
+from app import job_definitions, schedules
+from app.fires import OverlapPolicy
+from app.job_definitions import JobSpec
+from app.schedules import ScheduleSpec
+from tests.web.conftest import csrf_of
+
+Conn = psycopg.Connection[Any]
+FORM = {"name": "morning report", "target_kind": "job", "job": "report", "preset": "weekdays",
+        "at": "09:00", "timezone": "Europe/Berlin", "catchup": "latest", "overlap": "skip",
+        "spread_seconds": "60", "dst_skipped": "shift", "dst_repeated": "first",
+        "every_minutes": "15", "minute": "0", "every": "30", "unit": "minutes", "cron": "",
+        "auto_pause_after": ""}  # fmt: skip
+
+
+def post(client: TestClient, path: str, data: dict[str, Any], **headers: str) -> Any:
+    token = csrf_of(client, "/")
+    return client.post(
+        path, data={**data, "csrf_token": token}, headers=headers, follow_redirects=False
+    )
+
+
+def count(conn: Conn, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
+
+
+def actions(conn: Conn) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT actor, action FROM audit_log WHERE target_type = 'schedule' ORDER BY id"
+    ).fetchall()
+    return [(r["actor"], r["action"]) for r in rows]
+
+
+@pytest.fixture
+def job(conn: Conn) -> str:
+    job_definitions.create(conn, JobSpec("report", "noop"), actor="test")
+    return "report"
+
+
+def test_an_editor_creates_a_schedule_from_a_preset_and_edits_it(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    client = as_role("editor")
+    form = client.get("/schedules/new").text
+    assert 'list="zones"' in form and '<option value="Europe/Berlin">' in form
+    created = post(client, "/schedules", FORM)
+    assert created.status_code == 303
+    assert created.headers["location"] == "/schedules/morning%20report?done=created"
+    row = conn.execute("SELECT * FROM schedules").fetchone()
+    assert (row["cron"], row["timezone"], row["exact_minute"]) == ("0 9 * * 1-5", "Europe/Berlin",
+                                                                   False)  # fmt: skip
+    page = client.get(created.headers["location"]).text
+    assert "At 09:00, Monday through Friday" in page and "Schedule created." in page
+    assert "09:00 CET" in page or "09:00 CEST" in page
+
+    edit = client.get("/schedules/morning%20report/edit").text
+    assert 'value="weekdays" selected' in edit and 'value="09:00"' in edit
+    saved = post(client, "/schedules/morning%20report/edit", {**FORM, "preset": "daily",
+                                                               "at": "07:30"})  # fmt: skip
+    assert saved.status_code == 303
+    row = conn.execute("SELECT cron FROM schedules").fetchone()
+    assert row["cron"] == "30 7 * * *"
+    assert actions(conn) == [("editor", "schedule.create"), ("editor", "schedule.update")]
+    update = conn.execute(
+        "SELECT details FROM audit_log WHERE action = 'schedule.update'"
+    ).fetchone()["details"]
+    assert (update["before"]["cron"], update["after"]["cron"]) == ("0 9 * * 1-5", "30 7 * * *")
+
+
+def test_the_preview_shows_the_sentence_and_next_fires_in_both_zones_with_dst_notes(
+    as_role: Callable[[str], TestClient], job: str
+) -> None:
+    client = as_role("editor")
+    shown = post(
+        client, "/schedules/preview",
+        {**FORM, "preset": "daily", "at": "02:30", "timezone": "Europe/Berlin",
+         "viewer_zone": "America/New_York"},
+        **{"HX-Request": "true"},
+    ).text  # fmt: skip
+    assert "At 02:30" in shown and "30 2 * * *" in shown
+    assert shown.count("<tr") == 11  # the header and ten fires
+    assert "Your time (America/New_York)" in shown and ("EST" in shown or "EDT" in shown)
+    # 28 March 2027 is the spring-forward night in Berlin
+    spring = post(
+        client, "/schedules/preview",
+        {**FORM, "preset": "custom", "cron": "30 2 28 3 *", "timezone": "Europe/Berlin"},
+    ).text  # fmt: skip
+    assert "02:30 does not exist on 28 Mar (the clocks jump forward); runs at 03:00" in spring
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"preset": "custom", "cron": "61 * * * *"}, "cron", "not a valid cron expression"),
+        ({"preset": "custom", "cron": "0 0 30 2 *"}, "cron", "never fires"),
+        ({"timezone": "Mars/Olympus"}, "timezone", "unknown time zone"),
+        ({"at": "9 o'clock"}, "at", "not a time of day"),
+        ({"preset": "weekly", "days": []}, "days", "at least one day"),
+        ({"job": ""}, "job", "choose the job"),
+        ({"name": ""}, "name", "give the schedule a name"),
+        ({"spread_seconds": "lots"}, "spread_seconds", "whole number"),
+        ({"catchup": "sometimes"}, "catchup", "catch-up must be"),
+    ],
+)
+def test_bad_input_gets_its_message_next_to_the_field_and_nothing_is_saved(
+    as_role: Callable[[str], TestClient],
+    conn: Conn,
+    job: str,
+    change: dict[str, Any],
+    field: str,
+    message: str,
+) -> None:
+    client = as_role("editor")
+    preview = post(client, "/schedules/preview", {**FORM, **change}).text
+    assert message in preview
+    refused = post(client, "/schedules", {**FORM, **change}, **{"HX-Request": "true"})
+    assert refused.status_code == 422
+    assert f'id="{field}-error"' in refused.text and message in refused.text
+    assert count(conn, "schedules") == 0 and actions(conn) == []
+
+
+def test_a_duplicate_name_is_refused_next_to_the_name(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("morning report", cron="0 8 * * *", job=job))
+    refused = post(as_role("editor"), "/schedules", FORM)
+    assert refused.status_code == 422 and 'id="name-error"' in refused.text
+    assert "already exists" in refused.text and count(conn, "schedules") == 1
+
+
+def test_names_with_markup_render_as_text(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("<script>x</script>", cron="0 8 * * *", job=job))
+    client = as_role("viewer")
+    for path in ("", "/fires", "/history"):
+        page = client.get("/schedules/%3Cscript%3Ex%3C%2Fscript%3E" + path).text
+        assert "&lt;script&gt;x&lt;/script&gt;" in page and "<script>x" not in page
+
+
+def test_operators_pause_resume_and_run_now_and_each_step_is_audited(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job,
+                                                 timezone="Europe/Berlin"))  # fmt: skip
+    client = as_role("operator")
+    url = "/schedules/nightly"
+    assert post(client, url + "/pause", {"note": "quarter close", "until": "2099-01-02T03:00"}
+                ).status_code == 303  # fmt: skip
+    row = conn.execute("SELECT active, paused_note, paused_until FROM schedules").fetchone()
+    assert (row["active"], row["paused_note"]) == (False, "quarter close")
+    assert row["paused_until"].isoformat() == "2099-01-02T02:00:00+00:00"
+    assert "quarter close" in client.get(url).text
+    assert post(client, url + "/resume", {}).status_code == 303
+    assert conn.execute("SELECT active FROM schedules").fetchone()["active"] is True
+    assert post(client, url + "/run", {}).status_code == 303
+    run = conn.execute("SELECT id, status FROM job_runs").fetchone()
+    ledger = client.get(url + "/fires").text
+    assert f'href="/runs/{run["id"]}"' in ledger and "run now" in ledger
+    assert actions(conn) == [
+        ("system", "schedule.create"),
+        ("operator", "schedule.pause"),
+        ("operator", "schedule.resume"),
+        ("operator", "schedule.run_now"),
+    ]
+    refused = post(client, url + "/pause", {"note": "x", "until": "2001-01-01T00:00"})
+    assert refused.status_code == 422 and 'id="until-error"' in refused.text
+    assert conn.execute("SELECT active FROM schedules").fetchone()["active"] is True
+
+
+def test_delete_needs_confirmation_and_says_what_goes_with_it(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("cleanup", every_seconds=600, handler="noop"))
+    client = as_role("editor")
+    page = client.get("/schedules/cleanup").text
+    assert "Its job <strong>cleanup</strong> was created with it and is deleted too" in page
+    assert post(client, "/schedules/cleanup/delete", {}).status_code == 422
+    assert count(conn, "schedules") == 1
+    assert post(client, "/schedules/cleanup/delete", {"confirm": "yes"}).status_code == 303
+    assert count(conn, "schedules") == 0 and count(conn, "job_definitions") == 0
+    assert actions(conn)[-1] == ("editor", "schedule.delete")
+
+
+def test_history_shows_each_change_and_rollback_restores_the_old_rule(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job))
+    schedules.pause(conn, "nightly", note="quiet")  # not a version
+    changes = {"cron": "0 4 * * *", "overlap": OverlapPolicy.QUEUE}
+    schedules.update_schedule(conn, "nightly", changes, actor="alice")
+    client = as_role("editor")
+    page = client.get("/schedules/nightly/history").text
+    assert "Version 2 (current)" in page and "update by alice" in page
+    assert "<del>30 2 * * *</del>" in page and "<ins>0 4 * * *</ins>" in page
+    assert "<del>skip</del>" in page and "paused note" not in page
+    first = conn.execute("SELECT id FROM audit_log WHERE action = 'schedule.create'").fetchone()[
+        "id"
+    ]
+    rolled = post(client, "/schedules/nightly/rollback", {"version": str(first)})
+    assert rolled.headers["location"] == "/schedules/nightly?done=rolled-back"
+    row = conn.execute("SELECT cron, overlap, active FROM schedules").fetchone()
+    assert (row["cron"], row["overlap"], row["active"]) == ("30 2 * * *", "skip", False)
+    assert actions(conn)[-1] == ("editor", "schedule.rollback")
+    assert "Version 3 (current)" in client.get("/schedules/nightly/history").text
+    missing = post(client, "/schedules/nightly/rollback", {"version": "999999"})
+    assert missing.status_code == 422 and "has no version 999999" in missing.text
+
+
+def test_the_list_filters_and_shows_the_next_fire_in_the_viewers_zone(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("alpha", cron="0 9 * * *", job=job,
+                                                 timezone="Asia/Tokyo"))  # fmt: skip
+    schedules.create_schedule(conn, ScheduleSpec("beta", every_seconds=60, handler="noop"))
+    schedules.pause(conn, "beta", note="hold")
+    client = as_role("viewer")
+    client.cookies.set("sundial_tz", "America/New_York")
+    page = client.get("/schedules").text
+    assert "Your time" in page and ("EST" in page or "EDT" in page) and "JST" in page
+    assert ">alpha<" in client.get("/schedules?name=alp").text
+    assert ">beta<" not in client.get("/schedules?name=alp").text
+    assert ">alpha<" not in client.get("/schedules?target=beta").text
+    paused = client.get("/schedules?state=paused", headers={"HX-Request": "true"}).text
+    assert ">beta<" in paused and ">alpha<" not in paused and "<html" not in paused
+    client.cookies.set("sundial_tz", "Not/AZone")
+    assert "(UTC)" in client.get("/schedules").text
+
+
+def test_the_ledger_is_paged_newest_first(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("often", every_seconds=60, job=job))
+    schedule_id = conn.execute("SELECT id FROM schedules").fetchone()["id"]
+    conn.execute(
+        "INSERT INTO schedule_fires (schedule_id, fire_time, local_time, outcome) "
+        "SELECT %s, t, t AT TIME ZONE 'UTC', 'missed' FROM generate_series("
+        "'2026-01-01 00:00+00'::timestamptz, '2026-01-01 00:59+00', '1 minute') t",
+        (schedule_id,),
+    )
+    client = as_role("viewer")
+    first = client.get("/schedules/often/fires").text
+    assert "2026-01-01 00:59" in first and "2026-01-01 00:09" not in first
+    assert "Older</a>" in first
+    older = first.split("fires?before=")[1].split('"')[0]
+    second = client.get("/schedules/often/fires?before=" + older.replace("&amp;", "&")).text
+    assert "2026-01-01 00:09" in second and "2026-01-01 00:59" not in second
+    assert "Older</a>" not in second and "Newest</a>" in second
+    assert client.get("/schedules/often/fires?before=yesterday").status_code == 400
+
+
+WRITES = ["/schedules", "/schedules/preview", "/schedules/s/edit", "/schedules/s/pause",
+          "/schedules/s/resume", "/schedules/s/run", "/schedules/s/delete",
+          "/schedules/s/rollback"]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", WRITES)
+def test_a_viewer_gets_403_on_every_write_and_sees_no_buttons(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str, path: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("s", cron="0 9 * * *", job=job))
+    client = as_role("viewer")
+    assert post(client, path, {**FORM, "confirm": "yes", "note": "x"}).status_code == 403
+    page = client.get("/schedules/s").text
+    assert "Run now" not in page and "Pause" not in page and "Delete" not in page
+    assert "Roll back" not in client.get("/schedules/s/history").text
+    assert count(conn, "schedules") == 1 and len(actions(conn)) == 1
+
+
+def test_an_operator_may_not_edit_or_delete(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("s", cron="0 9 * * *", job=job))
+    client = as_role("operator")
+    assert client.get("/schedules/new").status_code == 403
+    assert post(client, "/schedules/s/delete", {"confirm": "yes"}).status_code == 403
+    assert post(client, "/schedules/s/edit", FORM).status_code == 403
+
+
+@pytest.mark.parametrize("path", WRITES)
+def test_a_write_without_the_csrf_token_is_refused(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str, path: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("s", cron="0 9 * * *", job=job))
+    client = as_role("admin")
+    refused = client.post(path, data={**FORM, "confirm": "yes"}, follow_redirects=False)
+    assert refused.status_code == 403
+    assert count(conn, "schedules") == 1 and len(actions(conn)) == 1
+
+
+def test_pages_of_an_unknown_schedule_are_404(as_role: Callable[[str], TestClient]) -> None:
+    client = as_role("admin")
+    for path in ("", "/edit", "/fires", "/history"):
+        assert client.get("/schedules/nope" + path).status_code == 404
+    assert post(client, "/schedules/nope/resume", {}).status_code == 404
