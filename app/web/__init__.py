@@ -22,6 +22,7 @@ from app.resources import STATIC_DIR
 from app.web import (
     audit,
     auth,
+    dag_runs,
     dead_letters,
     errors,
     home,
@@ -57,6 +58,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *dead_letters.routes,
         *run_logs.routes,
         *job_stats.routes,
+        *dag_runs.routes,
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]
     app = Starlette(

@@ -122,6 +122,46 @@ def test_a_runs_log_lines_appear_on_its_page_while_it_runs(
     shoot(page, "run-log-done")
 
 
+def test_a_dag_runs_steps_change_colour_as_they_complete(
+    live_server: str, db_url: str, signed_in: Callable[[str], Any], tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        dag = runs.submit_dag(
+            conn,
+            {
+                "extract": NewRun("echo"),
+                "transform": NewRun("chatty", {"wait_file": str(go)}, execution_model="thread"),
+                "report": NewRun("echo"),
+            },
+            [("extract", "transform"), ("transform", "report")],
+            name="nightly",
+        )
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)  # a bound on a hang: the worker starts meanwhile
+
+    with services(db_url, tmp_path) as start:
+        worker = start("worker")
+        page = signed_in("viewer")
+        page.get_by_role("link", name="DAG runs").click()
+        page.get_by_role("link", name="nightly").click()
+        nodes = page.locator("#dag-run .dag-node")
+        expect(nodes.filter(has_text="transform")).to_have_class("dag-node status-running")
+        expect(nodes.filter(has_text="extract")).to_have_class("dag-node status-completed")
+        expect(nodes.filter(has_text="report")).to_have_class("dag-node status-blocked")
+        shoot(page, "dag-run-running")
+        go.touch()  # the middle step finishes: the picture follows without a reload
+        expect(nodes.filter(has_text="transform")).to_have_class("dag-node status-completed")
+        expect(nodes.filter(has_text="report")).to_have_class("dag-node status-completed")
+        expect(page.locator("#dag-run-graph")).not_to_have_attribute("hx-trigger", "every 2s")
+        worker.stop()
+    assert page.locator(f'#dag-run svg a[href="/runs/{dag.run_ids["report"]}"]').count() == 1
+    shoot(page, "dag-run-done")
+    page.goto(live_server + "/dag-runs")
+    shoot(page, "dag-runs")
+
+
 def test_on_call_pages_pass_axe(
     live_server: str, db_url: str, browser: Any, tmp_path: Path
 ) -> None:
@@ -136,7 +176,12 @@ def test_on_call_pages_pass_axe(
             "SELECT error_fingerprint FROM job_runs WHERE id = %s", (run_id,)
         ).fetchone()
     assert key is not None
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        dag = runs.submit_dag(conn, {"a": NewRun("noop"), "b": NewRun("noop")}, [("a", "b")])
     pages = {
+        "dag-runs": "/dag-runs",
+        "dag-run": f"/dag-runs/{dag.id}",
+        "job-stats": "/job-stats",
         "dead-letters": "/dead-letters",
         "dead-letter-group": f"/dead-letters/{key['error_fingerprint']}",
         "dead-letter-confirm": f"/dead-letters/{key['error_fingerprint']}/retry",
