@@ -28,6 +28,7 @@ from app.web import (
     home,
     job_stats,
     jobs,
+    lag_slo,
     run_logs,
     schedules,
     workflows,
@@ -59,6 +60,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *run_logs.routes,
         *job_stats.routes,
         *dag_runs.routes,
+        *lag_slo.routes,
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]
     app = Starlette(

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
+from app import lag_slo, runs
 from app.runs import NewRun
+from tests.db.test_trigger import add
 from tests.e2e.test_jobs_journey import _violations
 from tests.processes import query, services
-from tests.waits import wait_until
+from tests.waits import db_now, wait_until
 
 SHOTS = Path(os.environ.get("SUNDIAL_SHOTS", "/work/shots/oncall2"))
 POISON = "PaymentDeclined: card for invoice {} was declined"
@@ -178,10 +180,14 @@ def test_on_call_pages_pass_axe(
     assert key is not None
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         dag = runs.submit_dag(conn, {"a": NewRun("noop"), "b": NewRun("noop")}, [("a", "b")])
+        # a schedule whose fire is long overdue (no trigger runs here): a lag alert
+        add(conn, "hourly <b>sync</b>", now=db_now(conn) - timedelta(hours=3), cron="0 * * * *")
+        lag_slo.set_threshold(conn, "hourly <b>sync</b>", 60, actor="test")
     pages = {
         "dag-runs": "/dag-runs",
         "dag-run": f"/dag-runs/{dag.id}",
         "job-stats": "/job-stats",
+        "lag": "/slo",
         "dead-letters": "/dead-letters",
         "dead-letter-group": f"/dead-letters/{key['error_fingerprint']}",
         "dead-letter-confirm": f"/dead-letters/{key['error_fingerprint']}/retry",
@@ -189,6 +195,7 @@ def test_on_call_pages_pass_axe(
         "run-log": f"/runs/{run_id}/logs",
     }
     problems: dict[str, list[str]] = {}
+    SHOTS.mkdir(parents=True, exist_ok=True)
     for width in (1280, 390):
         context = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=True)
         page = context.new_page()
@@ -196,6 +203,7 @@ def test_on_call_pages_pass_axe(
         sign_in_page(page, live_server, "operator")
         for name, path in pages.items():
             page.goto(live_server + path)
+            page.screenshot(path=str(SHOTS / f"axe-{name}-{width}.png"), full_page=True)
             found = _violations(page)
             if found:
                 problems[f"{name}@{width}"] = found
