@@ -133,10 +133,12 @@ def report(conn: Conn, *, now: datetime | None = None) -> Report:
         )
         for o in overdue
     ]
+    said = {(a.schedule, a.at) for a in alerts}
     for s in schedules:
         alerts += [
             Alert("missing", s.name, "was expected to fire and that fire produced no run", at)
             for at in s.missing
+            if (s.name, at) not in said  # the overdue alert already names that fire
         ]
     return Report(schedules, alerts)
 
