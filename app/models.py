@@ -393,6 +393,8 @@ class JobRun(SQLModel, table=True):
             "finished_at",
             postgresql_where=sa.text("status IN ('completed', 'cancelled', 'skipped')"),
         ),
+        # The runs page filtered by status, newest first, and the overview's counts.
+        sa.Index("ix_job_runs_status_id", "status", "id"),
     )
 
     id: int | None = Field(
@@ -470,6 +472,15 @@ class JobRunAttempt(SQLModel, table=True):
     """
 
     __tablename__ = "job_run_attempts"
+    __table_args__ = (
+        # Attempts whose worker died (lease expired) or handed them back: the overview's
+        # lease-expiry alert and the workers page, over the last hour.
+        sa.Index(
+            "ix_job_run_attempts_lost",
+            "finished_at",
+            postgresql_where=sa.text("outcome IN ('lost', 'released')"),
+        ),
+    )
 
     run_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True))
     attempt: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True))

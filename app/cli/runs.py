@@ -1,4 +1,5 @@
-"""`sundial submit`, `sundial cancel`, `sundial retry`, `sundial show`: runs from the shell.
+"""`sundial submit`, `sundial cancel`, `sundial retry`, `sundial show`, `sundial runs list`:
+runs from the shell.
 
 The domain modules each command needs are imported inside it, not at the top: every
 `sundial` command builds the whole parser, and `--help` or a service should not pay
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import uuid
 from datetime import datetime
 from typing import Any
@@ -22,16 +24,16 @@ from app.errors import UsageError
 from app.sql import query
 
 
-def parse_time(text: str) -> datetime:
+def parse_time(text: str, option: str = "--at") -> datetime:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(
-            f"--at must be an ISO 8601 time like 2030-01-31T09:00:00+01:00, got {text!r}"
+            f"{option} must be an ISO 8601 time like 2030-01-31T09:00:00+01:00, got {text!r}"
         ) from None
     if moment.tzinfo is None:
-        raise UsageError(f"--at needs a time zone (e.g. {text}Z or {text}+01:00)")
-    return limits.check_instant("--at", moment)
+        raise UsageError(f"{option} needs a time zone (e.g. {text}Z or {text}+01:00)")
+    return limits.check_instant(option, moment)
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
@@ -91,11 +93,13 @@ def _dag_run_id(text: str) -> uuid.UUID:
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     limits.check_run_id("RUN", args.run_id)
-    from app import runs
+    from app import run_actions
+    from app.audit import cli_actor
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
-        status = runs.cancel(conn, args.run_id)
-        if status is None:
+        try:
+            status = run_actions.cancel(conn, args.run_id, actor=cli_actor())
+        except run_actions.RunActionRefused:
             return _not_active(conn, args.run_id, "cancel")
     print(
         f"run {args.run_id} cancelled"
@@ -107,11 +111,13 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
     limits.check_run_id("RUN", args.run_id)
-    from app import runs
+    from app import run_actions
+    from app.audit import cli_actor
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
-        retried = runs.retry(conn, args.run_id)
-        if retried is None:
+        try:
+            retried = run_actions.retry(conn, args.run_id, actor=cli_actor())
+        except run_actions.RunActionRefused:
             return _not_active(conn, args.run_id, "retry", finished_only=True)
     waiting = len(retried.unskipped)
     print(
@@ -131,6 +137,40 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             query("run_reads", "run_attempt_list"), {"run_id": args.run_id}
         ).fetchall()
     print(json.dumps({**row, "attempts": history}, default=str, indent=2))
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
+    """`sundial runs list`: the runs page's list (same filters, same query), as lines."""
+    from app import run_list
+    from app.cli.text import safe
+
+    where = run_list.RunFilter(
+        status=args.status,
+        job=args.job,
+        schedule=args.schedule,
+        dag_run_id=run_list.parse_dag_run_id(args.dag_run) if args.dag_run else None,
+        since=parse_time(args.since, "--since") if args.since else None,
+        until=parse_time(args.until, "--until") if args.until else None,
+        error=args.error,
+        before_id=args.before_id,
+        limit=args.limit,
+    ).check()
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        page = run_list.list_runs(conn, where)
+    if args.json:
+        print(json.dumps(page.runs, default=str, indent=2))
+    else:
+        for run in page.runs:
+            error = f"  {safe(run['last_error'][:120])}" if run["last_error"] else ""
+            print(
+                f"{run['id']:>10}  {run['status']:<10} attempt {run['attempt']:<3} "
+                f"{safe(run['job_name'] or run['handler'])}{error}"
+            )
+        if not page.runs:
+            print("no runs match")
+    if page.older is not None:
+        print(f"older runs: --before-id {page.older.before_id}", file=sys.stderr)
     return 0
 
 
@@ -174,6 +214,24 @@ def add_run_commands(sub: Any) -> None:
     dag.set_defaults(func=cmd_dag, process="dag")
     dag.add_argument("dag_command", choices=["submit", "show", "cancel"])
     dag.add_argument("target", help="FILE or - (submit), or a DAG run id (show, cancel)")
+    runs = sub.add_parser(
+        "runs",
+        help="list runs, newest first, with filters",
+        description="List runs newest first (the dashboard's runs page). Page with "
+        "--before-id: the command prints the value for the next, older page.",
+    )
+    runs.set_defaults(func=cmd_runs, process="runs")
+    runs.add_argument("runs_command", choices=["list"])
+    runs.add_argument("--status", help="pending, blocked, running, completed, failed, ...")
+    runs.add_argument("--job", help="a handler name or a job definition's name")
+    runs.add_argument("--schedule", help="a schedule's name or id")
+    runs.add_argument("--dag-run", help="a DAG run id")
+    runs.add_argument("--since", help="created at or after this ISO 8601 time with zone")
+    runs.add_argument("--until", help="created before this ISO 8601 time with zone")
+    runs.add_argument("--error", help="text in the last error (any case)")
+    runs.add_argument("--before-id", type=int, help="runs older than this run id")
+    runs.add_argument("--limit", type=int, default=50, help="how many (1-500, default 50)")
+    runs.add_argument("--json", action="store_true", help="print JSON rows")
     for name, func, text in (
         ("cancel", cmd_cancel, "cancel a run (a running one is stopped by its worker)"),
         ("retry", cmd_retry, "queue a failed, timed out or cancelled run again"),

@@ -2,7 +2,8 @@
 -- leader that lost the lease without noticing.
 
 -- name: lease_acquire
--- Take the lease when nobody holds it or the holder's lease has expired, at term + 1.
+-- Take the lease when nobody holds it or the holder's lease has expired, at term + 1;
+-- a new leader notifies the dashboard (`sundial_events`, 'trigger').
 INSERT INTO leader_leases AS l (name, holder, term, acquired_at, lease_until)
 VALUES (
     %(name)s, %(holder)s, 1, coalesce(%(now)s::timestamptz, now()),
@@ -12,7 +13,7 @@ ON CONFLICT (name) DO UPDATE
 SET holder = excluded.holder, term = l.term + 1, acquired_at = excluded.acquired_at,
     lease_until = excluded.lease_until
 WHERE l.lease_until < excluded.acquired_at
-RETURNING term;
+RETURNING term, pg_notify('sundial_events', 'trigger') IS NULL AS notified;
 
 -- name: lease_renew
 -- Extend our own unexpired lease, matching holder and term; no row means: step down.

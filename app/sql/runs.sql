@@ -2,7 +2,8 @@
 -- Each is one conditional statement: the WHERE clause names the states (and, for a
 -- leased run, the attempt) it moves a run from, so an actor that lost a race changes
 -- 0 rows. `coalesce(%(now)s, now())` lets tests move time; production uses the database
--- clock. One pg_notify per statement (never per row, never with job args) wakes workers.
+-- clock. One pg_notify per statement (never per row, never with job args) wakes workers
+-- (`sundial_runs`) or tells the dashboard's event hub that runs changed (`sundial_events`).
 -- New runs are inserted by `run_inserts.sql`, old history deleted by `retention.sql`.
 
 -- name: run_find_by_keys
@@ -18,7 +19,7 @@ WITH picked AS (
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-)
+), claimed AS (
 UPDATE job_runs r
 SET status = 'running',
     lease_owner = %(worker)s,
@@ -34,7 +35,10 @@ RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_secon
               SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
               FROM job_run_deps d JOIN job_runs u ON u.id = d.depends_on
               WHERE d.run_id = r.id
-          ) END AS upstream_results;
+          ) END AS upstream_results
+)
+SELECT claimed.* FROM claimed
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
 
 -- name: run_heartbeat
 -- running -> running: extend every lease this worker still holds, in one statement.
@@ -77,7 +81,8 @@ WITH done AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
     SELECT id, attempt, %(worker)s, 'completed', started_at, coalesce(%(now)s::timestamptz, now()) FROM done
 )
-SELECT id, attempt, in_dag FROM done;
+SELECT id, attempt, in_dag FROM done
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM done)) AS seen ON true;
 
 -- name: run_complete_late
 -- pending | failed -> completed: an attempt that completed but could not be recorded before
@@ -132,7 +137,8 @@ WITH ended AS (
         (run_id, attempt, worker, outcome, started_at, finished_at, error, traceback)
     SELECT id, attempt, %(worker)s, outcome, started_at, coalesce(%(now)s::timestamptz, now()), error, traceback FROM ended
 )
-SELECT id, attempt, status, in_dag FROM ended;
+SELECT id, attempt, status, in_dag FROM ended
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM ended)) AS seen ON true;
 
 -- name: run_release_many
 -- running -> pending (or cancelled if that was requested): a stopping worker hands back
@@ -202,7 +208,7 @@ SET status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
     finished_at = CASE WHEN status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
     cancel_requested = true
 WHERE id = %(id)s AND status IN ('pending', 'blocked', 'running')
-RETURNING id, status, dag_run_id IS NOT NULL AS in_dag;
+RETURNING id, status, dag_run_id IS NOT NULL AS in_dag, pg_notify('sundial_events', 'runs') IS NULL AS notified;
 
 -- name: run_retry
 -- failed | timed_out | cancelled -> pending: a person retries a dead letter with a fresh
@@ -335,7 +341,7 @@ SET status = CASE WHEN r.status = 'running' THEN 'running' ELSE 'cancelled' END,
     finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
     cancel_requested = true
 WHERE r.id IN (SELECT id FROM locked) AND r.status IN ('pending', 'blocked', 'running')
-RETURNING r.id, r.status;
+RETURNING r.id, r.status, pg_notify('sundial_events', 'runs') IS NULL AS notified;
 
 -- name: run_dag_edges
 -- (new) DAG edges between runs submitted in the same transaction.

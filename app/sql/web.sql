@@ -10,3 +10,172 @@ WHERE stopped_at IS NULL AND last_seen > now() - interval '1 minute';
 
 -- name: health_check
 SELECT 1 AS ok;
+
+-- ---- overview -----------------------------------------------------------------------------
+
+-- name: overview_pending_depth
+-- Pending runs by effective priority: how many, how many already due, and how long the
+-- oldest due one has waited (the dispatch index holds exactly these rows).
+SELECT priority, count(*) AS n,
+       count(*) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())) AS due,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+               - min(run_at) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())))::float8
+           AS oldest_due_seconds
+FROM job_runs WHERE status = 'pending'
+GROUP BY priority ORDER BY priority DESC;
+
+-- name: overview_minutes
+-- The last hour minute by minute: runs finished, and schedule lag (started_at - run_at)
+-- p50/p99 of the runs that started in that minute. Ended runs come from the two
+-- finished_at indexes, running ones from the lease index; a run started in the last hour
+-- is in one of them.
+WITH recent AS (
+    SELECT status, run_at, started_at, finished_at FROM job_runs
+    WHERE status IN ('completed', 'cancelled', 'skipped')
+      AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    UNION ALL
+    SELECT status, run_at, started_at, finished_at FROM job_runs
+    WHERE status IN ('failed', 'timed_out')
+      AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    UNION ALL
+    SELECT status, run_at, started_at, finished_at FROM job_runs WHERE status = 'running'
+), finished AS (
+    SELECT date_trunc('minute', finished_at) AS minute, count(*) AS finished,
+           count(*) FILTER (WHERE status IN ('failed', 'timed_out')) AS failed
+    FROM recent WHERE finished_at IS NOT NULL GROUP BY 1
+), lag AS (
+    SELECT date_trunc('minute', started_at) AS minute,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - run_at)) AS p50,
+           percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - run_at)) AS p99,
+           count(*) AS started
+    FROM recent
+    WHERE started_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    GROUP BY 1
+)
+SELECT coalesce(f.minute, l.minute) AS minute, coalesce(f.finished, 0) AS finished,
+       coalesce(f.failed, 0) AS failed, coalesce(l.started, 0) AS started,
+       greatest(l.p50, 0)::float8 AS lag_p50, greatest(l.p99, 0)::float8 AS lag_p99
+FROM finished f FULL JOIN lag l ON l.minute = f.minute
+ORDER BY 1;
+
+-- name: overview_live_workers
+-- Workers that heartbeat within %(stale_seconds)s and have not stopped.
+SELECT count(*) AS n FROM workers
+WHERE stopped_at IS NULL
+  AND last_seen > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(stale_seconds)s);
+
+-- name: overview_leaders
+-- Who leads each singleton role (the trigger), at which term, and whether the lease holds.
+SELECT name, holder, term, acquired_at, lease_until,
+       lease_until >= coalesce(%(now)s::timestamptz, now()) AS current
+FROM leader_leases ORDER BY name;
+
+-- name: overview_poison_jobs
+-- Alert: handlers whose runs ended failed or timed out in the last hour after using
+-- retries (attempt > 1), most first (the dead-letter index).
+SELECT handler, count(*) AS n, max(finished_at) AS last_at
+FROM job_runs
+WHERE status IN ('failed', 'timed_out')
+  AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+  AND attempt > 1
+GROUP BY handler ORDER BY n DESC, handler LIMIT 10;
+
+-- name: overview_lease_expiries
+-- Alert: attempts whose lease expired (the reaper took the run back) in the last hour.
+SELECT count(*) AS n, count(DISTINCT worker) AS workers FROM job_run_attempts
+WHERE outcome = 'lost'
+  AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour';
+
+-- name: overview_stuck_runs
+-- Alert: running runs whose lease ran out more than %(grace_seconds)s ago and that no
+-- reaper has taken back (is a reaper running?).
+SELECT count(*) AS n, min(lease_until) AS oldest FROM job_runs
+WHERE status = 'running'
+  AND lease_until < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(grace_seconds)s);
+
+-- ---- runs ---------------------------------------------------------------------------------
+
+-- name: run_list
+-- (read) runs newest first, one page after keyset `before_id`; every filter optional
+-- (NULL: any). The runs page and `sundial runs list` share it.
+SELECT r.id, r.handler, r.status, r.priority, r.attempt, r.max_retries, r.run_at,
+       r.started_at, r.finished_at, r.created_at, r.job_id, j.name AS job_name,
+       r.schedule_id, s.name AS schedule_name, r.dag_run_id, r.dag_node,
+       r.cancel_requested, left(r.last_error, 300) AS last_error
+FROM job_runs r
+LEFT JOIN job_definitions j ON j.id = r.job_id
+LEFT JOIN schedules s ON s.id = r.schedule_id
+WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(job)s::text IS NULL OR r.handler = %(job)s::text
+       OR r.job_id = (SELECT jd.id FROM job_definitions jd WHERE jd.name = %(job)s::text))
+  AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
+  AND (%(dag_run_id)s::uuid IS NULL OR r.dag_run_id = %(dag_run_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
+ORDER BY r.id DESC
+LIMIT %(limit)s;
+
+-- name: run_schedule_by_name
+-- (read) a schedule's id from its name or its id's text, for the runs filter.
+SELECT id FROM schedules WHERE name = %(schedule)s OR id::text = %(schedule)s LIMIT 1;
+
+-- name: run_detail
+-- (read) one run with the names of its job definition and schedule.
+SELECT r.*, j.name AS job_name, s.name AS schedule_name
+FROM job_runs r
+LEFT JOIN job_definitions j ON j.id = r.job_id
+LEFT JOIN schedules s ON s.id = r.schedule_id
+WHERE r.id = %(id)s;
+
+-- name: run_detail_attempts
+-- (read) every finished attempt of a run, oldest first, with error and traceback.
+SELECT attempt, worker, outcome, started_at, finished_at, error, traceback
+FROM job_run_attempts WHERE run_id = %(id)s ORDER BY attempt;
+
+-- name: run_detail_upstreams
+-- (read) the runs this run waits for (DAG edges).
+SELECT r.id, r.dag_node, r.handler, r.status FROM job_run_deps d
+JOIN job_runs r ON r.id = d.depends_on
+WHERE d.run_id = %(id)s ORDER BY r.id;
+
+-- name: run_detail_downstreams
+-- (read) the runs that wait for this run (DAG edges).
+SELECT r.id, r.dag_node, r.handler, r.status FROM job_run_deps d
+JOIN job_runs r ON r.id = d.run_id
+WHERE d.depends_on = %(id)s ORDER BY r.id;
+
+-- ---- workers ------------------------------------------------------------------------------
+
+-- name: workers_live
+-- Workers that heartbeat within %(stale_seconds)s and have not stopped.
+SELECT id, host, pid, concurrency, handlers, stats, started_at, last_seen,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - last_seen)::float8 AS silent_seconds
+FROM workers
+WHERE stopped_at IS NULL
+  AND last_seen > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(stale_seconds)s)
+ORDER BY host, pid;
+
+-- name: workers_gone
+-- Workers seen in the last hour that stopped, or went silent for %(stale_seconds)s.
+SELECT id, host, pid, started_at, last_seen, stopped_at FROM workers
+WHERE last_seen >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+  AND (stopped_at IS NOT NULL
+       OR last_seen <= coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(stale_seconds)s))
+ORDER BY last_seen DESC LIMIT 50;
+
+-- name: workers_released_runs
+-- The attempts these workers lost (lease expired, reaped) or handed back at shutdown in
+-- the last hour: their runs went back to the queue (or ended).
+SELECT a.worker, a.run_id, a.attempt, a.outcome, a.finished_at, r.status, r.handler
+FROM job_run_attempts a
+LEFT JOIN job_runs r ON r.id = a.run_id
+WHERE a.outcome IN ('lost', 'released')
+  AND a.finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+  AND a.worker = ANY(%(workers)s::text[])
+ORDER BY a.finished_at DESC LIMIT 200;
+
+-- name: overview_now
+-- (read) the database clock the overview's figures are measured against.
+SELECT now() AS now;

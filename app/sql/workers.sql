@@ -1,17 +1,21 @@
 -- Statements about worker processes (not runs): registration, liveness, idle sleeps.
+-- Registration and liveness notify `sundial_events` ('workers') for the dashboard.
 
 -- name: worker_register
 -- A worker announces itself and the handlers it can run.
 INSERT INTO workers (id, host, pid, concurrency, handlers, stats)
-VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s, %(handlers)s, %(stats)s);
+VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s, %(handlers)s, %(stats)s)
+RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 
 -- name: worker_refresh
 -- Liveness and load, every heartbeat.
-UPDATE workers SET last_seen = now(), stats = %(stats)s WHERE id = %(id)s;
+UPDATE workers SET last_seen = now(), stats = %(stats)s WHERE id = %(id)s
+RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 
 -- name: worker_unregister
 -- A clean stop.
-UPDATE workers SET stopped_at = now(), last_seen = now(), stats = %(stats)s WHERE id = %(id)s;
+UPDATE workers SET stopped_at = now(), last_seen = now(), stats = %(stats)s WHERE id = %(id)s
+RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 
 -- name: worker_seconds_until_next_due
 -- How long an idle worker may sleep before the earliest pending run is due.

@@ -4,7 +4,8 @@
 headers), the route list of each resource module (its `routes`, paths in full so `/jobs`
 needs no trailing slash), error pages, and
 the database pool that lets async handlers call the synchronous domain functions (see
-`app.web.database`). Each handler declares the role it needs (`app.web.access`).
+`app.web.database`). Each handler declares the role it needs (`app.web.access`). The
+event hub (`app.web.events`) starts and stops with the app.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from app.config import Settings
+from app.db import listen_url
 from app.resources import STATIC_DIR
 from app.web import (
     audit,
@@ -25,12 +27,15 @@ from app.web import (
     dag_runs,
     dead_letters,
     errors,
+    events,
     home,
     job_stats,
     jobs,
     lag_slo,
     run_logs,
+    runs,
     schedules,
+    workers,
     workflows,
 )
 from app.web.database import make_pool
@@ -39,14 +44,17 @@ from app.web.security import SecurityMiddleware
 
 def create_app(settings: Settings, database_url: str) -> Starlette:
     pool = make_pool(database_url)
+    hub = events.EventHub(listen_url(settings, database_url))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Not waiting: a web process whose database is down still starts and says so.
         pool.open(wait=False)
+        await hub.start()
         try:
             yield
         finally:
+            await hub.stop()
             pool.close()
 
     routes = [
@@ -56,6 +64,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *schedules.routes,
         *workflows.routes,
         *audit.routes,
+        *runs.routes,
+        *workers.routes,
+        *events.routes,
         *dead_letters.routes,
         *run_logs.routes,
         *job_stats.routes,
@@ -71,4 +82,6 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
     )
     app.state.settings = settings
     app.state.pool = pool
+    app.state.events = hub
+    app.state.overview_snapshot = home.Snapshot()
     return app

@@ -1,8 +1,18 @@
-"""The overview page and the health check."""
+"""The overview (home page, live for on-call) and the health check.
+
+Everything on the overview comes from named queries backed by indexes (`web.sql`). The
+figures are read once per `SNAPSHOT_SECONDS` per web process and shared by every
+browser: an SSE tick makes each open overview re-fetch, and a hundred wall screens should
+cost the database one set of queries, not a hundred.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from starlette.requests import Request
@@ -13,24 +23,195 @@ from app.db import Conn
 from app.sql import query
 from app.states import Role, RunStatus
 from app.web.access import public, requires
+from app.web.charts import line_chart
 from app.web.database import call
+from app.web.events import hub_of
 from app.web.render import render
 
 log = logging.getLogger(__name__)
 
+SNAPSHOT_SECONDS = 0.5
+STUCK_GRACE_SECONDS = 60  # a lease expired this long ago and still running: no reaper?
+WAITING_ALERT_SECONDS = 300  # the oldest due run waited this long: not enough workers
+RISING_LAG_FACTOR = 2.0  # last 5 minutes' p99 lag against the hour's before it
+RISING_LAG_FLOOR_SECONDS = 5.0  # below this, lag is never an alert
 
-def overview(conn: Conn) -> dict[str, Any]:
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    level: str  # "warn" or "error"
+    text: str
+
+
+def live_worker_window(request: Request) -> float:
+    """A worker is alive while it heartbeat within one lease (it beats three times per
+    lease), so one that died leaves the pages within a lease."""
+    seconds: float = request.app.state.settings.lease_seconds
+    return seconds
+
+
+def overview(conn: Conn, stale_seconds: float = 60.0) -> dict[str, Any]:
+    now = _db_now(conn)
+    params = {"now": None}
     counts = {r["status"]: r["n"] for r in conn.execute(query("web", "home_run_counts"))}
-    workers = conn.execute(query("web", "home_live_workers")).fetchone()
+    depth = conn.execute(query("web", "overview_pending_depth"), params).fetchall()
+    minutes = conn.execute(query("web", "overview_minutes"), params).fetchall()
+    workers = conn.execute(
+        query("web", "overview_live_workers"), {**params, "stale_seconds": stale_seconds}
+    ).fetchone()
+    leaders = conn.execute(query("web", "overview_leaders"), params).fetchall()
+    poison = conn.execute(query("web", "overview_poison_jobs"), params).fetchall()
+    expiries = conn.execute(query("web", "overview_lease_expiries"), params).fetchone()
+    stuck = conn.execute(
+        query("web", "overview_stuck_runs"), {**params, "grace_seconds": STUCK_GRACE_SECONDS}
+    ).fetchone()
+    live_workers = workers["n"] if workers else 0
+    oldest_due = max((r["oldest_due_seconds"] or 0.0 for r in depth), default=0.0)
+    start = now - timedelta(hours=1)
+    points = [(r["minute"], {"p50": r["lag_p50"], "p99": r["lag_p99"]}) for r in minutes]
+    finished_last_hour = sum(r["finished"] for r in minutes)
     return {
         "status_counts": [(s.value, counts.get(s.value, 0)) for s in RunStatus],
-        "live_workers": workers["n"] if workers else 0,
+        "live_workers": live_workers,
+        "pending_depth": depth,
+        "pending_total": sum(r["n"] for r in depth),
+        "due_total": sum(r["due"] for r in depth),
+        "oldest_due_seconds": oldest_due,
+        "throughput": _throughput(minutes, now),
+        "finished_last_hour": finished_last_hour,
+        "lag_chart": line_chart(points, ["p50", "p99"], start, now),
+        "leaders": leaders,
+        "alerts": _alerts(poison, expiries, stuck, minutes, oldest_due, live_workers, now),
+        "as_of": now,
     }
+
+
+def _db_now(conn: Conn) -> datetime:
+    row = conn.execute(query("web", "overview_now")).fetchone()
+    assert row is not None
+    moment: datetime = row["now"]
+    return moment
+
+
+def _throughput(minutes: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """Runs finished per minute: the last full minute, and the hour's average and bars."""
+    by_minute = {r["minute"]: r for r in minutes}
+    this_minute = now.replace(second=0, microsecond=0)
+    last_full = by_minute.get(this_minute - timedelta(minutes=1))
+    bars = []
+    peak = max((r["finished"] for r in minutes), default=0) or 1
+    for i in range(60):
+        at = this_minute - timedelta(minutes=59 - i)
+        row = by_minute.get(at)
+        n = row["finished"] if row else 0
+        failed = row["failed"] if row else 0
+        bars.append({"x": i * 10, "n": n, "failed": failed, "h": round(40 * n / peak, 1)})
+    return {
+        "last_minute": last_full["finished"] if last_full else 0,
+        "per_minute": _rate(sum(r["finished"] for r in minutes) / 60),
+        "bars": bars,
+        "peak": peak,
+    }
+
+
+def _rate(per_minute: float) -> str:
+    """`12`, `1.5`, `0.03`: two significant figures, so a quiet hour is not `0.0`."""
+    return f"{per_minute:.2g}" if per_minute < 10 else str(round(per_minute))
+
+
+def _alerts(
+    poison: list[dict[str, Any]],
+    expiries: dict[str, Any] | None,
+    stuck: dict[str, Any] | None,
+    minutes: list[dict[str, Any]],
+    oldest_due: float,
+    live_workers: int,
+    now: datetime,
+) -> list[Alert]:
+    alerts = [
+        Alert(
+            "error",
+            f"Job {p['handler']} failed {p['n']} time{'s' if p['n'] != 1 else ''} "
+            "in the last hour even after retrying.",
+        )
+        for p in poison
+    ]
+    if stuck and stuck["n"]:
+        alerts.append(
+            Alert(
+                "error",
+                f"{stuck['n']} running run(s) lost their worker over a "
+                "minute ago and nobody took them back: is a reaper running?",
+            )
+        )
+    if expiries and expiries["n"]:
+        alerts.append(
+            Alert(
+                "warn",
+                f"{expiries['n']} run(s) lost their worker in the last hour "
+                f"({expiries['workers']} worker(s) stopped heartbeating); the reaper "
+                "took them back.",
+            )
+        )
+    if oldest_due >= WAITING_ALERT_SECONDS:
+        who = "no worker is running" if live_workers == 0 else "workers are not keeping up"
+        alerts.append(
+            Alert("error", f"The oldest due run has waited {round(oldest_due / 60)} min: {who}.")
+        )
+    recent = [
+        r["lag_p99"]
+        for r in minutes
+        if r["lag_p99"] is not None and r["minute"] >= now - timedelta(minutes=5)
+    ]
+    earlier = [
+        r["lag_p99"]
+        for r in minutes
+        if r["lag_p99"] is not None and r["minute"] < now - timedelta(minutes=5)
+    ]
+    if recent and earlier:
+        now_lag, before = max(recent), sorted(earlier)[len(earlier) // 2]
+        if now_lag >= RISING_LAG_FLOOR_SECONDS and now_lag >= RISING_LAG_FACTOR * before:
+            alerts.append(
+                Alert(
+                    "warn",
+                    f"Schedule lag is rising: p99 {now_lag:.0f} s in the "
+                    f"last 5 minutes against {before:.0f} s before.",
+                )
+            )
+    return alerts
+
+
+class Snapshot:
+    """The overview's figures as of the hub's last change, shared by the browsers that
+    re-fetch on the same tick: reloaded when anything was published since (so a tick never
+    gets figures older than its change) or after `SNAPSHOT_SECONDS`; one load at a time."""
+
+    def __init__(self) -> None:
+        self._value: dict[str, Any] | None = None
+        self._generation = -1
+        self._at = 0.0
+        self._lock: asyncio.Lock | None = None
+
+    async def get(self, request: Request, *, fresh: bool = False) -> dict[str, Any]:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        hub = hub_of(request)
+        async with self._lock:
+            generation = hub.generation
+            stale = time.monotonic() - self._at > SNAPSHOT_SECONDS
+            if fresh or stale or self._value is None or generation != self._generation:
+                self._value = await call(request, overview, live_worker_window(request))
+                self._generation, self._at = generation, time.monotonic()
+            return self._value
 
 
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
-    return render(request, "home/index.html", "home/_counts.html", **await call(request, overview))
+    snapshot: Snapshot = request.app.state.overview_snapshot
+    # A page load reads afresh; the re-fetches an SSE tick causes share one load.
+    is_refresh = request.headers.get("HX-Request") == "true"
+    figures = await snapshot.get(request, fresh=not is_refresh)
+    return render(request, "home/index.html", "home/_live.html", **figures)
 
 
 def _ping(conn: Conn) -> None:

@@ -44,6 +44,17 @@ def in_zone(moment: datetime | None, zone: str = "UTC") -> str:
     return local.strftime("%Y-%m-%d %H:%M %Z")
 
 
+def in_zone_seconds(moment: datetime | None, zone: str = "UTC") -> str:
+    """`2026-12-01 09:00:05 CET`: `in_zone` to the second, for when a run started."""
+    if moment is None:
+        return "—"
+    try:
+        local = moment.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = moment
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def duration(seconds: float | int | None) -> str:
     """`45 s`, `5 min`, `2 h 30 min`, `3 d 4 h`."""
     if seconds is None:
@@ -85,6 +96,7 @@ def path_part(value: str) -> str:
 
 env.filters.update(status_badge=status_badge, in_zone=in_zone, duration=duration)
 env.filters.update(path_part=path_part, cron_sentence=cron_sentence, every=every)
+env.filters.update(in_zone_seconds=in_zone_seconds)
 
 
 def static(request: Request, path: str) -> str:

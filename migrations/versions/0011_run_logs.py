@@ -1,7 +1,7 @@
 """on-call: run logs, error fingerprints and their resolutions, lag SLO per schedule
 
 Revision ID: 0011
-Revises: 0008
+Revises: 0012
 Create Date: 2026-12-01 06:30:00.000000
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0011"
-down_revision: str | None = "0008"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
