@@ -2,7 +2,8 @@
 coloured by status — through `app.dag_runs`.
 
 While a DAG run has steps pending, blocked or running, its picture (the `_graph.html`
-fragment) re-fetches itself every 2 seconds, so steps change colour as they finish.
+fragment) re-fetches itself on every `runs` tick of the event stream (`app.web.events`),
+so steps change colour as they finish.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def test_a_runs_log_lines_appear_on_its_page_while_it_runs(
     with services(db_url, tmp_path) as start:
         worker = start("worker")
         page = signed_in("viewer")
-        page.goto(f"{live_server}/runs/{run_id}/logs")
+        page.goto(f"{live_server}/runs/{run_id}")  # the run's page includes its log
         log = page.get_by_role("log")
         log.get_by_text("started, waiting for the go-ahead").wait_for()
         assert statuses(db_url, [run_id]) == ["running"]
@@ -156,7 +156,7 @@ def test_a_dag_runs_steps_change_colour_as_they_complete(
         go.touch()  # the middle step finishes: the picture follows without a reload
         expect(nodes.filter(has_text="transform")).to_have_class("dag-node status-completed")
         expect(nodes.filter(has_text="report")).to_have_class("dag-node status-completed")
-        expect(page.locator("#dag-run-graph")).not_to_have_attribute("hx-trigger", "every 2s")
+        expect(page.locator("#dag-run-graph")).not_to_have_attribute("hx-trigger", "sse:runs")
         worker.stop()
     assert page.locator(f'#dag-run svg a[href="/runs/{dag.run_ids["report"]}"]').count() == 1
     shoot(page, "dag-run-done")

@@ -26,7 +26,7 @@ def test_the_list_links_to_a_picture_that_polls_while_steps_remain(
     assert "nightly &lt;i&gt;load&lt;/i&gt;" in listing.text and "0 of 2 completed" in listing.text
     page = client.get(f"/dag-runs/{dag.id}")
     assert "dag-node status-pending" in page.text and "dag-node status-blocked" in page.text
-    assert "&lt;b&gt;b&lt;/b&gt;" in page.text and 'hx-trigger="every 2s"' in page.text
+    assert "&lt;b&gt;b&lt;/b&gt;" in page.text and 'hx-trigger="sse:runs"' in page.text
     assert f'href="/runs/{dag.run_ids["a"]}"' in page.text
     fragment = client.get(f"/dag-runs/{dag.id}", headers={"HX-Request": "true"})
     assert "<html" not in fragment.text and 'id="dag-run-graph"' in fragment.text
