@@ -4,6 +4,7 @@ capped per attempt, and stores them in batches while the run is still going."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,3 +66,26 @@ def test_lines_are_stored_while_the_run_is_still_running(db_url: str, tmp_path: 
         wait_status(db_url, run_id, "completed", service=worker)
         worker.stop()
     assert len(lines_of(db_url, run_id)) == 1 + 3 * 3
+
+
+def test_pruning_a_run_deletes_its_log_lines(conn: Any) -> None:
+    from datetime import timedelta
+
+    from app import retention, run_logs, runs
+    from app.jobs import Outcome
+    from app.runs import Finish
+    from tests.waits import db_now
+
+    old, kept = (runs.submit(conn, NewRun("noop")).id for _ in range(2))
+    done = [Finish(j.run_id, j.attempt, Outcome.completed()) for j in runs.claim(conn, "w", 10, 30)]
+    assert len(runs.finish_many(conn, "w", done)) == 2
+    lines = [run_logs.LogLine(r, 1, 0, 0.0, "log", "hello") for r in (old, kept)]
+    run_logs.append(conn, lines)
+    run_logs.append(conn, lines)  # a batch sent twice is stored once
+    conn.execute(
+        "UPDATE job_runs SET finished_at = finished_at - interval '30 days' WHERE id = %s", (old,)
+    )
+    pruned = retention.prune(conn, runs_before=db_now(conn) - timedelta(days=1), failed_before=None)
+    assert pruned.runs == 1
+    rows = conn.execute("SELECT run_id FROM run_logs ORDER BY run_id").fetchall()
+    assert [r["run_id"] for r in rows] == [kept]
