@@ -72,21 +72,9 @@ def groups(conn: Conn, *, now: datetime | None = None, limit: int = GROUPS_SHOWN
 
 def group(conn: Conn, fingerprint: str, *, now: datetime | None = None) -> Group | None:
     """One open group, or None when it has no open runs."""
-    found = [g for g in groups(conn, now=now, limit=GROUPS_SHOWN) if g.fingerprint == fingerprint]
-    if found:
-        return found[0]
-    rows = group_runs(conn, fingerprint, limit=1)
-    if not rows:
+    row = conn.execute(_q("dead_letter_group"), {"fingerprint": fingerprint}).fetchone()
+    if row is None:
         return None
-    count = group_count(conn, fingerprint)
-    sample = conn.execute(_q("dead_letter_run"), {"id": rows[0]["id"]}).fetchone()
-    assert sample is not None
-    row = {
-        "fingerprint": fingerprint, "runs": count, "first_seen": rows[0]["finished_at"],
-        "last_seen": rows[0]["finished_at"], "sample_run_id": sample["id"],
-        "handler": sample["handler"], "status": sample["status"],
-        "last_error": sample["last_error"], "traceback": sample["traceback"],
-    }  # fmt: skip
     return _group(row, _hourly(conn, [fingerprint], now).get(fingerprint))
 
 

@@ -162,26 +162,29 @@ def _lag(row: dict[str, Any], missing: list[datetime]) -> ScheduleLag:
 
 def _missing_fires(conn: Conn, now: datetime) -> dict[str, list[datetime]]:
     """For each watched schedule: the fires its rule expected in the last HOURS (up to the
-    grace before now) that its ledger has no entry for."""
-    found: dict[str, list[datetime]] = {}
+    grace before now) that its ledger does not account for. One ledger read for all."""
     watched = conn.execute(query("lag_slo", "slo_schedules_watched"), {"limit": WATCHED_LIMIT})
+    expected: dict[Any, tuple[str, list[datetime]]] = {}
     for row in watched.fetchall():
         spread = 0 if row["exact_minute"] else row["spread_seconds"]
         until = now - timedelta(seconds=GRACE_SECONDS + spread)
         since = max(now - timedelta(hours=HOURS), row["created_at"])
-        if since >= until:
-            continue
-        expected = latest_fires(recurrence_of(row), since, until, MISSING_SHOWN)
-        if not expected:
-            continue
-        ledger = conn.execute(
-            query("lag_slo", "slo_ledger_since"),
-            {"id": row["id"], "since": expected[0].at, "until": until},
-        ).fetchall()
-        recorded = {r["fire_time"] for r in ledger}
-        gaps = [f.at for f in expected if f.at not in recorded]
+        if since < until:
+            fires = latest_fires(recurrence_of(row), since, until, MISSING_SHOWN)
+            if fires:
+                expected[row["id"]] = (row["name"], [f.at for f in fires])
+    if not expected:
+        return {}
+    ledger = conn.execute(
+        query("lag_slo", "slo_ledger_since"),
+        {"ids": list(expected), "since": now - timedelta(hours=HOURS), "until": now},
+    ).fetchall()
+    recorded = {(r["schedule_id"], r["fire_time"]) for r in ledger}
+    found: dict[str, list[datetime]] = {}
+    for schedule_id, (name, times) in expected.items():
+        gaps = [at for at in times if (schedule_id, at) not in recorded]
         if gaps:
-            found[row["name"]] = gaps
+            found[name] = gaps
     return found
 
 

@@ -72,18 +72,18 @@ WHERE next_fire_time < coalesce(%(now)s::timestamptz, now()) - make_interval(sec
 ORDER BY next_fire_time
 LIMIT %(limit)s;
 
+-- name: slo_now
+-- (read) the database clock, the one the fire ledger and runs were written with.
+SELECT now() AS now;
+
 -- name: slo_schedules_watched
 -- (read) the schedules with a threshold, whole, to compute their expected fires.
 SELECT * FROM schedules WHERE lag_slo_seconds IS NOT NULL ORDER BY name LIMIT %(limit)s;
 
 -- name: slo_ledger_since
--- (read) the fire times one schedule's ledger accounts for since %(since)s: each made a
--- run, waits to, or was deliberately not run (paused, overlap). Fires missed while no
--- trigger ran (coalesced into a later run, or missed) do not count.
-SELECT fire_time FROM schedule_fires
-WHERE schedule_id = %(id)s AND fire_time >= %(since)s AND fire_time < %(until)s
+-- (read) the fire times the ledgers of these schedules account for since %(since)s: each
+-- made a run, waits to, or was deliberately not run (paused, overlap). Fires missed while
+-- no trigger ran (coalesced into a later run, or missed) do not count.
+SELECT schedule_id, fire_time FROM schedule_fires
+WHERE schedule_id = ANY(%(ids)s::uuid[]) AND fire_time >= %(since)s AND fire_time < %(until)s
   AND outcome NOT IN ('coalesced', 'missed');
-
--- name: slo_now
--- (read) the database clock, the one the fire ledger and runs were written with.
-SELECT now() AS now;
