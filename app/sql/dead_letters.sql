@@ -80,17 +80,24 @@ ORDER BY at DESC
 LIMIT %(limit)s;
 
 -- name: dead_letter_group
--- (read) one open group: its count, first and last failure, and its newest run as sample.
-WITH runs AS (
-    SELECT id, handler, status, last_error, traceback, finished_at
-    FROM job_runs
-    WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
-      AND finished_at > coalesce(
-          (SELECT max(through) FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s),
-          '-infinity')
+-- (read) one open group: its count, first and last failure from the index alone, and its
+-- newest run as sample (one index probe).
+WITH cut AS (
+    SELECT coalesce(max(through), '-infinity') AS through
+    FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s
 )
 SELECT %(fingerprint)s AS fingerprint, g.runs, g.first_seen, g.last_seen,
        s.id AS sample_run_id, s.handler, s.status, s.last_error, s.traceback
-FROM (SELECT count(*)::int AS runs, min(finished_at) AS first_seen,
-             max(finished_at) AS last_seen FROM runs) g
-CROSS JOIN LATERAL (SELECT * FROM runs ORDER BY finished_at DESC LIMIT 1) s;
+FROM (
+    SELECT count(*)::int AS runs, min(finished_at) AS first_seen, max(finished_at) AS last_seen
+    FROM job_runs
+    WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
+      AND finished_at > (SELECT through FROM cut)
+) g
+CROSS JOIN LATERAL (
+    SELECT id, handler, status, last_error, traceback FROM job_runs
+    WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
+      AND finished_at > (SELECT through FROM cut)
+    ORDER BY finished_at DESC
+    LIMIT 1
+) s;
