@@ -395,6 +395,15 @@ class JobRun(SQLModel, table=True):
         ),
         # The runs page filtered by status, newest first, and the overview's counts.
         sa.Index("ix_job_runs_status_id", "status", "id"),
+        # The runs page searching error texts: only runs that have one, newest first.
+        sa.Index("ix_job_runs_errors", "id", postgresql_where=sa.text("last_error IS NOT NULL")),
+        # The runs page filtered by schedule, newest first.
+        sa.Index(
+            "ix_job_runs_schedule_id",
+            "schedule_id",
+            "id",
+            postgresql_where=sa.text("schedule_id IS NOT NULL"),
+        ),
     )
 
     id: int | None = Field(

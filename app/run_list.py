@@ -29,7 +29,7 @@ class RunFilter:
     """What to list; None means any."""
 
     status: str | None = None
-    job: str | None = None  # a handler name or a job definition's name
+    job: str | None = None  # a job definition's name, else a handler's
     schedule: str | None = None  # a schedule's name or id
     dag_run_id: uuid.UUID | None = None
     since: datetime | None = None  # created at or after
@@ -71,6 +71,11 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _job_id(conn: Conn, job: str) -> uuid.UUID | None:
+    row = conn.execute(query("web", "run_job_by_name"), {"job": job}).fetchone()
+    return row["id"] if row else None
+
+
 def _schedule_id(conn: Conn, schedule: str) -> uuid.UUID:
     row = conn.execute(query("web", "run_schedule_by_name"), {"schedule": schedule}).fetchone()
     return row["id"] if row else NO_SUCH_SCHEDULE
@@ -79,10 +84,13 @@ def _schedule_id(conn: Conn, schedule: str) -> uuid.UUID:
 def list_runs(conn: Conn, where: RunFilter) -> RunPage:
     """One page of runs matching `where`, newest first, and the filter of the older page."""
     where.check()
+    # A job definition's name picks its runs (by index); any other name is a handler's.
+    job_id = _job_id(conn, where.job) if where.job else None
     params = {
         "before_id": where.before_id,
         "status": where.status,
-        "job": where.job,
+        "job_id": job_id,
+        "handler": where.job if where.job and job_id is None else None,
         "schedule_id": _schedule_id(conn, where.schedule) if where.schedule else None,
         "dag_run_id": where.dag_run_id,
         "since": where.since,

@@ -18,6 +18,7 @@ import json
 import re
 import statistics
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -89,9 +90,9 @@ FROM generate_series(0, 59) AS i
 """
 # The named queries behind the pages, with the parameters the pages pass.
 PAGE_QUERIES: list[tuple[str, str, dict[str, Any]]] = [
-    ("web", "home_run_counts", {}),
+    ("web", "overview_run_counts", {"statuses": ["completed", "failed"], "cap": 10_000}),
     ("web", "overview_pending_depth", {"now": None}),
-    ("web", "overview_minutes", {"now": None}),
+    ("web", "overview_minutes", {"since": datetime.now(UTC) - timedelta(hours=1)}),
     ("web", "overview_live_workers", {"now": None, "stale_seconds": 30}),
     ("web", "overview_poison_jobs", {"now": None}),
     ("web", "overview_lease_expiries", {"now": None}),
@@ -102,12 +103,24 @@ PAGE_QUERIES: list[tuple[str, str, dict[str, Any]]] = [
     ("web", "run_detail_attempts", {"id": 12345}),
 ]
 NO_FILTER: dict[str, Any] = dict.fromkeys(
-    ("before_id", "status", "job", "schedule_id", "dag_run_id", "since", "until", "error")
+    (
+        "before_id",
+        "status",
+        "handler",
+        "job_id",
+        "schedule_id",
+        "dag_run_id",
+        "since",
+        "until",
+        "error",
+    )
 ) | {"limit": 51}
 RUN_LISTS: list[tuple[str, dict[str, Any]]] = [
     ("run_list (newest)", {}),
     ("run_list status", {"status": "failed"}),
-    ("run_list job", {"job": "job-7"}),
+    ("run_list job", {"job_id": "00000000-0000-0000-0000-000000000007"}),
+    ("run_list handler", {"handler": "noop"}),
+    ("run_list schedule", {"schedule_id": "00000000-0000-0000-0000-000000000007"}),
     ("run_list error", {"error": "%host 13 refused%"}),
     ("run_list older page", {"before_id": 500_000}),
 ]

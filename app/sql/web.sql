@@ -13,6 +13,14 @@ SELECT 1 AS ok;
 
 -- ---- overview -----------------------------------------------------------------------------
 
+-- name: overview_run_counts
+-- Runs by status, each count stopping at %(cap)s (shown as "10,000+"): exact where it
+-- matters to on-call, and never a scan of the whole history (index ix_job_runs_status_id).
+SELECT s.status,
+       (SELECT count(*) FROM (SELECT FROM job_runs r WHERE r.status = s.status
+                              LIMIT %(cap)s) AS capped) AS n
+FROM unnest(%(statuses)s::text[]) AS s(status);
+
 -- name: overview_pending_depth
 -- Pending runs by effective priority: how many, how many already due, and how long the
 -- oldest due one has waited (the dispatch index holds exactly these rows).
@@ -25,18 +33,16 @@ FROM job_runs WHERE status = 'pending'
 GROUP BY priority ORDER BY priority DESC;
 
 -- name: overview_minutes
--- The last hour minute by minute: runs finished, and schedule lag (started_at - run_at)
+-- Minute by minute since %(since)s: runs finished, and schedule lag (started_at - run_at)
 -- p50/p99 of the runs that started in that minute. Ended runs come from the two
--- finished_at indexes, running ones from the lease index; a run started in the last hour
--- is in one of them.
+-- finished_at indexes, running ones from the lease index; a run started since then is in
+-- one of them. The overview keeps past minutes and asks only for the last ones.
 WITH recent AS (
     SELECT status, run_at, started_at, finished_at FROM job_runs
-    WHERE status IN ('completed', 'cancelled', 'skipped')
-      AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    WHERE status IN ('completed', 'cancelled', 'skipped') AND finished_at >= %(since)s
     UNION ALL
     SELECT status, run_at, started_at, finished_at FROM job_runs
-    WHERE status IN ('failed', 'timed_out')
-      AND finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    WHERE status IN ('failed', 'timed_out') AND finished_at >= %(since)s
     UNION ALL
     SELECT status, run_at, started_at, finished_at FROM job_runs WHERE status = 'running'
 ), finished AS (
@@ -49,7 +55,7 @@ WITH recent AS (
            percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - run_at)) AS p99,
            count(*) AS started
     FROM recent
-    WHERE started_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+    WHERE started_at >= %(since)s
     GROUP BY 1
 )
 SELECT coalesce(f.minute, l.minute) AS minute, coalesce(f.finished, 0) AS finished,
@@ -107,8 +113,8 @@ LEFT JOIN job_definitions j ON j.id = r.job_id
 LEFT JOIN schedules s ON s.id = r.schedule_id
 WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
-  AND (%(job)s::text IS NULL OR r.handler = %(job)s::text
-       OR r.job_id = (SELECT jd.id FROM job_definitions jd WHERE jd.name = %(job)s::text))
+  AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
+  AND (%(job_id)s::uuid IS NULL OR r.job_id = %(job_id)s::uuid)
   AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
   AND (%(dag_run_id)s::uuid IS NULL OR r.dag_run_id = %(dag_run_id)s::uuid)
   AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
@@ -116,6 +122,10 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
 ORDER BY r.id DESC
 LIMIT %(limit)s;
+
+-- name: run_job_by_name
+-- (read) a job definition's id from its name, for the runs filter.
+SELECT id FROM job_definitions WHERE name = %(job)s;
 
 -- name: run_schedule_by_name
 -- (read) a schedule's id from its name or its id's text, for the runs filter.

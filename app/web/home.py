@@ -1,9 +1,10 @@
 """The overview (home page, live for on-call) and the health check.
 
-Everything on the overview comes from named queries backed by indexes (`web.sql`). The
-figures are read once per `SNAPSHOT_SECONDS` per web process and shared by every
-browser: an SSE tick makes each open overview re-fetch, and a hundred wall screens should
-cost the database one set of queries, not a hundred.
+Everything on the overview comes from named queries backed by indexes (`web.sql`). An SSE
+tick makes every open overview re-fetch at once; those re-fetches share one reading of the
+figures per web process (`Snapshot`), so a hundred wall screens cost the database one set
+of queries, not a hundred. A page load always reads afresh. The hour's past minutes are
+read once and kept (`Minutes`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from app.web.render import render
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SECONDS = 0.5
+COUNT_CAP = 10_000  # runs by status are counted up to this, then shown as "10,000+"
 STUCK_GRACE_SECONDS = 60  # a lease expired this long ago and still running: no reaper?
 WAITING_ALERT_SECONDS = 300  # the oldest due run waited this long: not enough workers
 RISING_LAG_FACTOR = 2.0  # last 5 minutes' p99 lag against the hour's before it
@@ -50,12 +52,39 @@ def live_worker_window(request: Request) -> float:
     return seconds
 
 
-def overview(conn: Conn, stale_seconds: float = 60.0) -> dict[str, Any]:
+class Minutes:
+    """The last hour minute by minute. A minute that has passed no longer changes (its runs
+    have started and, where counted, finished), so it is read once and kept; each refresh
+    reads only the minutes since the last kept one."""
+
+    def __init__(self) -> None:
+        self.kept: dict[datetime, dict[str, Any]] = {}
+
+    def read(self, conn: Conn, now: datetime) -> list[dict[str, Any]]:
+        hour_ago = now - timedelta(hours=1)
+        settled = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
+        self.kept = {m: row for m, row in self.kept.items() if m >= hour_ago}
+        since = max([hour_ago, *(m + timedelta(minutes=1) for m in self.kept)])
+        fresh = conn.execute(query("web", "overview_minutes"), {"since": since}).fetchall()
+        rows = {**self.kept, **{r["minute"]: r for r in fresh if r["minute"] >= since}}
+        self.kept.update({r["minute"]: r for r in fresh if since <= r["minute"] < settled})
+        return [rows[m] for m in sorted(rows) if m >= hour_ago]
+
+
+def overview(
+    conn: Conn, stale_seconds: float = 60.0, minutes_kept: Minutes | None = None
+) -> dict[str, Any]:
     now = _db_now(conn)
     params = {"now": None}
-    counts = {r["status"]: r["n"] for r in conn.execute(query("web", "home_run_counts"))}
+    statuses = [s.value for s in RunStatus]
+    counts = {
+        r["status"]: r["n"]
+        for r in conn.execute(
+            query("web", "overview_run_counts"), {"statuses": statuses, "cap": COUNT_CAP}
+        )
+    }
     depth = conn.execute(query("web", "overview_pending_depth"), params).fetchall()
-    minutes = conn.execute(query("web", "overview_minutes"), params).fetchall()
+    minutes = (minutes_kept or Minutes()).read(conn, now)
     workers = conn.execute(
         query("web", "overview_live_workers"), {**params, "stale_seconds": stale_seconds}
     ).fetchone()
@@ -71,7 +100,8 @@ def overview(conn: Conn, stale_seconds: float = 60.0) -> dict[str, Any]:
     points = [(r["minute"], {"p50": r["lag_p50"], "p99": r["lag_p99"]}) for r in minutes]
     finished_last_hour = sum(r["finished"] for r in minutes)
     return {
-        "status_counts": [(s.value, counts.get(s.value, 0)) for s in RunStatus],
+        "status_counts": [(s, counts.get(s, 0)) for s in statuses],
+        "count_cap": COUNT_CAP,
         "live_workers": live_workers,
         "pending_depth": depth,
         "pending_total": sum(r["n"] for r in depth),
@@ -191,6 +221,7 @@ class Snapshot:
         self._generation = -1
         self._at = 0.0
         self._lock: asyncio.Lock | None = None
+        self._minutes = Minutes()
 
     async def get(self, request: Request, *, fresh: bool = False) -> dict[str, Any]:
         if self._lock is None:
@@ -200,7 +231,9 @@ class Snapshot:
             generation = hub.generation
             stale = time.monotonic() - self._at > SNAPSHOT_SECONDS
             if fresh or stale or self._value is None or generation != self._generation:
-                self._value = await call(request, overview, live_worker_window(request))
+                self._value = await call(
+                    request, overview, live_worker_window(request), self._minutes
+                )
                 self._generation, self._at = generation, time.monotonic()
             return self._value
 

@@ -1,4 +1,5 @@
-"""dashboard indexes: runs by status (runs page, overview counts), lost and released attempts
+"""dashboard indexes: runs by status, by schedule and with an error (runs page, overview
+counts), lost and released attempts (overview alert, workers page)
 
 Revision ID: 0012
 Revises: 0008
@@ -24,6 +25,20 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_index("ix_job_runs_status_id", "job_runs", ["status", "id"], unique=False)
     op.create_index(
+        "ix_job_runs_errors",
+        "job_runs",
+        ["id"],
+        unique=False,
+        postgresql_where=sa.text("last_error IS NOT NULL"),
+    )
+    op.create_index(
+        "ix_job_runs_schedule_id",
+        "job_runs",
+        ["schedule_id", "id"],
+        unique=False,
+        postgresql_where=sa.text("schedule_id IS NOT NULL"),
+    )
+    op.create_index(
         "ix_job_run_attempts_lost",
         "job_run_attempts",
         ["finished_at"],
@@ -34,4 +49,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_job_run_attempts_lost", table_name="job_run_attempts")
+    op.drop_index("ix_job_runs_schedule_id", table_name="job_runs")
+    op.drop_index("ix_job_runs_errors", table_name="job_runs")
     op.drop_index("ix_job_runs_status_id", table_name="job_runs")

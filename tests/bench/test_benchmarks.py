@@ -26,6 +26,14 @@ TINY_RUNS = {
         ["bulk submit:", "2 worker process(es)", "enqueue->start latency, idle: p50"],
     ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
+    "sse": (
+        ["-m", "bench.sse", "--clients", "10", "--rate", "500", "--seconds", "2"],
+        [
+            "10 SSE clients connected",
+            "change -> client delay: p50",
+            "LISTEN connections of the web process: 1",
+        ],
+    ),
     "pages": (
         ["-m", "bench.pages", "--runs", "3000", "--schedules", "20", "--samples", "2"],
         ["page render time over 2 requests", "overview (live refresh)", "run_list status"],

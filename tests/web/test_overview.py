@@ -91,3 +91,27 @@ def test_workers_page_lists_live_workers_and_gone_ones_with_released_runs(
     assert "w-dead" not in live
     assert "<code>w-dead</code>" in gone and "stopped reporting at" in gone
     assert f'<a href="/runs/{run_id}">#{run_id}</a>' in gone and "lost (lease expired)" in gone
+
+
+def test_the_hour_by_minute_keeps_past_minutes_and_reads_only_new_ones(db_url: str) -> None:
+    from app.web.home import Minutes
+
+    insert = (
+        "INSERT INTO job_runs (handler, status, run_at, started_at, finished_at) "
+        "SELECT 'noop', 'completed', now() - make_interval(mins => m) - interval '2 s', "
+        "now() - make_interval(mins => m), now() - make_interval(mins => m) + interval '1 s' "
+        "FROM generate_series(%s::int, %s::int) AS m"
+    )
+    with _conn(db_url) as conn:
+        conn.execute(insert, [5, 30])
+        now = db_now(conn)
+        kept = Minutes()
+        first = kept.read(conn, now)
+        assert sum(r["finished"] for r in first) == 26
+        assert kept.kept and min(kept.kept) >= now - timedelta(hours=1)
+        conn.execute(insert, [0, 0])  # a run in the current minute
+        later = db_now(conn)
+        again = kept.read(conn, later)
+        assert again == Minutes().read(conn, later)  # the same as reading the whole hour
+        assert sum(r["finished"] for r in again) == 27
+        assert all(abs(r["lag_p50"] - 2.0) < 0.01 for r in again)
