@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app import audit, limits, runs
+from app import audit, limits, runs, versions
 from app.db import Conn
 from app.errors import UsageError
 from app.handlers.builtin import BUILTINS
@@ -163,7 +164,13 @@ def _check_handler(conn: Conn, handler: str) -> list[str]:
 
 
 def update(
-    conn: Conn, name: str, spec: JobSpec, *, actor: str, allow_dangerous: bool = True
+    conn: Conn,
+    name: str,
+    spec: JobSpec,
+    *,
+    actor: str,
+    allow_dangerous: bool = True,
+    action: str = "job.update",
 ) -> list[str]:
     """Change a job definition (its name too); schedules and workflows follow it."""
     validate(spec, allow_dangerous)
@@ -182,13 +189,25 @@ def update(
         audit.record(
             conn,
             actor,
-            "job.update",
+            action,
             "job",
             spec.name.strip(),
             before=_snapshot(before),
             after=_snapshot(spec),
         )
     return warnings
+
+
+def apply_snapshot(
+    conn: Conn, name: str, snapshot: Mapping[str, Any], *, actor: str, action: str
+) -> None:
+    """Make job `name` as `snapshot` (an audit after-snapshot) says again: its handler,
+    args and run settings; its name stays. Validated like any edit."""
+    fields = {k: snapshot[k] for k in asdict(JobSpec("", "")) if k in snapshot and k != "name"}
+    update(conn, name, JobSpec(name=name, **fields), actor=actor, action=action)
+
+
+versions.register(versions.Kind("job", ("job.create", "job.update"), apply_snapshot))
 
 
 def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import audit, limits, runs
+from app import audit, limits, runs, versions
 from app.dag_spec import DagSpecError
 from app.db import Conn
 from app.errors import UsageError
@@ -92,8 +92,16 @@ def parse_spec(name: str, doc: Any, description: str = "") -> WorkflowSpec:
     return WorkflowSpec(name, steps, edges, str(doc.get("description", description)))
 
 
-def define(conn: Conn, spec: WorkflowSpec, *, actor: str, replace: bool = False) -> uuid.UUID:
-    """Create a workflow, or with `replace` redefine an existing one (steps and edges)."""
+def define(
+    conn: Conn,
+    spec: WorkflowSpec,
+    *,
+    actor: str,
+    replace: bool = False,
+    action: str | None = None,
+) -> uuid.UUID:
+    """Create a workflow, or with `replace` redefine an existing one (steps and edges).
+    Audited as `action`, by default workflow.create or workflow.update."""
     if not isinstance(spec.name, str) or not spec.name.strip():
         raise WorkflowError("a workflow needs a name", "name")
     if not spec.steps:
@@ -101,10 +109,7 @@ def define(conn: Conn, spec: WorkflowSpec, *, actor: str, replace: bool = False)
     _check_fields(spec)
     _check_shape(spec)
     jobs = _jobs_named(conn, {s.job for s in spec.steps.values()})
-    try:
-        refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
-    except UsageError as exc:
-        raise WorkflowError(str(exc), "steps") from None
+    refuse_disabled_handlers(conn, {job["handler"] for job in jobs.values()})
     with conn.transaction():
         existing = conn.execute(
             query("workflows", "workflow_lock_by_name"), {"name": spec.name}
@@ -137,7 +142,7 @@ def define(conn: Conn, spec: WorkflowSpec, *, actor: str, replace: bool = False)
         audit.record(
             conn,
             actor,
-            "workflow.update" if existing else "workflow.create",
+            action or ("workflow.update" if existing else "workflow.create"),
             "workflow",
             spec.name,
             before=before,
@@ -415,3 +420,17 @@ def run_now(
             after = {"dag_run_id": str(dag.id), "runs": dag.run_ids}
             audit.record(conn, actor, "workflow.run", "workflow", name, after=after)
     return dag
+
+
+def apply_snapshot(
+    conn: Conn, name: str, snapshot: Mapping[str, Any], *, actor: str, action: str
+) -> None:
+    """Make workflow `name` as `snapshot` (an audit after-snapshot) describes it again:
+    description, steps and edges; checked like any edit (its jobs must still exist)."""
+    steps = {n: Step(s["job"], dict(s.get("args") or {})) for n, s in snapshot["steps"].items()}
+    edges = [(u, d) for u, d in snapshot.get("edges", [])]
+    spec = WorkflowSpec(name, steps, edges, str(snapshot.get("description") or ""))
+    define(conn, spec, actor=actor, replace=True, action=action)
+
+
+versions.register(versions.Kind("workflow", ("workflow.create", "workflow.update"), apply_snapshot))

@@ -13,10 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import job_definitions
+from app import job_definitions, versions
 from app.db import Conn
+from app.errors import UsageError
 from app.job_definitions import JobError, JobSpec
 from app.states import ExecutionModel, Role
+from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render
@@ -158,11 +160,52 @@ async def delete(request: Request) -> Response:
     return redirect(request, "/jobs")
 
 
+def _history_page(conn: Conn, name: str) -> dict[str, Any]:
+    _form_page(conn, name)  # 404 for a job that is not there
+    return {"entries": history.entries(conn, "job", name)}
+
+
+def _rollback(conn: Conn, name: str, version: str, actor: str, admin: bool) -> None:
+    """Roll back; only an admin may when the job runs, or would run, a dangerous handler."""
+    if not admin:
+        chosen = [v for v in versions.history(conn, "job", name) if str(v.id) == version]
+        handlers = {job_definitions.get(conn, name)["handler"]}
+        handlers |= {v.snapshot.get("handler") for v in chosen}
+        dangerous = sorted(h for h in handlers if h in job_definitions.DANGEROUS_HANDLERS)
+        if dangerous:
+            raise JobError(f"only an admin may change a job that runs {dangerous[0]!r}")
+    history.rollback(conn, "job", name, version, actor)
+
+
+@requires(Role.VIEWER)
+async def versions_page(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _history_page, name)
+    return render(request, "jobs/history.html", name=name, shown=history.shown, error=None,
+                  **page)  # fmt: skip
+
+
+@requires(Role.EDITOR)
+async def rollback(request: Request) -> Response:
+    name = request.path_params["name"]
+    version = str((await request.form()).get("version", ""))
+    user = current_user(request)
+    try:
+        await call(request, _rollback, name, version, user.username, user.may(Role.ADMIN))
+    except UsageError as exc:
+        page = await call(request, _history_page, name)
+        return render(request, "jobs/history.html", status_code=422, name=name,
+                      shown=history.shown, error=str(exc), **page)  # fmt: skip
+    return redirect(request, _url(name) + "?warning=" + quote("Rolled back to that version."))
+
+
 routes = [
     Route("/jobs", index, methods=["GET"], name="jobs_index"),
     Route("/jobs", create, methods=["POST"], name="jobs_create"),
     Route("/jobs/new", new, methods=["GET"], name="jobs_new"),
     Route("/jobs/{name:path}/delete", delete, methods=["POST"], name="jobs_delete"),
+    Route("/jobs/{name:path}/history", versions_page, methods=["GET"], name="jobs_history"),
+    Route("/jobs/{name:path}/rollback", rollback, methods=["POST"], name="jobs_rollback"),
     Route("/jobs/{name:path}", show, methods=["GET"], name="jobs_show"),
     Route("/jobs/{name:path}", update, methods=["POST"], name="jobs_update"),
 ]

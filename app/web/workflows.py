@@ -11,6 +11,7 @@ it is edited (`preview`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from app.db import Conn
 from app.errors import UsageError
 from app.job_definitions import JobError
 from app.states import Role
+from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render
@@ -210,6 +212,7 @@ async def show(request: Request) -> Response:
         request, "workflows/show.html", workflow=workflow, picture=picture,
         status_of=status_of, upstreams=picture.upstreams(),
         started=request.query_params.get("started"),
+        rolled_back=request.query_params.get("rolled_back"),
     )  # fmt: skip
 
 
@@ -223,7 +226,11 @@ async def new(request: Request) -> Response:
 async def edit(request: Request) -> Response:
     name = request.path_params["name"]
     page = await call(request, _form_page, name)
-    return _editor(request, _draft_from(page["workflow"]), page, editing=name)
+    draft = _draft_from(page["workflow"])
+    if len(draft.rows) > MAX_EDITOR_STEPS:
+        return render(request, "workflows/edit.html", editing=name, too_large=len(draft.rows),
+                      limit=MAX_EDITOR_STEPS)  # fmt: skip
+    return _editor(request, draft, page, editing=name)
 
 
 async def _save(request: Request, name: str | None) -> Response:
@@ -248,6 +255,8 @@ async def _save(request: Request, name: str | None) -> Response:
             return redirect(request, _url(spec.name))
         except WorkflowError as exc:
             errors = _field_errors(exc, draft)
+        except UsageError as exc:  # a step's job runs a handler the fleet turned off
+            errors = {"steps": str(exc)}
     return _editor(request, draft, page, editing=name, errors=errors, status_code=422)
 
 
@@ -305,6 +314,52 @@ async def run(request: Request) -> Response:
     return redirect(request, f"{_url(name)}?started={len(dag.run_ids)}")
 
 
+def _readable(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A workflow version as one line per step (what it runs, what it waits for)."""
+    upstreams: dict[str, list[str]] = {}
+    for up, down in snapshot.get("edges", []):
+        upstreams.setdefault(down, []).append(up)
+    lines: dict[str, Any] = {}
+    if snapshot.get("description"):
+        lines["description"] = snapshot["description"]
+    for name in sorted(snapshot.get("steps", {})):
+        step = snapshot["steps"][name]
+        after = sorted(upstreams.get(name, []))
+        text = f"runs job {step['job']}, " + (f"after {', '.join(after)}" if after else "first")
+        if step.get("args"):
+            text += f", with {json.dumps(step['args'], sort_keys=True)}"
+        lines[f"step {name}"] = text
+    return lines
+
+
+def _history_page(conn: Conn, name: str) -> dict[str, Any]:
+    _detail(conn, name)  # 404 for a workflow that is not there
+    return {"entries": history.entries(conn, "workflow", name, _readable)}
+
+
+@requires(Role.VIEWER)
+async def versions_page(request: Request) -> Response:
+    name = request.path_params["name"]
+    page = await call(request, _history_page, name)
+    return render(request, "workflows/history.html", name=name, shown=history.shown,
+                  error=None, **page)  # fmt: skip
+
+
+@requires(Role.EDITOR)
+async def rollback(request: Request) -> Response:
+    name = request.path_params["name"]
+    version = str((await request.form()).get("version", ""))
+    try:
+        await call(
+            request, history.rollback, "workflow", name, version, current_user(request).username
+        )
+    except UsageError as exc:  # no such version, a job it names is gone, …
+        page = await call(request, _history_page, name)
+        return render(request, "workflows/history.html", status_code=422, name=name,
+                      shown=history.shown, error=str(exc), **page)  # fmt: skip
+    return redirect(request, f"{_url(name)}?rolled_back=1")
+
+
 routes = [
     Route("/workflows", index, methods=["GET"], name="workflows_index"),
     Route("/workflows", create, methods=["POST"], name="workflows_create"),
@@ -313,6 +368,10 @@ routes = [
     Route("/workflows/{name:path}/edit", edit, methods=["GET"], name="workflows_edit"),
     Route("/workflows/{name:path}/delete", delete, methods=["POST"], name="workflows_delete"),
     Route("/workflows/{name:path}/run", run, methods=["POST"], name="workflows_run"),
+    Route(
+        "/workflows/{name:path}/history", versions_page, methods=["GET"], name="workflows_history"
+    ),
+    Route("/workflows/{name:path}/rollback", rollback, methods=["POST"], name="workflows_rollback"),
     Route("/workflows/{name:path}", show, methods=["GET"], name="workflows_show"),
     Route("/workflows/{name:path}", update, methods=["POST"], name="workflows_update"),
 ]

@@ -127,6 +127,9 @@ def test_workflow_pages_pass_axe_and_are_photographed(
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         spec = workflows.WorkflowSpec("etl", steps, edges, "Numbers for the morning")
         workflows.define(conn, spec, actor="test")
+        edges.append(("check", "shape <b>it</b>"))
+        changed = workflows.WorkflowSpec("etl", steps, edges, "Numbers for the morning")
+        workflows.define(conn, changed, actor="test", replace=True)
         dag = workflows.run_now(conn, "etl")
         conn.execute(
             "UPDATE job_runs SET status = 'failed', finished_at = now() WHERE id = %s",
@@ -138,6 +141,8 @@ def test_workflow_pages_pass_axe_and_are_photographed(
         "workflow-show": "/workflows/etl",
         "workflow-edit": "/workflows/etl/edit",
         "workflow-new": "/workflows/new",
+        "workflow-history": "/workflows/etl/history",
+        "job-history": "/jobs/pull/history",
     }
     problems: dict[str, list[str]] = {}
     for width in (1280, 390):
@@ -150,6 +155,11 @@ def test_workflow_pages_pass_axe_and_are_photographed(
             page.goto(live_server + path)
             if name == "workflow-show":
                 page.get_by_text("Steps as a list", exact=True).click()
+                picture = page.locator("#workflow-dag")
+                picture.screenshot(path=str(SHOTS / f"workflow-picture-{width}.png"))
+                # at 390 px the picture is as wide as the screen allows, not wider
+                box = picture.locator("svg").bounding_box()
+                assert box is not None and box["width"] <= width
             page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
             found = _violations(page)
             if found:

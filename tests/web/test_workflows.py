@@ -4,6 +4,7 @@ roles, CSRF, escaping, delete refusal, run now, and an audit row for each change
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -271,3 +272,97 @@ def test_unknown_workflows_are_404(as_role: Callable[[str], TestClient]) -> None
     assert client.get("/workflows/nope").status_code == 404
     assert client.get("/workflows/nope/edit").status_code == 404
     assert post(client, "/workflows/nope", form("nope", [])).status_code == 404
+
+
+def test_versions_show_step_by_step_changes_and_roll_back_in_one_click(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    jobs(conn, "pull", "shape", "mail")
+    client = as_role("editor")
+    assert post(client, "/workflows", form("etl", ETL)).status_code == 303
+    smaller = [("extract", "pull", []), ("report", "mail", [0])]
+    assert post(client, "/workflows/etl", form("etl", smaller)).status_code == 303
+
+    page = client.get("/workflows/etl/history").text
+    assert "Version 2 (current)" in page and "Roll back to version 1" in page
+    newest = page.split('id="version-')[1].split("</li>")[0]
+    assert "<del>runs job shape, after extract</del>" in newest  # transform removed
+    assert "(removed)" in newest
+    assert "<del>runs job mail, after transform</del>" in newest
+    assert "<ins>runs job mail, after extract</ins>" in newest
+    (first,) = conn.execute("SELECT id FROM audit_log WHERE action = 'workflow.create'").fetchall()
+
+    assert post(client, "/workflows/etl/rollback", [("version", "999999")]).status_code == 422
+    back = post(client, "/workflows/etl/rollback", [("version", str(first["id"]))])
+    assert back.status_code == 303 and back.headers["location"] == "/workflows/etl?rolled_back=1"
+    assert count(conn, "workflow_steps") == 3 and count(conn, "workflow_edges") == 2
+    rollback = conn.execute(
+        "SELECT actor, details FROM audit_log WHERE action = 'workflow.rollback'"
+    ).fetchone()
+    assert rollback["actor"] == "editor"
+    assert set(rollback["details"]["before"]["steps"]) == {"extract", "report"}
+    assert set(rollback["details"]["after"]["steps"]) == {"extract", "transform", "report"}
+    assert "Version 3 (current)" in client.get("/workflows/etl/history").text
+    client.cookies.clear()
+
+    viewer = as_role("viewer")
+    assert "Roll back" not in viewer.get("/workflows/etl/history").text
+    assert (
+        post(viewer, "/workflows/etl/rollback", [("version", str(first["id"]))]).status_code == 403
+    )
+
+
+def test_job_versions_show_what_changed_and_roll_back(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    client = as_role("editor")
+    job = {"name": "pull", "handler": "noop", "args": '{"a": 1}', "execution_model": "async",
+           "priority": "1", "timeout_seconds": "60", "max_retries": "2"}  # fmt: skip
+    assert post(client, "/jobs", list(job.items())).status_code == 303
+    changed = {**job, "args": '{"a": 2}', "max_retries": "5"}
+    assert post(client, "/jobs/pull", list(changed.items())).status_code == 303
+    page = client.get("/jobs/pull/history").text
+    assert "max retries" in page and "<del>2</del>" in page and "<ins>5</ins>" in page
+    assert "<del>{&#34;a&#34;: 1}</del>" in page
+    first = conn.execute("SELECT id FROM audit_log WHERE action = 'job.create'").fetchone()
+    back = post(client, "/jobs/pull/rollback", [("version", str(first["id"]))])
+    assert back.status_code == 303
+    row = conn.execute("SELECT args, max_retries FROM job_definitions").fetchone()
+    assert (row["args"], row["max_retries"]) == ({"a": 1}, 2)
+    actions = conn.execute(
+        "SELECT action FROM audit_log WHERE target_type = 'job' ORDER BY id"
+    ).fetchall()
+    assert [a["action"] for a in actions] == ["job.create", "job.update", "job.rollback"]
+    assert client.get("/jobs/nope/history").status_code == 404
+
+
+def test_a_workflow_too_large_for_the_editor_is_shown_but_edited_as_json(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    from app import workflows
+
+    jobs(conn, "pull")
+    chain = [f"s{i}" for i in range(250)]
+    steps = {name: workflows.Step("pull") for name in chain}
+    edges = list(itertools.pairwise(chain))
+    workflows.define(conn, workflows.WorkflowSpec("big", steps, edges), actor="test")
+    client = as_role("editor")
+    page = client.get("/workflows/big")
+    assert page.status_code == 200 and page.text.count('class="dag-node"') == 250
+    edit = client.get("/workflows/big/edit").text
+    assert "250 steps, more than the editor takes (200)" in edit and "step_name" not in edit
+
+
+def test_a_step_whose_job_runs_a_disabled_handler_is_refused_next_to_the_steps(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    from app.handlers.gate import set_shell_enabled
+
+    set_shell_enabled(conn, True, actor="test")
+    create(conn, JobSpec("cleanup", "shell", {"command": "true"}), actor="test")
+    set_shell_enabled(conn, False, actor="test")
+    client = as_role("editor")
+    refused = post(client, "/workflows", form("nightly", [("clean", "cleanup", [])]))
+    assert refused.status_code == 422
+    assert 'id="steps-error" role="alert">the shell handler is disabled' in refused.text
+    assert count(conn, "workflows") == 0
