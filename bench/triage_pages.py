@@ -81,7 +81,11 @@ def scans(url: str, made: dict[str, Any]) -> None:
             "dead_letter_group_runs",
             {"fingerprint": made["fingerprint"], "limit": 200},
         ),
-        ("job_stats", "job_stats_summary", {"now": None, "hours": 24, "scan_limit": 200_000}),
+        (
+            "job_stats",
+            "job_stats_summary",
+            {"now": None, "hours": 24, "scan_limit": 100_000, "sort": "failing", "limit": 50},
+        ),
         ("dag_runs", "dag_runs_recent", {"before": None, "limit": 50}),
         ("dag_runs", "dag_run_steps", {"id": made["dag"]}),
         ("run_logs", "run_logs_of_run", {"run_id": made["run"], "limit": 5000}),
