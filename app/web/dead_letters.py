@@ -78,7 +78,9 @@ def _run_ids(values: list[str]) -> list[int]:
 async def retry_selected(request: Request) -> Response:
     form = await request.form()
     fingerprint = str(form.get("fingerprint", ""))
-    ids = _run_ids([str(v) for v in form.getlist("run_ids")])
+    # A row's own Retry button names its run alone, whatever boxes are ticked.
+    only = form.get("only")
+    ids = _run_ids([str(only)] if only else [str(v) for v in form.getlist("run_ids")])
     try:
         retried = await call(
             request, dead_letters.retry_runs, ids, actor=current_user(request).username

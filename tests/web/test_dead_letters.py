@@ -97,3 +97,24 @@ def test_edit_args_refuses_what_is_not_a_json_object(
     )
     assert "Run 1 re-queued with the new args." in good.text
     assert client.get("/dead-letters/runs/99/edit").status_code == 404
+
+
+def test_a_rows_retry_button_retries_that_run_alone(
+    as_role: Callable[[str], TestClient], db_url: str
+) -> None:
+    key = _declined(db_url, range(3))
+    client = as_role("operator")
+    token = csrf_of(client, f"/dead-letters/{key}")
+    done = client.post(
+        "/dead-letters/retry",
+        data={"csrf_token": token, "fingerprint": key, "run_ids": ["1", "2"], "only": "3"},
+        follow_redirects=True,
+    )
+    assert "Re-queued 1 run." in done.text
+    assert _statuses(db_url) == ["failed", "failed", "pending"]
+    both = client.post(
+        "/dead-letters/retry",
+        data={"csrf_token": token, "fingerprint": key, "run_ids": ["1", "2"]},
+        follow_redirects=True,
+    )
+    assert "Re-queued 2 runs." in both.text and "No dead letters" in both.text
