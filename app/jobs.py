@@ -92,6 +92,9 @@ class Outcome:
     error: str | None = None
     traceback: str | None = None
     retryable: bool = True
+    # Lines a process or subprocess child captured: (unix time, stream, line); see
+    # app.run_logs. In-process attempts send theirs to the worker's collector directly.
+    logs: tuple[tuple[float, str, str], ...] = field(default=(), compare=False)
 
     @classmethod
     def completed(cls, result: JSON = None) -> Outcome:

@@ -232,6 +232,10 @@ class Schedule(SQLModel, table=True):
         sa.CheckConstraint(
             _between("char_length(name)", 0, limits.MAX_NAME_LENGTH), name="schedules_name_length"
         ),
+        sa.CheckConstraint(
+            _between("lag_slo_seconds", *DURATION_RANGE, nullable=True),
+            name="schedules_lag_slo_range",
+        ),
         # The trigger's due query; paused schedules are included (their fires are recorded
         # as paused), ended ones have no next fire.
         sa.Index("ix_schedules_due", "next_fire_time", "id"),
@@ -340,6 +344,10 @@ class Schedule(SQLModel, table=True):
     owns_job: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
     )
+    # Lag SLO: a run starting more than this long after its fire is an alert (NULL: none).
+    lag_slo_seconds: int | None = Field(
+        default=None, sa_column=sa.Column(sa.Integer, nullable=True)
+    )
     created_at: datetime | None = _ts(nullable=False, now=True)
     updated_at: datetime | None = _ts(nullable=False, now=True)
 
@@ -434,6 +442,20 @@ class JobRun(SQLModel, table=True):
             "finished_at",
             postgresql_where=sa.text("status IN ('failed', 'timed_out')"),
         ),
+        # Dead letters grouped by error fingerprint (app.dead_letters), index-only.
+        sa.Index(
+            "ix_job_runs_dead_letter_groups",
+            "error_fingerprint",
+            "finished_at",
+            postgresql_where=sa.text("status IN ('failed', 'timed_out')"),
+        ),
+        # Per-job statistics over the last hours (app.job_stats).
+        sa.Index(
+            "ix_job_runs_finished_handler",
+            "finished_at",
+            "handler",
+            postgresql_where=sa.text("finished_at IS NOT NULL"),
+        ),
         # The other ended runs, which the reaper prunes past their retention.
         sa.Index(
             "ix_job_runs_ended",
@@ -517,6 +539,9 @@ class JobRun(SQLModel, table=True):
     traceback: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     result: dict[str, Any] | None = _jsonb(None)
     skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    # Exception class + normalised message + top frame of the last error, hashed
+    # (app.fingerprints): set by the failing transition, so dead letters group by index.
+    error_fingerprint: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
 
 
 class JobRunAttempt(SQLModel, table=True):
@@ -884,3 +909,48 @@ class ApiToken(SQLModel, table=True):
     expires_at: datetime | None = _ts()
     last_used_at: datetime | None = _ts()
     revoked_at: datetime | None = _ts()
+
+
+class DeadLetterResolution(SQLModel, table=True):
+    """A person resolved or discarded a group of dead letters (one error fingerprint):
+    its runs that failed up to `through` leave the triage page; later failures reopen it."""
+
+    __tablename__ = "dead_letter_resolutions"
+    __table_args__ = (
+        sa.CheckConstraint(
+            "action IN ('resolved', 'discarded')", name="dead_letter_resolutions_action"
+        ),
+        sa.CheckConstraint(
+            "char_length(reason) BETWEEN 1 AND 2000", name="dead_letter_resolutions_reason"
+        ),
+        sa.Index("ix_dead_letter_resolutions_fingerprint", "fingerprint", "through"),
+    )
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    fingerprint: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    action: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    reason: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    actor: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    runs: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    through: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
+    at: datetime | None = _ts(nullable=False, now=True, index=True)
+
+
+class RunLog(SQLModel, table=True):
+    """A line a run's handler logged or printed, per attempt, in order (app.run_logs).
+    No foreign key, like every reference to the hot table: the worker appends in batches."""
+
+    __tablename__ = "run_logs"
+    __table_args__ = (
+        sa.CheckConstraint("stream IN ('log', 'stdout', 'stderr')", name="run_logs_stream"),
+    )
+
+    run_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    attempt: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True))
+    seq: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True))
+    at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
+    stream: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    line: str = Field(sa_column=sa.Column(sa.Text, nullable=False))

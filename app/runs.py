@@ -34,6 +34,7 @@ from app.dag_graph import DagError as DagError
 from app.dag_graph import check_dag as check_dag
 from app.db import Conn
 from app.errors import UsageError
+from app.fingerprints import LEASE_EXPIRED, fingerprint_of
 from app.handlers.gate import refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.json_rows import json_rows
@@ -282,6 +283,9 @@ def finish_many(
                         full_jitter(f.attempt, RETRY_BASE_DELAY_SECONDS, RETRY_MAX_DELAY_SECONDS)
                         for f in failed
                     ],
+                    "fingerprints": [
+                        fingerprint_of(f.outcome.error, f.outcome.traceback).key for f in failed
+                    ],
                     **_now(now),
                 },
             ).fetchall()
@@ -377,7 +381,8 @@ class Reaped:
 def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[Reaped]:
     """running -> pending | failed | cancelled for runs whose lease has expired."""
     with conn.transaction():
-        rows = conn.execute(query("runs", "run_reap"), {"limit": limit, **_now(now)}).fetchall()
+        params = {"limit": limit, "lease_fingerprint": LEASE_EXPIRED, **_now(now)}
+        rows = conn.execute(query("runs", "run_reap"), params).fetchall()
         _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     TRANSITIONS.labels("run_reap").inc(len(rows))
     reaped = [Reaped(r["id"], r["attempt"], r["status"], r["lease_owner"]) for r in rows]
@@ -437,16 +442,19 @@ class RetryBusy(UsageError):
 RETRY_TRIES = 5
 
 
-def retry(conn: Conn, run_id: int, *, now: datetime | None = None) -> Retried | None:
-    """failed | timed_out | cancelled -> pending, with a fresh retry budget; None when the
-    run is not one of those. In a DAG, the steps skipped because this run did not complete
-    (transitively) go back to blocked in the same transaction, so the DAG run can still
-    complete: skipped -> blocked where every other upstream of theirs completed or is
-    waiting again too."""
+def retry(
+    conn: Conn, run_id: int, *, args: Mapping[str, Any] | None = None, now: datetime | None = None
+) -> Retried | None:
+    """failed | timed_out | cancelled -> pending, with a fresh retry budget (and `args`
+    instead of its own when given); None when the run is not one of those. In a DAG, the
+    steps skipped because this run did not complete (transitively) go back to blocked in
+    the same transaction, so the DAG run can still complete: skipped -> blocked where
+    every other upstream of theirs completed or is waiting again too."""
     for attempt in range(RETRY_TRIES):
         try:
             with conn.transaction():
-                params = {"id": run_id, **_now(now)}
+                new_args = None if args is None else Jsonb(dict(args))
+                params = {"id": run_id, "args": new_args, **_now(now)}
                 row = conn.execute(query("runs", "run_retry"), params).fetchone()
                 if row is None:
                     return None

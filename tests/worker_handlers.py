@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import sys
 import time
 from typing import Any
 
@@ -45,3 +48,35 @@ async def step(ctx: JobContext, name: str, sleep: float = 0) -> dict[str, Any]:
 @handler("big_result")
 async def big_result(ctx: JobContext, size: int) -> str:
     return "x" * size
+
+
+_chatty_log = logging.getLogger("tests.chatty")
+
+
+def _chat(ctx: JobContext, lines: int, flood: int) -> None:
+    for i in range(lines):
+        _chatty_log.info("working on line %d of run %d", i, ctx.run_id)
+        print(f"printed {i}")
+        print(f"complained {i}", file=sys.stderr)
+    if flood:
+        for _ in range(flood // 100):
+            print("y" * 99)
+
+
+@handler("chatty")
+def chatty(ctx: JobContext, lines: int = 3, flood: int = 0, wait_file: str = "") -> int:
+    """Logs, prints and complains `lines` times (then `flood` bytes more); with
+    `wait_file`, logs once and then waits until that file exists (a test's signal)."""
+    if wait_file:
+        _chatty_log.info("started, waiting for the go-ahead")
+        while not os.path.exists(wait_file):
+            time.sleep(0.02)
+    _chat(ctx, lines, flood)
+    return lines
+
+
+@handler("chatty_async")
+async def chatty_async(ctx: JobContext, lines: int = 3, flood: int = 0) -> int:
+    _chat(ctx, lines, flood)
+    await asyncio.sleep(0)
+    return lines

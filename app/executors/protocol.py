@@ -7,6 +7,7 @@ an `Outcome` as JSON. Only JSON-able data crosses, never pickled Python objects.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from app.executors.invoke import invoke
 from app.executors.outcomes import failed
 from app.handlers.registry import HandlerRegistry, UnknownHandler
 from app.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
+from app.run_logs import capture_in_child
 
 
 class BadRequest(ValueError):
@@ -51,7 +53,9 @@ def serve_request(request: dict[str, Any], registry: HandlerRegistry) -> Outcome
         entry = registry.get(request["handler"])
     except UnknownHandler as exc:
         return failed(str(exc), retryable=False)
-    return invoke(entry, ctx, request.get("args") or {})
+    with capture_in_child(ctx.run_id, ctx.attempt) as lines:
+        outcome = invoke(entry, ctx, request.get("args") or {})
+    return replace(outcome, logs=tuple(lines))
 
 
 def encode_reply(outcome: Outcome) -> bytes:
@@ -61,6 +65,7 @@ def encode_reply(outcome: Outcome) -> bytes:
         "error": outcome.error,
         "traceback": outcome.traceback,
         "retryable": outcome.retryable,
+        "logs": outcome.logs,
     }
     return json.dumps(reply, allow_nan=False).encode()
 
@@ -75,6 +80,7 @@ def decode_reply(data: bytes) -> Outcome:
             error=reply.get("error"),
             traceback=reply.get("traceback"),
             retryable=bool(reply.get("retryable", True)),
+            logs=tuple(reply.get("logs") or ()),
         )
     except (ValueError, KeyError, TypeError) as exc:
         return failed(f"the job process sent an unreadable reply: {exc}")

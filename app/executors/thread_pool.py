@@ -11,6 +11,7 @@ returns cannot keep the worker from exiting (ThreadPoolExecutor joins its thread
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import queue
 import threading
 from collections.abc import Callable
@@ -128,7 +129,8 @@ class ThreadRunner:
             except RuntimeError:  # the loop has closed; nobody is waiting any more
                 pass
 
-        job = self.pool.submit(invoke, entry, attempt.ctx, args)
+        # In a copy of this task's context, so the run's log capture (app.run_logs) holds.
+        job = self.pool.submit(contextvars.copy_context().run, invoke, entry, attempt.ctx, args)
         job.add_done_callback(wake_from_thread)
         attempt.on_stop = wake
         try:

@@ -45,7 +45,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app import runs
+from app import run_logs, runs
 from app.config import Settings
 from app.db import Conn, listen_url
 from app.executors import Executors
@@ -147,6 +147,7 @@ class Worker:
         self._wake = asyncio.Event()  # a notification came, or the worker is stopping
         self._slot_freed = asyncio.Event()
         self._finish_ready = asyncio.Event()
+        self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -210,12 +211,14 @@ class Worker:
         await asyncio.to_thread(self._claimer.call, self._register)
         await asyncio.to_thread(self._open_connections)
         await self.executors.start()
+        run_logs.install(self.logs)
 
     async def close(self) -> None:
         """Stop the executors (killing what still runs), mark this worker stopped and
         close its connections: what `run` does last."""
         self._threads_stop.set()
         await self.executors.close(kill=True)
+        run_logs.uninstall(self.logs)
         for thread in self._threads:
             await asyncio.to_thread(thread.join, 5)
         try:
@@ -379,14 +382,20 @@ class Worker:
         item = InFlight(job)
         self._in_flight[job.run_id] = item
         item.task = self._loop.create_task(self._execute(item))
+        self._finish_ready.set()  # the finisher now writes log lines as they come
 
     async def _execute(self, item: InFlight) -> None:
         job = item.job
+        key = (job.run_id, job.attempt)
+        run_logs.CURRENT.set(key)  # this task's own context: its handler's lines
         try:
             outcome = await self.executors.run(job)
         except Exception as exc:  # executors never raise; if they do, the attempt fails
             log.exception("executor error", extra={"run_id": job.run_id, "attempt": job.attempt})
             outcome = Outcome(status=OutcomeStatus.FAILED, error=f"executor error: {exc!r}")
+        run_logs.CURRENT.set(None)
+        run_logs.add_child_lines(self.logs, key, outcome.logs)
+        self.logs.close(key)
         self._in_flight.pop(job.run_id, None)
         self._slot_freed.set()
         if item.handed_back or item.lost:
@@ -401,9 +410,19 @@ class Worker:
         while True:
             if not self._finishes:
                 if self._stopping and not self._in_flight:
+                    await self._write_logs()
                     return
-                await self._finish_ready.wait()
+                # While runs are in flight, wake now and then to write their log lines.
+                busy = self._in_flight or self.logs.pending()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self._finish_ready.wait(), run_logs.FLUSH_SECONDS if busy else None
+                    )
                 self._finish_ready.clear()
+                try:
+                    await self._write_logs()
+                except DB_ERRORS:
+                    return
                 continue
             try:
                 await self.finish_once()
@@ -417,6 +436,7 @@ class Worker:
         if not batch:
             return []
         self._slot_freed.set()
+        await self._write_logs()  # an ended attempt's lines are stored before its finish
         try:
             won = await asyncio.to_thread(self._finisher.call, self._record, batch)
         except DB_ERRORS:
@@ -424,6 +444,20 @@ class Worker:
             raise
         self._count(batch, won)
         return won
+
+    async def _write_logs(self) -> None:
+        """Write the log lines captured so far, in one statement, on the finish connection."""
+        lines = self.logs.drain()
+        if lines:
+            await asyncio.to_thread(self._finisher.call, self._append_logs, lines)
+
+    def _append_logs(self, conn: Conn, lines: list[run_logs.LogLine]) -> None:
+        try:
+            run_logs.append(conn, lines)
+        except DB_ERRORS:
+            raise  # the connection or the server: `Reconnecting` retries the batch
+        except psycopg.Error as exc:  # about the data: the lines are dropped, not the worker
+            log.warning("could not store %d log lines: %s", len(lines), exc)
 
     def _record(self, conn: Conn, batch: list[Finish]) -> list[Finish]:
         """Write a batch of finishes; if the database refuses the batch, write them one by

@@ -3,8 +3,8 @@
 
 -- name: run_prune
 -- Up to %(limit)s runs outside any DAG whose retention has passed. Not a transition: the
--- history of runs that ended long ago, deleted with their attempts (and, by cascade, their
--- dependency edges). A run that ended well, was cancelled or skipped goes once it ended
+-- history of runs that ended long ago, deleted with their attempts and log lines (and, by
+-- cascade, their dependency edges). A run that ended well, was cancelled or skipped goes once it ended
 -- before the runs_before cutoff; a dead letter (failed, timed out) once it ended before
 -- failed_before. A NULL cutoff keeps that kind forever.
 WITH doomed AS (
@@ -20,6 +20,8 @@ WITH doomed AS (
     DELETE FROM job_runs r USING doomed WHERE r.id = doomed.id RETURNING r.id
 ), attempts AS (
     DELETE FROM job_run_attempts a USING gone WHERE a.run_id = gone.id
+), logs AS (
+    DELETE FROM run_logs l USING gone WHERE l.run_id = gone.id
 )
 SELECT count(*) AS runs FROM gone;
 
@@ -50,6 +52,8 @@ WITH doomed AS (
     DELETE FROM job_runs r USING doomed WHERE r.dag_run_id = doomed.id RETURNING r.id
 ), attempts AS (
     DELETE FROM job_run_attempts a USING steps WHERE a.run_id = steps.id
+), logs AS (
+    DELETE FROM run_logs l USING steps WHERE l.run_id = steps.id
 ), dags AS (
     DELETE FROM dag_runs d USING doomed WHERE d.id = doomed.id RETURNING d.id
 )

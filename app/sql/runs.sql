@@ -122,11 +122,12 @@ WITH ended AS (
                  END AS status) AS next
         ),
         lease_owner = NULL, lease_until = NULL,
-        last_error = f.error, traceback = f.traceback
+        last_error = f.error, traceback = f.traceback, error_fingerprint = f.fingerprint
     FROM unnest(
         %(ids)s::bigint[], %(attempts)s::int[], %(outcomes)s::text[], %(errors)s::text[],
-        %(tracebacks)s::text[], %(retryable)s::bool[], %(delays)s::float8[]
-    ) AS f(id, attempt, outcome, error, traceback, retryable, delay)
+        %(tracebacks)s::text[], %(retryable)s::bool[], %(delays)s::float8[],
+        %(fingerprints)s::text[]
+    ) AS f(id, attempt, outcome, error, traceback, retryable, delay, fingerprint)
     WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
       AND f.outcome IN ('failed', 'timed_out', 'cancelled')
     RETURNING r.id, r.attempt, r.status, r.started_at, f.outcome, f.error, f.traceback,
@@ -182,7 +183,8 @@ WITH expired AS (
         END,
         lease_owner = NULL, lease_until = NULL,
         last_error = 'lease expired: worker ' || coalesce(e.lease_owner, '?')
-                     || ' stopped heartbeating during attempt ' || r.attempt
+                     || ' stopped heartbeating during attempt ' || r.attempt,
+        error_fingerprint = %(lease_fingerprint)s
     FROM expired e
     WHERE r.id = e.id AND r.status = 'running'
       AND r.lease_until < coalesce(%(now)s::timestamptz, now())
@@ -210,11 +212,13 @@ RETURNING id, status, dag_run_id IS NOT NULL AS in_dag, pg_notify('sundial_event
 
 -- name: run_retry
 -- failed | timed_out | cancelled -> pending: a person retries a dead letter with a fresh
--- retry budget. attempt is kept: the next claim still moves the fencing token forward.
+-- retry budget (and, when %(args)s is given, new args). attempt is kept: the next claim
+-- still moves the fencing token forward.
 WITH retried AS (
     UPDATE job_runs
     SET status = 'pending', run_at = coalesce(%(now)s::timestamptz, now()), finished_at = NULL, cancel_requested = false,
-        retry_base = attempt, priority = base_priority, lease_owner = NULL, lease_until = NULL
+        retry_base = attempt, priority = base_priority, lease_owner = NULL, lease_until = NULL,
+        args = coalesce(%(args)s::jsonb, args)
     WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
     RETURNING id, status, dag_run_id
 )

@@ -1,7 +1,7 @@
 """API tokens, and the partial indexes /metrics counts with
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-01 06:30:00.000000
 """
 

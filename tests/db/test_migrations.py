@@ -36,6 +36,8 @@ EXPECTED_TABLES = {
     "exclusion_calendars",
     "blackout_windows",
     "api_tokens",
+    "dead_letter_resolutions",
+    "run_logs",
     "alembic_version",
 }
 

@@ -1,8 +1,8 @@
 """dashboard indexes: runs by status, by schedule and with an error (runs page, overview
 counts), lost and released attempts (overview alert, workers page)
 
-Revision ID: 0012
-Revises: 0008
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-01 06:30:00.000000
 
 The worker already reports loop lag, in-flight runs and pool saturation in
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0012"
+revision: str = "0011"
 down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

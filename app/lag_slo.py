@@ -1,0 +1,195 @@
+"""Schedule lag as an SLO: a per-schedule threshold on the lag from a fire to the start of
+its run, that lag broken down stage by stage, and two alerts.
+
+Stages of a scheduled run (from the fire ledger, the run and its attempts):
+    fire -> enqueue   the trigger recorded the fire and created its run (the ledger's
+                      `recorded_at - fire_time`)
+    enqueue -> claim  a worker first claimed it (the first attempt's start)
+    claim -> start    the attempt that ran last started (time lost to retries)
+    start -> finish   that attempt ran
+The SLO's lag is fire -> first claim; a run not claimed yet counts with its lag so far.
+
+Alerts:
+- *lag over threshold*: a schedule's newest fire started (or is still waiting) later than
+  its threshold;
+- *dead man's switch*: an expected fire produced no run — the schedule's next fire is well
+  past (the trigger is not firing; checked for every schedule), or, for schedules with a
+  threshold, the rule says it should have fired at a time for which the fire ledger has
+  no entry, or one saying it was missed while no trigger ran (coalesced or missed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from app import audit, limits
+from app.cron import latest_fires
+from app.db import Conn
+from app.errors import UsageError
+from app.firing import recurrence_of
+from app.sql import query
+
+HOURS = 24
+WATCHED_LIMIT = 500  # schedules with a threshold shown at once
+OVERDUE_LIMIT = 50
+GRACE_SECONDS = 60.0  # past a fire's time (and its spread) before it counts as missing
+MISSING_SHOWN = 20  # expected fires listed per schedule
+
+
+class SloError(UsageError):
+    """Input a person can fix, with the form field it concerns."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    label: str
+    p50: float | None
+    p95: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleLag:
+    name: str
+    threshold: int
+    fires: int
+    breaches: int
+    latest_fire: datetime | None
+    latest_lag: float | None
+    lag_p50: float | None
+    lag_p95: float | None
+    stages: list[Stage]
+    missing: list[datetime] = field(default_factory=list)
+
+    @property
+    def breached(self) -> bool:
+        return self.latest_lag is not None and self.latest_lag > self.threshold
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    kind: str  # "lag" or "missing"
+    schedule: str
+    text: str
+    at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    schedules: list[ScheduleLag]
+    alerts: list[Alert]
+
+
+def set_threshold(conn: Conn, schedule: str, seconds: int | None, *, actor: str) -> int | None:
+    """Set (or, with None, clear) a schedule's lag threshold; audited."""
+    if seconds is not None:
+        with limits.refused_as(SloError):
+            limits.check_whole("the lag threshold", seconds, 1, limits.MAX_DURATION_SECONDS)
+    with conn.transaction():
+        row = conn.execute(query("lag_slo", "slo_schedule_by_name"), {"name": schedule}).fetchone()
+        if row is None:
+            raise SloError(f"there is no schedule named {schedule!r}", "schedule")
+        conn.execute(query("lag_slo", "slo_set_threshold"), {"id": row["id"], "seconds": seconds})
+        audit.record(
+            conn, actor, "schedule.lag_slo", "schedule", schedule,
+            before={"lag_slo_seconds": row["lag_slo_seconds"]},
+            after={"lag_slo_seconds": seconds},
+        )  # fmt: skip
+    return seconds
+
+
+def report(conn: Conn, *, now: datetime | None = None) -> Report:
+    """Every watched schedule's breakdown, and the alerts that hold now."""
+    params: dict[str, Any] = {"now": now, "hours": HOURS, "limit": WATCHED_LIMIT}
+    rows = conn.execute(query("lag_slo", "slo_breakdown"), params).fetchall()
+    moment = now or _db_now(conn)
+    missing = _missing_fires(conn, moment)
+    schedules = [_lag(r, missing.get(r["name"], [])) for r in rows]
+    alerts = [
+        Alert(
+            "lag",
+            s.name,
+            f"started {s.latest_lag:.0f} s after its fire; the threshold is {s.threshold} s",
+            s.latest_fire,
+        )
+        for s in schedules
+        if s.breached and s.latest_lag is not None
+    ]
+    overdue = conn.execute(
+        query("lag_slo", "slo_overdue_schedules"),
+        {"now": now, "grace": GRACE_SECONDS, "limit": OVERDUE_LIMIT},
+    ).fetchall()
+    alerts += [
+        Alert(
+            "missing",
+            o["name"] or str(o["id"]),
+            "was due to fire and has not: is the trigger running?",
+            o["next_fire_time"],
+        )
+        for o in overdue
+    ]
+    said = {(a.schedule, a.at) for a in alerts}
+    for s in schedules:
+        alerts += [
+            Alert("missing", s.name, "was expected to fire and that fire produced no run", at)
+            for at in s.missing
+            if (s.name, at) not in said  # the overdue alert already names that fire
+        ]
+    return Report(schedules, alerts)
+
+
+def _lag(row: dict[str, Any], missing: list[datetime]) -> ScheduleLag:
+    stages = [
+        Stage(label, row[f"{key}_p50"], row[f"{key}_p95"])
+        for key, label in (
+            ("enqueue", "fire → enqueue"),
+            ("claim", "enqueue → claim"),
+            ("start", "claim → start"),
+            ("finish", "start → finish"),
+        )
+    ]
+    return ScheduleLag(
+        name=row["name"], threshold=row["lag_slo_seconds"], fires=row["fires"],
+        breaches=row["breaches"], latest_fire=row["latest_fire"], latest_lag=row["latest_lag"],
+        lag_p50=row["lag_p50"], lag_p95=row["lag_p95"], stages=stages, missing=missing,
+    )  # fmt: skip
+
+
+def _missing_fires(conn: Conn, now: datetime) -> dict[str, list[datetime]]:
+    """For each watched schedule: the fires its rule expected in the last HOURS (up to the
+    grace before now) that its ledger does not account for. One ledger read for all."""
+    watched = conn.execute(query("lag_slo", "slo_schedules_watched"), {"limit": WATCHED_LIMIT})
+    expected: dict[Any, tuple[str, list[datetime]]] = {}
+    for row in watched.fetchall():
+        spread = 0 if row["exact_minute"] else row["spread_seconds"]
+        until = now - timedelta(seconds=GRACE_SECONDS + spread)
+        since = max(now - timedelta(hours=HOURS), row["created_at"])
+        if since < until:
+            fires = latest_fires(recurrence_of(row), since, until, MISSING_SHOWN)
+            if fires:
+                expected[row["id"]] = (row["name"], [f.at for f in fires])
+    if not expected:
+        return {}
+    ledger = conn.execute(
+        query("lag_slo", "slo_ledger_since"),
+        {"ids": list(expected), "since": now - timedelta(hours=HOURS), "until": now},
+    ).fetchall()
+    recorded = {(r["schedule_id"], r["fire_time"]) for r in ledger}
+    found: dict[str, list[datetime]] = {}
+    for schedule_id, (name, times) in expected.items():
+        gaps = [at for at in times if (schedule_id, at) not in recorded]
+        if gaps:
+            found[name] = gaps
+    return found
+
+
+def _db_now(conn: Conn) -> datetime:
+    moment = conn.execute(query("lag_slo", "slo_now")).fetchone()
+    assert moment is not None
+    now: datetime = moment["now"]
+    return now

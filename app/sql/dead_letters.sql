@@ -1,0 +1,103 @@
+-- Dead letters triage (`app/dead_letters.py`): failed and timed-out runs grouped by the
+-- error fingerprint their failing transition stored. Every read walks the partial index
+-- ix_job_runs_dead_letter_groups (fingerprint, finished_at); runs of a group up to its
+-- latest resolution's `through` are hidden. Status changes go through `app/runs.py`.
+
+-- name: dead_letter_groups
+-- (read) open groups, most recently failing first, each with a sample (its newest run).
+WITH cut AS (
+    SELECT fingerprint, max(through) AS through FROM dead_letter_resolutions GROUP BY fingerprint
+), groups AS (
+    SELECT r.error_fingerprint AS fingerprint, count(*)::int AS runs,
+           min(r.finished_at) AS first_seen, max(r.finished_at) AS last_seen
+    FROM job_runs r
+    LEFT JOIN cut ON cut.fingerprint = r.error_fingerprint
+    WHERE r.status IN ('failed', 'timed_out') AND r.error_fingerprint IS NOT NULL
+      AND r.finished_at > coalesce(cut.through, '-infinity')
+    GROUP BY r.error_fingerprint
+    ORDER BY last_seen DESC
+    LIMIT %(limit)s
+)
+SELECT g.fingerprint, g.runs, g.first_seen, g.last_seen,
+       s.id AS sample_run_id, s.handler, s.status, s.last_error, s.traceback
+FROM groups g
+CROSS JOIN LATERAL (
+    SELECT id, handler, status, last_error, traceback FROM job_runs
+    WHERE status IN ('failed', 'timed_out') AND error_fingerprint = g.fingerprint
+    ORDER BY finished_at DESC
+    LIMIT 1
+) s
+ORDER BY g.last_seen DESC;
+
+-- name: dead_letter_hourly
+-- (read) failures per hour over the last 24 hours of these groups, for their sparklines;
+-- hours_ago 0 is the hour ending now.
+SELECT error_fingerprint AS fingerprint,
+       floor(extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - finished_at) / 3600)::int AS hours_ago,
+       count(*)::int AS n
+FROM job_runs
+WHERE status IN ('failed', 'timed_out') AND error_fingerprint = ANY(%(fingerprints)s::text[])
+  AND finished_at > coalesce(%(now)s::timestamptz, now()) - interval '24 hours'
+GROUP BY 1, 2;
+
+-- name: dead_letter_group_count
+-- (read) the dry run of "retry group": how many open runs the group holds now, and the
+-- newest one's finish (what a resolution covers).
+SELECT count(*)::int AS runs, max(finished_at) AS through
+FROM job_runs
+WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
+  AND finished_at > coalesce(
+      (SELECT max(through) FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s),
+      '-infinity');
+
+-- name: dead_letter_group_runs
+-- (read) the open runs of one group, newest first.
+SELECT id, handler, status, attempt, args, last_error, finished_at, dag_run_id, dag_node
+FROM job_runs
+WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
+  AND finished_at > coalesce(
+      (SELECT max(through) FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s),
+      '-infinity')
+ORDER BY finished_at DESC
+LIMIT %(limit)s;
+
+-- name: dead_letter_run
+-- (read) one run, for "edit args and retry".
+SELECT id, handler, status, attempt, args, last_error, traceback, error_fingerprint, finished_at
+FROM job_runs WHERE id = %(id)s;
+
+-- name: dead_letter_resolution_insert
+-- (new) a person resolved or discarded a group: its runs up to `through` leave triage.
+INSERT INTO dead_letter_resolutions (fingerprint, action, reason, actor, runs, through)
+VALUES (%(fingerprint)s, %(action)s, %(reason)s, %(actor)s, %(runs)s, %(through)s)
+RETURNING id, fingerprint, action, reason, actor, runs, through, at;
+
+-- name: dead_letter_resolutions_recent
+-- (read) the latest resolutions, who and why.
+SELECT id, fingerprint, action, reason, actor, runs, through, at
+FROM dead_letter_resolutions
+ORDER BY at DESC
+LIMIT %(limit)s;
+
+-- name: dead_letter_group
+-- (read) one open group: its count, first and last failure from the index alone, and its
+-- newest run as sample (one index probe).
+WITH cut AS (
+    SELECT coalesce(max(through), '-infinity') AS through
+    FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s
+)
+SELECT %(fingerprint)s AS fingerprint, g.runs, g.first_seen, g.last_seen,
+       s.id AS sample_run_id, s.handler, s.status, s.last_error, s.traceback
+FROM (
+    SELECT count(*)::int AS runs, min(finished_at) AS first_seen, max(finished_at) AS last_seen
+    FROM job_runs
+    WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
+      AND finished_at > (SELECT through FROM cut)
+) g
+CROSS JOIN LATERAL (
+    SELECT id, handler, status, last_error, traceback FROM job_runs
+    WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
+      AND finished_at > (SELECT through FROM cut)
+    ORDER BY finished_at DESC
+    LIMIT 1
+) s;

@@ -1,0 +1,47 @@
+"""A run's log: the lines its handler logged and printed, attempt by attempt.
+
+`/runs/{id}/logs` serves the page, or (for htmx) the `run_logs/_log.html` fragment that the
+run page includes; while the run is pending or running the fragment re-fetches itself
+every second, so new lines appear without a reload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app import run_logs
+from app.db import Conn
+from app.states import Role
+from app.web.access import requires
+from app.web.database import call
+from app.web.render import render
+
+LIVE_STATUSES = ("pending", "running", "blocked")
+
+
+def log_page(conn: Conn, run_id: int) -> dict[str, Any]:
+    """What the fragment needs: the run, its lines, and whether to keep polling."""
+    run = run_logs.run_summary(conn, run_id)
+    if run is None:
+        raise HTTPException(404, f"There is no run {run_id}.")
+    lines = run_logs.lines_of(conn, run_id)
+    return {
+        "run": run,
+        "log_lines": lines,
+        "log_live": run["status"] in LIVE_STATUSES,
+        "log_capped": len(lines) >= run_logs.LINES_SHOWN,
+    }
+
+
+@requires(Role.VIEWER)
+async def show(request: Request) -> Response:
+    page = await call(request, log_page, request.path_params["run_id"])
+    return render(request, "run_logs/show.html", "run_logs/_log.html", **page)
+
+
+routes = [Route("/runs/{run_id:int}/logs", show, methods=["GET"], name="run_logs_show")]

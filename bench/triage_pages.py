@@ -1,0 +1,154 @@
+"""Server render time of the triage pages (dead letters, DAG runs, job statistics, run
+log, lag) with a big history, and the scans of their queries.
+
+Loads the same history as `bench.pages` (`--runs`, default 1,000,000, and `--schedules`,
+default 10,000), fingerprints its dead letters as the failing transition would, gives
+100 schedules a lag threshold, submits 200 DAG runs and 2,000 log lines for one run; then
+requests each page `--samples` times through the real application and prints p50/p95 in
+milliseconds, and which index (or sequential scan) each page's named queries use.
+
+    python -m bench.triage_pages
+    python -m bench.triage_pages --runs 20000 --schedules 100 --samples 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import time
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from starlette.testclient import TestClient
+
+from app import run_logs, runs, users
+from app.config import Settings
+from app.runs import NewRun
+from app.sql import query
+from app.web import create_app
+from bench.bench_db import scratch_database
+from bench.pages import PASSWORD, _scans, load
+
+# The loaded errors differ only by a number (`host 13 refused`): one fingerprint each way
+# the transition would store it, computed here in SQL for speed.
+FINGERPRINT_DEAD_LETTERS = """
+UPDATE job_runs
+SET error_fingerprint = substr(md5(regexp_replace(last_error, '[0-9]+', '<n>', 'g')), 1, 16)
+WHERE status IN ('failed', 'timed_out')
+"""
+WATCH_SCHEDULES = """
+UPDATE schedules SET lag_slo_seconds = 60
+WHERE id IN (SELECT id FROM schedules ORDER BY name LIMIT 100)
+"""
+
+
+def prepare(url: str) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute(FINGERPRINT_DEAD_LETTERS)  # type: ignore[arg-type]
+        conn.execute(WATCH_SCHEDULES)  # type: ignore[arg-type]
+        for i in range(200):
+            steps = {f"step {s}": NewRun("noop") for s in range(8)}
+            edges = [(f"step {s}", f"step {s + 1}") for s in range(7)]
+            dag = runs.submit_dag(conn, steps, edges, name=f"nightly {i}")
+        logged = conn.execute("SELECT max(id) AS id FROM job_runs WHERE status = 'failed'")
+        run_id = logged.fetchone()["id"]  # type: ignore[index]
+        lines = [
+            run_logs.LogLine(run_id, 1, seq, time.time(), "log", f"INFO app: line {seq}")
+            for seq in range(2000)
+        ]
+        run_logs.append(conn, lines)
+        fingerprint = conn.execute(
+            "SELECT error_fingerprint FROM job_runs WHERE id = %s", (run_id,)
+        ).fetchone()["error_fingerprint"]  # type: ignore[index]
+        for table in ("job_runs", "run_logs", "schedules", "dag_runs"):
+            conn.execute(f"VACUUM ANALYZE {table}")  # type: ignore[arg-type]
+    return {"dag": dag.id, "run": run_id, "fingerprint": fingerprint}
+
+
+def scans(url: str, made: dict[str, Any]) -> None:
+    queries: list[tuple[str, str, dict[str, Any]]] = [
+        ("dead_letters", "dead_letter_groups", {"limit": 100}),
+        (
+            "dead_letters",
+            "dead_letter_hourly",
+            {"fingerprints": [made["fingerprint"]], "now": None},
+        ),
+        (
+            "dead_letters",
+            "dead_letter_group_runs",
+            {"fingerprint": made["fingerprint"], "limit": 200},
+        ),
+        (
+            "job_stats",
+            "job_stats_summary",
+            {"now": None, "hours": 24, "scan_limit": 100_000, "sort": "failing", "limit": 50},
+        ),
+        ("dag_runs", "dag_runs_recent", {"before": None, "limit": 50}),
+        ("dag_runs", "dag_run_steps", {"id": made["dag"]}),
+        ("run_logs", "run_logs_of_run", {"run_id": made["run"], "limit": 5000}),
+        ("lag_slo", "slo_breakdown", {"now": None, "hours": 24, "limit": 500}),
+        ("lag_slo", "slo_overdue_schedules", {"now": None, "grace": 60, "limit": 50}),
+    ]
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        for file, name, params in queries:
+            plan = conn.execute(
+                "EXPLAIN (FORMAT JSON) " + query(file, name),  # type: ignore[operator]
+                params,
+            ).fetchone()
+            assert plan is not None
+            found = sorted(set(_scans(plan["QUERY PLAN"][0]["Plan"])))
+            print(f"  {name:<26} {', '.join(found) or 'no table scan'}")
+
+
+def time_pages(url: str, samples: int, made: dict[str, Any]) -> None:
+    settings = Settings.from_env({"DATABASE_URL": url, "SECRET_KEY": "bench-secret-key"})
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        users.create_user(conn, "bench", PASSWORD, "viewer", actor="bench")
+    pages = {
+        "dead letters": "/dead-letters",
+        "dead letter group": f"/dead-letters/{made['fingerprint']}",
+        "job statistics": "/job-stats",
+        "DAG runs": "/dag-runs",
+        "DAG run": f"/dag-runs/{made['dag']}",
+        "run log (2,000 lines)": f"/runs/{made['run']}/logs",
+        "lag": "/slo",
+    }
+    with TestClient(create_app(settings, url)) as client:
+        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', client.get("/login").text)
+        assert token
+        client.post("/login", data={"username": "bench", "password": PASSWORD,
+                                    "csrf_token": token[1]})  # fmt: skip
+        print(f"page render time over {samples} requests (ms):")
+        for name, path in pages.items():
+            times = []
+            for _ in range(samples):
+                started = time.perf_counter()
+                response = client.get(path)
+                times.append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 200, (path, response.status_code)
+            times.sort()
+            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+            print(f"  {name:<26} p50 {statistics.median(times):7.1f}   p95 {p95:7.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=1_000_000)
+    parser.add_argument("--schedules", type=int, default=10_000)
+    parser.add_argument("--samples", type=int, default=30)
+    args = parser.parse_args(argv)
+    with scratch_database("sundial_bench_triage") as url:
+        load(url, args.runs, args.schedules)
+        made = prepare(url)
+        print("query plans (index used, or sequential scan):")
+        scans(url, made)
+        time_pages(url, args.samples, made)
+    print(json.dumps({"runs": args.runs, "schedules": args.schedules}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

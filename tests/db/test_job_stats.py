@@ -1,0 +1,63 @@
+"""Per-job statistics over the last 24 hours, from runs with known durations."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from app import job_stats, runs
+from app.jobs import Outcome, OutcomeStatus
+from app.runs import Finish, NewRun
+from tests.waits import db_now
+
+Conn = psycopg.Connection[Any]
+
+
+def ended(conn: Conn, handler: str, seconds: float, *, at: Any, ok: bool = True) -> None:
+    """One run of `handler` that ran `seconds` and ended (completed or failed) at `at`."""
+    run_id = runs.submit(conn, NewRun(handler, max_retries=0), now=at - timedelta(hours=1)).id
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
+    (job,) = runs.claim(conn, "w", 1, 3600, now=at - timedelta(seconds=seconds))
+    conn.execute("UPDATE job_runs SET priority = 1 WHERE id = %s", (run_id,))
+    outcome = (
+        Outcome.completed() if ok else Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
+    )
+    assert runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)], now=at)
+
+
+def test_per_job_figures_and_hourly_series_most_failing_first(conn: Conn) -> None:
+    now = db_now(conn)
+    for i in range(10):
+        ended(conn, "fast", 0.1 * (i + 1), at=now - timedelta(minutes=5))
+    ended(conn, "flaky", 2, at=now - timedelta(hours=3, minutes=5))
+    ended(conn, "flaky", 4, at=now - timedelta(minutes=5), ok=False)
+    ended(conn, "old", 1, at=now - timedelta(hours=30))  # outside the window
+    found, partial = job_stats.stats(conn, now=now)
+    assert not partial
+    assert [s.name for s in found] == ["flaky", "fast"]
+    flaky, fast = found
+    assert (flaky.runs, flaky.failures, flaky.failure_rate) == (2, 1, 0.5)
+    assert flaky.failures_hourly[-1] == 1 and flaky.runs_hourly[-4] == 1
+    assert sum(flaky.runs_hourly) == 2 and len(flaky.runs_hourly) == job_stats.HOURS
+    assert fast.runs == 10 and fast.failure_rate == 0
+    assert fast.p50 is not None and abs(fast.p50 - 0.55) < 1e-6
+    assert fast.p95 is not None and abs(fast.p95 - 0.955) < 1e-6
+    slowest, _ = job_stats.stats(conn, sort="slowest", now=now)
+    assert [s.name for s in slowest] == ["flaky", "fast"]
+    busiest, _ = job_stats.stats(conn, sort="busiest", now=now)
+    assert [s.name for s in busiest] == ["fast", "flaky"]
+
+
+def test_retries_count_attempts_after_the_first(conn: Conn) -> None:
+    now = db_now(conn)
+    run_id = runs.submit(conn, NewRun("retried", max_retries=3)).id
+    for attempt in (1, 2):
+        (job,) = runs.claim(conn, "w", 1, 30, now=now + timedelta(hours=attempt))
+        failure = Outcome(OutcomeStatus.FAILED, error="again", retryable=attempt == 1)
+        runs.finish_many(
+            conn, "w", [Finish(run_id, job.attempt, failure)], now=now + timedelta(hours=attempt)
+        )
+    (stats,), _ = job_stats.stats(conn, now=now + timedelta(hours=3))
+    assert (stats.runs, stats.retries, stats.failures) == (1, 1, 1)
