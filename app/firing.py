@@ -169,7 +169,7 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
         shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
         plans, broken = _plan(rows, shapes, limits)
         if broken:
-            conn.execute(query("firing", "schedule_stop_broken"), {"schedules": broken})
+            conn.execute(query("firing", "schedule_stop_broken"), {"schedules": broken, "now": now})
         for _, plan in plans:
             for run_id in plan.cancel_run_ids:
                 runs.cancel(conn, run_id)

@@ -85,7 +85,9 @@ def parse_spec(name: str, doc: Any, description: str = "") -> WorkflowSpec:
     return WorkflowSpec(name, steps, edges, str(doc.get("description", description)))
 
 
-def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUID:
+def define(
+    conn: Conn, spec: WorkflowSpec, *, replace: bool = False, now: datetime | None = None
+) -> uuid.UUID:
     """Create a workflow, or with `replace` redefine an existing one (steps and edges)."""
     if not isinstance(spec.name, str) or not spec.name.strip():
         raise WorkflowError("a workflow needs a name")
@@ -104,7 +106,7 @@ def define(conn: Conn, spec: WorkflowSpec, *, replace: bool = False) -> uuid.UUI
         workflow_id = existing["id"] if existing else uuid.uuid4()
         conn.execute(
             query("workflows", "workflow_upsert"),
-            {"id": workflow_id, "name": spec.name, "description": spec.description},
+            {"id": workflow_id, "name": spec.name, "description": spec.description, "now": now},
         )
         conn.execute(query("workflows", "workflow_steps_clear"), {"id": workflow_id})
         conn.execute(

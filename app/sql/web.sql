@@ -6,7 +6,8 @@ SELECT status, count(*) AS n FROM job_runs GROUP BY status;
 
 -- name: home_live_workers
 SELECT count(*) AS n FROM workers
-WHERE stopped_at IS NULL AND last_seen > now() - interval '1 minute';
+WHERE stopped_at IS NULL
+  AND last_seen > coalesce(%(now)s::timestamptz, now()) - interval '1 minute';
 
 -- name: health_check
 SELECT 1 AS ok;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -19,9 +20,9 @@ from app.web.render import render
 log = logging.getLogger(__name__)
 
 
-def overview(conn: Conn) -> dict[str, Any]:
+def overview(conn: Conn, now: datetime | None = None) -> dict[str, Any]:
     counts = {r["status"]: r["n"] for r in conn.execute(query("web", "home_run_counts"))}
-    workers = conn.execute(query("web", "home_live_workers")).fetchone()
+    workers = conn.execute(query("web", "home_live_workers"), {"now": now}).fetchone()
     return {
         "status_counts": [(s.value, counts.get(s.value, 0)) for s in RunStatus],
         "live_workers": workers["n"] if workers else 0,
