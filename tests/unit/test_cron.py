@@ -557,3 +557,33 @@ def test_fires_between_is_exact_to_the_microsecond() -> None:
     assert next_fire(cron_rule, start - EPSILON) == next_fire(
         cron_rule, start - timedelta(seconds=30)
     )
+
+
+# ---- more gaps from the mutation run ----------------------------------------------------
+
+
+@pytest.mark.parametrize("expression", ["0 0 * * 0", "0 0 * * sun", "0 0 * * 7", "@weekly"])
+def test_sunday_schedules_fire_on_sundays(expression: str) -> None:
+    rule = Recurrence.from_cron(expression, "UTC")
+    fires = fires_between(rule, utc("2026-02-01T00:00"), utc("2026-03-01T00:00"))
+    assert [f"{f.at:%a %d}" for f in fires] == ["Sun 01", "Sun 08", "Sun 15", "Sun 22"]
+
+
+def test_an_interval_of_one_second_or_less_is_allowed() -> None:
+    start = utc("2026-05-01T10:00")
+    for seconds in (1, 0.5):
+        rule = Recurrence.every(seconds, start)
+        fires = fires_between(rule, start, start + timedelta(seconds=2))
+        assert len(list(fires)) == 2 / seconds
+
+
+def test_no_fire_at_or_past_the_latest_supported_instant() -> None:
+    # LATEST (2200-01-01 00:00 UTC) is exclusive: a yearly cron's last fire is the one before
+    yearly = Recurrence.from_cron("@yearly", "UTC")
+    assert [f.at for f in fires_after(yearly, utc("2198-06-01T00:00"))] == [utc("2199-01-01T00:00")]
+    every_day = Recurrence.every(86_400, utc("2199-12-30T00:00"))
+    assert [f.at for f in fires_after(every_day, utc("2199-01-01T00:00"))] == [
+        utc("2199-12-30T00:00"),
+        utc("2199-12-31T00:00"),
+    ]
+    assert list(fires_after(every_day, utc("2200-01-01T00:00"))) == []
