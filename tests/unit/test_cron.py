@@ -587,3 +587,20 @@ def test_no_fire_at_or_past_the_latest_supported_instant() -> None:
         utc("2199-12-31T00:00"),
     ]
     assert list(fires_after(every_day, utc("2200-01-01T00:00"))) == []
+
+
+def test_a_cron_with_start_and_end_counts_only_the_fires_between_them() -> None:
+    rule = Recurrence.from_cron(
+        "0 * * * *", "UTC", start=utc("2026-05-01T10:00"), end=utc("2026-05-01T12:00")
+    )
+    window = (utc("2026-05-01T00:00"), utc("2026-05-02T00:00"))
+    assert count_fires(rule, *window, cap=100) == (3, True)
+
+
+def test_counting_a_century_of_an_interval_does_not_walk_its_fires() -> None:
+    # the trigger counts a long outage's missed fires; every second for a century is
+    # 3,155,760,000 fires, far too many to walk
+    start = utc("2026-01-01T00:00")
+    rule = Recurrence.every(1, start)
+    end = utc("2126-01-01T00:00")
+    assert count_fires(rule, start, end, cap=10**12) == (int((end - start).total_seconds()), True)
