@@ -604,3 +604,28 @@ def test_counting_a_century_of_an_interval_does_not_walk_its_fires() -> None:
     rule = Recurrence.every(1, start)
     end = utc("2126-01-01T00:00")
     assert count_fires(rule, start, end, cap=10**12) == (int((end - start).total_seconds()), True)
+
+
+@pytest.mark.parametrize("minute", [1, 6, 7, 8])
+def test_every_skipped_minute_fires_at_the_exact_second_of_the_jump(minute: int) -> None:
+    # the search for the jump must land on it whatever local time it starts from
+    rule = Recurrence.from_cron(f"{minute} 2 * * *", NEW_YORK)
+    fire = next_fire(rule, utc("2026-03-07T12:00"))
+    assert fire is not None and fire.at == utc("2026-03-08T07:00")
+
+
+def test_one_microsecond_after_a_fire_no_longer_includes_it() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start)
+    just_after = start + timedelta(microseconds=1)
+    assert [f.at for f in fires_between(rule, just_after, start + timedelta(minutes=2))] == [
+        start + timedelta(minutes=1)
+    ]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [Recurrence.from_cron("* * * * *", "UTC"), Recurrence.every(60, utc("2026-05-01T10:00"))],
+)
+def test_an_instant_past_the_supported_range_has_no_fires_and_no_error(rule: Recurrence) -> None:
+    assert list(fires_after(rule, datetime.max.replace(tzinfo=UTC))) == []
