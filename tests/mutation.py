@@ -10,7 +10,9 @@ neighbour), shift a number by one, drop one member of a set literal, drop a stat
 arguments (cache sizes) are not mutated.
 
 Mutants judged equivalent (no behaviour can tell them from the original) are listed in
-`tests/mutation_equivalent.txt` with their reason and left out of the score. The command
+`tests/mutation_equivalent.txt` with their reason and left out of the score (`--list`
+prints their keys; a twin, the same change to equal code again in one function, ends in
+` #2`, ` #3`...). The command
 exits 1 when a module scores below `--min-score` (90 % by default).
 
 The forked child imports the mutated module fresh, so `functools.lru_cache` and the
