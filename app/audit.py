@@ -45,8 +45,10 @@ def record(
     *,
     before: Any = None,
     after: Any = None,
+    now: datetime | None = None,
 ) -> None:
-    """One audit row; `before` / `after` are JSON-able snapshots (None: did not exist)."""
+    """One audit row; `before` / `after` are JSON-able snapshots (None: did not exist).
+    `now` stamps it (None: the database clock)."""
     details = {"before": before, "after": after}
     conn.execute(
         query("audit", "audit_insert"),
@@ -56,6 +58,7 @@ def record(
             "target_type": target_type,
             "target_id": target_id,
             "details": Jsonb(details, dumps=_dumps),
+            "now": now,
         },
     )
 

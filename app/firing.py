@@ -171,7 +171,7 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
         plans, broken = _plan(rows, shapes, limits)
         plans = _exclude(conn, plans)
         if broken:
-            conn.execute(query("firing", "schedule_stop_broken"), {"schedules": broken})
+            conn.execute(query("firing", "schedule_stop_broken"), {"schedules": broken, "now": now})
         for _, plan in plans:
             for run_id in plan.cancel_run_ids:
                 runs.cancel(conn, run_id)

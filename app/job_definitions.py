@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -107,10 +108,10 @@ def _field_of(message: str) -> str | None:
     return None
 
 
-def handler_choices(conn: Conn) -> list[str]:
+def handler_choices(conn: Conn, now: datetime | None = None) -> list[str]:
     """Handlers a job may name: the built-ins and those live workers registered."""
     rows = conn.execute(
-        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS}
+        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS, "now": now}
     ).fetchall()
     live = set().union(*(r["handlers"] for r in rows if r["live"]))
     return sorted(set(BUILTINS) | live)
@@ -153,12 +154,12 @@ def create(conn: Conn, spec: JobSpec, *, actor: str, allow_dangerous: bool = Tru
     return warnings
 
 
-def _check_handler(conn: Conn, handler: str) -> list[str]:
+def _check_handler(conn: Conn, handler: str, now: datetime | None = None) -> list[str]:
     """Refuse a handler no worker has or the fleet turned off; warnings for one no worker
     could vouch for yet."""
     try:
         refuse_disabled_handlers(conn, [handler])
-        return check_handler(conn, handler)
+        return check_handler(conn, handler, now)
     except (ScheduleError, HandlerDisabled) as exc:
         raise JobError(str(exc), "handler") from None
 
@@ -171,6 +172,7 @@ def update(
     actor: str,
     allow_dangerous: bool = True,
     action: str = "job.update",
+    now: datetime | None = None,
 ) -> list[str]:
     """Change a job definition (its name too); schedules and workflows follow it."""
     validate(spec, allow_dangerous)
@@ -178,11 +180,12 @@ def update(
         before = get(conn, name)
         if before["handler"] in DANGEROUS_HANDLERS and not allow_dangerous:
             raise JobError(f"only an admin may change a job that runs {before['handler']!r}")
-        warnings = _check_handler(conn, spec.handler)
+        warnings = _check_handler(conn, spec.handler, now)
         try:
             with conn.transaction():
                 conn.execute(
-                    query("job_definitions", "job_definition_update"), _params(spec, before["id"])
+                    query("job_definitions", "job_definition_update"),
+                    {**_params(spec, before["id"]), "now": now},
                 )
         except psycopg.errors.UniqueViolation:
             raise JobError(f"a job named {spec.name.strip()!r} already exists", "name") from None
@@ -194,6 +197,7 @@ def update(
             spec.name.strip(),
             before=_snapshot(before),
             after=_snapshot(spec),
+            now=now,
         )
     return warnings
 

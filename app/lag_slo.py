@@ -28,7 +28,7 @@ from app import audit, limits
 from app.cron import latest_fires
 from app.db import Conn
 from app.errors import UsageError
-from app.firing import recurrence_of
+from app.firing import db_now, recurrence_of
 from app.sql import query
 
 HOURS = 24
@@ -107,7 +107,7 @@ def report(conn: Conn, *, now: datetime | None = None) -> Report:
     """Every watched schedule's breakdown, and the alerts that hold now."""
     params: dict[str, Any] = {"now": now, "hours": HOURS, "limit": WATCHED_LIMIT}
     rows = conn.execute(query("lag_slo", "slo_breakdown"), params).fetchall()
-    moment = now or _db_now(conn)
+    moment = now or db_now(conn)
     missing = _missing_fires(conn, moment)
     schedules = [_lag(r, missing.get(r["name"], [])) for r in rows]
     alerts = [
@@ -186,10 +186,3 @@ def _missing_fires(conn: Conn, now: datetime) -> dict[str, list[datetime]]:
         if gaps:
             found[name] = gaps
     return found
-
-
-def _db_now(conn: Conn) -> datetime:
-    moment = conn.execute(query("lag_slo", "slo_now")).fetchone()
-    assert moment is not None
-    now: datetime = moment["now"]
-    return now

@@ -177,7 +177,7 @@ def create_schedule(
             raise ScheduleError(_never_fires(spec, rule, created_at))
         if conn.execute(query("schedules", "schedule_by_name"), {"name": spec.name}).fetchone():
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
-        target, job_warnings = _target_for(conn, spec)
+        target, job_warnings = _target_for(conn, spec, now)
         refuse_disabled_handlers(conn, job_id=target["job_id"], workflow_id=target["workflow_id"])
         row.update(target, next_fire_time=first.at)
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
@@ -381,7 +381,9 @@ def _never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> str:
     return f"cron expression {spec.cron!r} never fires: no date matches it within 9 years"
 
 
-def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[str]]:
+def _target_for(
+    conn: Conn, spec: ScheduleSpec, now: datetime | None
+) -> tuple[dict[str, Any], list[str]]:
     """What the schedule fires (job_id, workflow_id, owns_job), and warnings."""
     if sum(x is not None for x in (spec.handler, spec.job, spec.workflow)) != 1:
         raise ScheduleError(
@@ -407,7 +409,7 @@ def _target_for(conn: Conn, spec: ScheduleSpec) -> tuple[dict[str, Any], list[st
         return {**target, "job_id": job["id"]}, []
     assert spec.handler is not None
     new = _validated_job_settings(spec)
-    warnings = check_handler(conn, spec.handler)
+    warnings = check_handler(conn, spec.handler, now)
     new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
     if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
         raise ScheduleError(
@@ -439,7 +441,7 @@ def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
     }
 
 
-def check_handler(conn: Conn, handler: str) -> list[str]:
+def check_handler(conn: Conn, handler: str, now: datetime | None = None) -> list[str]:
     """Refuse a handler no worker knows; warnings when that cannot be checked yet.
 
     Known: the built-ins plus what live workers registered (or, when none is live, what
@@ -449,7 +451,7 @@ def check_handler(conn: Conn, handler: str) -> list[str]:
     if handler in BUILTINS:
         return []
     rows = conn.execute(
-        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS}
+        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS, "now": now}
     ).fetchall()
     if not rows:
         return [f"no worker has registered yet, so handler {handler!r} could not be checked"]

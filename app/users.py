@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from argon2 import PasswordHasher
@@ -83,10 +84,17 @@ def create_user(conn: Conn, username: str, password: str, role: str, *, actor: s
     return _user(row)
 
 
-def sign_in(conn: Conn, username: str, password: str, *, address: str) -> User | None:
+def sign_in(
+    conn: Conn, username: str, password: str, *, address: str, now: datetime | None = None
+) -> User | None:
     """The user when the password is right; None otherwise. Raises TooManyAttempts after
     LOGIN_MAX_FAILURES failures for this name from this address within the window."""
-    key = {"username": username, "address": address, "window_seconds": LOGIN_WINDOW_SECONDS}
+    key = {
+        "username": username,
+        "address": address,
+        "window_seconds": LOGIN_WINDOW_SECONDS,
+        "now": now,
+    }
     failures = conn.execute(query("users", "login_failure_count"), key).fetchone()
     if failures is not None and failures["n"] >= LOGIN_MAX_FAILURES:
         raise TooManyAttempts(
@@ -116,7 +124,7 @@ def _key(secret_key: str, token: str) -> str:
     return hmac.new(secret_key.encode(), token.encode(), hashlib.sha256).hexdigest()
 
 
-def start_session(conn: Conn, user: User, secret_key: str) -> str:
+def start_session(conn: Conn, user: User, secret_key: str, *, now: datetime | None = None) -> str:
     """A new session for `user`; returns the token for the cookie."""
     token = secrets.token_urlsafe(32)
     conn.execute(
@@ -125,22 +133,28 @@ def start_session(conn: Conn, user: User, secret_key: str) -> str:
             "id": _key(secret_key, token),
             "user_id": user.id,
             "lifetime_seconds": SESSION_LIFETIME_SECONDS,
+            "now": now,
         },
     )
     return token
 
 
-def session_user(conn: Conn, token: str, secret_key: str) -> User | None:
-    row = conn.execute(query("users", "session_user"), {"id": _key(secret_key, token)}).fetchone()
+def session_user(
+    conn: Conn, token: str, secret_key: str, *, now: datetime | None = None
+) -> User | None:
+    params = {"id": _key(secret_key, token), "now": now}
+    row = conn.execute(query("users", "session_user"), params).fetchone()
     return _user(row) if row else None
 
 
-def end_session(conn: Conn, token: str, secret_key: str) -> None:
+def end_session(conn: Conn, token: str, secret_key: str, *, now: datetime | None = None) -> None:
     """Sign out (and drop expired sessions while here)."""
-    conn.execute(query("users", "session_delete"), {"id": _key(secret_key, token)})
+    conn.execute(query("users", "session_delete"), {"id": _key(secret_key, token), "now": now})
 
 
-def create_sign_in_link(conn: Conn, user: User, secret_key: str) -> str:
+def create_sign_in_link(
+    conn: Conn, user: User, secret_key: str, *, now: datetime | None = None
+) -> str:
     """A token that signs `user` in once, within SIGN_IN_LINK_LIFETIME_SECONDS."""
     token = secrets.token_urlsafe(32)
     conn.execute(
@@ -149,14 +163,17 @@ def create_sign_in_link(conn: Conn, user: User, secret_key: str) -> str:
             "id": _key(secret_key, token),
             "user_id": user.id,
             "lifetime_seconds": SIGN_IN_LINK_LIFETIME_SECONDS,
+            "now": now,
         },
     )
     return token
 
 
-def use_sign_in_link(conn: Conn, token: str, secret_key: str) -> User | None:
+def use_sign_in_link(
+    conn: Conn, token: str, secret_key: str, *, now: datetime | None = None
+) -> User | None:
     row = conn.execute(
-        query("users", "sign_in_link_use"), {"id": _key(secret_key, token)}
+        query("users", "sign_in_link_use"), {"id": _key(secret_key, token), "now": now}
     ).fetchone()
     return _user(row) if row else None
 

@@ -99,6 +99,7 @@ def define(
     actor: str,
     replace: bool = False,
     action: str | None = None,
+    now: datetime | None = None,
 ) -> uuid.UUID:
     """Create a workflow, or with `replace` redefine an existing one (steps and edges).
     Audited as `action`, by default workflow.create or workflow.update."""
@@ -122,7 +123,7 @@ def define(
         workflow_id = existing["id"] if existing else uuid.uuid4()
         conn.execute(
             query("workflows", "workflow_upsert"),
-            {"id": workflow_id, "name": spec.name, "description": spec.description},
+            {"id": workflow_id, "name": spec.name, "description": spec.description, "now": now},
         )
         conn.execute(query("workflows", "workflow_steps_clear"), {"id": workflow_id})
         conn.execute(

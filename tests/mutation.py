@@ -10,7 +10,9 @@ neighbour), shift a number by one, drop one member of a set literal, drop a stat
 arguments (cache sizes) are not mutated.
 
 Mutants judged equivalent (no behaviour can tell them from the original) are listed in
-`tests/mutation_equivalent.txt` with their reason and left out of the score. The command
+`tests/mutation_equivalent.txt` with their reason and left out of the score (`--list`
+prints their keys; a twin, the same change to equal code again in one function, ends in
+` #2`, ` #3`...). The command
 exits 1 when a module scores below `--min-score` (90 % by default).
 
 The forked child imports the mutated module fresh, so `functools.lru_cache` and the
@@ -70,14 +72,17 @@ class Mutant:
     original: ast.Module
     site: ast.AST
     replacement: ast.AST
+    occurrence: int = 1  # the n-th mutant with this description in its function
 
     def tree(self) -> ast.Module:
         return _rebuild(self.original, self.site, self.replacement)
 
     @property
     def key(self) -> str:
-        """How the equivalent list names it: stable when lines move."""
-        return f"{self.path} | {self.function} | {self.change}"
+        """How the equivalent list names it: stable when lines move. Twins (the same
+        change to equal code twice in one function) get ` #2`, ` #3`... in source order."""
+        twin = f" #{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.path} | {self.function} | {self.change}{twin}"
 
 
 def _short(node: ast.AST) -> str:
@@ -195,11 +200,14 @@ def _replace(tree: ast.Module, target: ast.AST, replacement: ast.AST) -> ast.Mod
 
 def mutants(path: str) -> list[Mutant]:
     tree = ast.parse((REPO / path).read_text())
-    return [
-        Mutant(path, getattr(site.node, "lineno", 0), site.function, change, tree, site.node, new)
-        for site in _sites(tree)
-        for new, change in site.variants
-    ]
+    seen: dict[tuple[str, str], int] = {}
+    found = []
+    for site in _sites(tree):
+        for new, change in site.variants:
+            n = seen[site.function, change] = seen.get((site.function, change), 0) + 1
+            line = getattr(site.node, "lineno", 0)
+            found.append(Mutant(path, line, site.function, change, tree, site.node, new, n))
+    return found
 
 
 def _rebuild(tree: ast.Module, target: ast.AST, replacement: ast.AST) -> ast.Module:

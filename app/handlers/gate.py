@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 
 from psycopg.types.json import Jsonb
 
@@ -35,11 +36,13 @@ def shell_enabled(conn: Conn) -> bool:
     return row is not None and row["value"] is True
 
 
-def set_shell_enabled(conn: Conn, enabled: bool, actor: str) -> None:
+def set_shell_enabled(
+    conn: Conn, enabled: bool, actor: str, *, now: datetime | None = None
+) -> None:
     """Record the fleet's decision (and who made it, in the audit log)."""
     conn.execute(
         query("fleet", "fleet_setting_put"),
-        {"name": SHELL_SETTING, "value": Jsonb(enabled), "actor": actor},
+        {"name": SHELL_SETTING, "value": Jsonb(enabled), "actor": actor, "now": now},
     )
 
 

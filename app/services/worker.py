@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -604,7 +605,7 @@ class Worker:
 
     # ---- registration in the workers table -----------------------------------------------------
 
-    def _register(self, conn: Conn) -> None:
+    def _register(self, conn: Conn, now: datetime | None = None) -> None:
         conn.execute(
             query("workers", "worker_register"),
             {
@@ -614,19 +615,17 @@ class Worker:
                 "concurrency": self.concurrency,
                 "handlers": Jsonb(self.handler_names),
                 "stats": Jsonb(self._stats_doc()),
+                "now": now,
             },
         )
 
-    def _refresh_registration(self, conn: Conn) -> None:
-        conn.execute(
-            query("workers", "worker_refresh"), {"id": self.id, "stats": Jsonb(self._stats_doc())}
-        )
+    def _refresh_registration(self, conn: Conn, now: datetime | None = None) -> None:
+        params = {"id": self.id, "stats": Jsonb(self._stats_doc()), "now": now}
+        conn.execute(query("workers", "worker_refresh"), params)
 
-    def _unregister(self, conn: Conn) -> None:
-        conn.execute(
-            query("workers", "worker_unregister"),
-            {"id": self.id, "stats": Jsonb(self._stats_doc())},
-        )
+    def _unregister(self, conn: Conn, now: datetime | None = None) -> None:
+        params = {"id": self.id, "stats": Jsonb(self._stats_doc()), "now": now}
+        conn.execute(query("workers", "worker_unregister"), params)
 
     def _stats_doc(self) -> dict[str, Any]:
         return {
@@ -644,8 +643,8 @@ def _ping(conn: Conn) -> None:
     conn.execute(query("workers", "worker_ping"))
 
 
-def _seconds_until_next_due(conn: Conn) -> float | None:
-    row = conn.execute(query("workers", "worker_seconds_until_next_due")).fetchone()
+def _seconds_until_next_due(conn: Conn, now: datetime | None = None) -> float | None:
+    row = conn.execute(query("workers", "worker_seconds_until_next_due"), {"now": now}).fetchone()
     return None if row is None or row["wait"] is None else float(row["wait"])
 
 

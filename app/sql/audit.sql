@@ -1,8 +1,11 @@
 -- The audit log: every change a person makes, with who, when, what, before -> after.
 
 -- name: audit_insert
-INSERT INTO audit_log (actor, action, target_type, target_id, details)
-VALUES (%(actor)s, %(action)s, %(target_type)s, %(target_id)s, %(details)s)
+INSERT INTO audit_log (at, actor, action, target_type, target_id, details)
+VALUES (
+    coalesce(%(now)s::timestamptz, now()),
+    %(actor)s, %(action)s, %(target_type)s, %(target_id)s, %(details)s
+)
 RETURNING id;
 
 -- name: audit_list

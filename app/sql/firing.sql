@@ -61,7 +61,8 @@ WHERE s.id = a.id AND s.next_fire_time = a.previous
 -- A schedule whose rule cannot be computed (a row written around validation, a zone gone
 -- from tzdata) is paused with the reason and no next fire, so it cannot wedge a batch.
 UPDATE schedules s
-SET active = false, next_fire_time = NULL, paused_at = now(), paused_note = b.note
+SET active = false, next_fire_time = NULL, paused_at = coalesce(%(now)s::timestamptz, now()),
+    paused_note = b.note
 FROM jsonb_to_recordset(%(schedules)s::jsonb) AS b(id uuid, note text)
 WHERE s.id = b.id;
 

@@ -9,12 +9,13 @@ SELECT value FROM fleet_settings WHERE name = %(name)s;
 -- Set one setting and write who changed it, and how, to the audit log.
 WITH saved AS (
     INSERT INTO fleet_settings (name, value, updated_at)
-    VALUES (%(name)s, %(value)s, now())
+    VALUES (%(name)s, %(value)s, coalesce(%(now)s::timestamptz, now()))
     ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
     RETURNING name, value
 )
-INSERT INTO audit_log (actor, action, target_type, target_id, details)
-SELECT %(actor)s, 'fleet_setting_put', 'fleet_setting', name, jsonb_build_object('value', value)
+INSERT INTO audit_log (at, actor, action, target_type, target_id, details)
+SELECT coalesce(%(now)s::timestamptz, now()), %(actor)s, 'fleet_setting_put', 'fleet_setting', name,
+       jsonb_build_object('value', value)
 FROM saved;
 
 -- name: handlers_of_targets

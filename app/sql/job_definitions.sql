@@ -40,7 +40,8 @@ ORDER BY j.name;
 UPDATE job_definitions
 SET name = %(name)s, handler = %(handler)s, args = %(args)s,
     execution_model = %(execution_model)s, priority = %(priority)s,
-    timeout_seconds = %(timeout_seconds)s, max_retries = %(max_retries)s, updated_at = now()
+    timeout_seconds = %(timeout_seconds)s, max_retries = %(max_retries)s,
+    updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s;
 
 -- name: job_definition_delete

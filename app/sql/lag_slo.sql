@@ -72,10 +72,6 @@ WHERE next_fire_time < coalesce(%(now)s::timestamptz, now()) - make_interval(sec
 ORDER BY next_fire_time
 LIMIT %(limit)s;
 
--- name: slo_now
--- (read) the database clock, the one the fire ledger and runs were written with.
-SELECT now() AS now;
-
 -- name: slo_schedules_watched
 -- (read) the schedules with a threshold, whole, to compute their expected fires.
 SELECT * FROM schedules WHERE lag_slo_seconds IS NOT NULL ORDER BY name LIMIT %(limit)s;

@@ -168,7 +168,8 @@ LIMIT %(limit)s;
 -- name: worker_handlers
 -- Handler names workers registered; `live` marks workers seen recently and not stopped.
 SELECT handlers,
-       stopped_at IS NULL AND last_seen > now() - make_interval(secs => %(live_seconds)s) AS live
+       stopped_at IS NULL AND last_seen > coalesce(%(now)s::timestamptz, now())
+           - make_interval(secs => %(live_seconds)s) AS live
 FROM workers;
 
 -- ---- dashboard pages ----------------------------------------------------------------------

@@ -21,44 +21,53 @@ SELECT count(*) AS n FROM users;
 -- Failed sign-ins for this name from this address within the window.
 SELECT count(*) AS n FROM login_failures
 WHERE username = %(username)s AND address = %(address)s
-  AND at > now() - make_interval(secs => %(window_seconds)s);
+  AND at > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s);
 
 -- name: login_failure_insert
 -- Record a failure; failures older than the window are forgotten on the way.
 WITH expired AS (
-    DELETE FROM login_failures WHERE at < now() - make_interval(secs => %(window_seconds)s)
+    DELETE FROM login_failures
+    WHERE at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s)
 )
-INSERT INTO login_failures (username, address) VALUES (%(username)s, %(address)s);
+INSERT INTO login_failures (username, address, at)
+VALUES (%(username)s, %(address)s, coalesce(%(now)s::timestamptz, now()));
 
 -- name: login_failure_clear
 -- A successful sign-in forgets this name's failures from this address, and old ones go.
 DELETE FROM login_failures
 WHERE (username = %(username)s AND address = %(address)s)
-   OR at < now() - make_interval(secs => %(window_seconds)s);
+   OR at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s);
 
 -- name: session_insert
 INSERT INTO web_sessions (id, user_id, expires_at)
-VALUES (%(id)s, %(user_id)s, now() + make_interval(secs => %(lifetime_seconds)s));
+VALUES (%(id)s, %(user_id)s,
+        coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lifetime_seconds)s));
 
 -- name: session_user
 -- The signed-in person of a session that has not expired (and is not disabled).
 SELECT u.id, u.username, u.role
 FROM web_sessions s
 JOIN users u ON u.id = s.user_id
-WHERE s.id = %(id)s AND s.expires_at > now() AND NOT u.disabled;
+WHERE s.id = %(id)s AND s.expires_at > coalesce(%(now)s::timestamptz, now())
+  AND NOT u.disabled;
 
 -- name: session_delete
-DELETE FROM web_sessions WHERE id = %(id)s OR expires_at < now();
+DELETE FROM web_sessions
+WHERE id = %(id)s OR expires_at < coalesce(%(now)s::timestamptz, now());
 
 -- name: sign_in_link_insert
 -- A new link; expired ones are deleted on the way.
-WITH expired AS (DELETE FROM sign_in_links WHERE expires_at < now())
+WITH expired AS (
+    DELETE FROM sign_in_links WHERE expires_at < coalesce(%(now)s::timestamptz, now())
+)
 INSERT INTO sign_in_links (id, user_id, expires_at)
-VALUES (%(id)s, %(user_id)s, now() + make_interval(secs => %(lifetime_seconds)s));
+VALUES (%(id)s, %(user_id)s,
+        coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lifetime_seconds)s));
 
 -- name: sign_in_link_use
 -- A link works once: using it deletes it.
 DELETE FROM sign_in_links l
 USING users u
-WHERE l.id = %(id)s AND u.id = l.user_id AND l.expires_at > now() AND NOT u.disabled
+WHERE l.id = %(id)s AND u.id = l.user_id AND NOT u.disabled
+  AND l.expires_at > coalesce(%(now)s::timestamptz, now())
 RETURNING u.id, u.username, u.role;

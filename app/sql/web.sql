@@ -6,7 +6,8 @@ SELECT status, count(*) AS n FROM job_runs GROUP BY status;
 
 -- name: home_live_workers
 SELECT count(*) AS n FROM workers
-WHERE stopped_at IS NULL AND last_seen > now() - interval '1 minute';
+WHERE stopped_at IS NULL
+  AND last_seen > coalesce(%(now)s::timestamptz, now()) - interval '1 minute';
 
 -- name: health_check
 SELECT 1 AS ok;
@@ -185,7 +186,3 @@ WHERE a.outcome IN ('lost', 'released')
   AND a.finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
   AND a.worker = ANY(%(workers)s::text[])
 ORDER BY a.finished_at DESC LIMIT 200;
-
--- name: overview_now
--- (read) the database clock the overview's figures are measured against.
-SELECT now() AS now;

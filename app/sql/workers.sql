@@ -3,23 +3,28 @@
 
 -- name: worker_register
 -- A worker announces itself and the handlers it can run.
-INSERT INTO workers (id, host, pid, concurrency, handlers, stats)
-VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s, %(handlers)s, %(stats)s)
+INSERT INTO workers (id, host, pid, concurrency, handlers, stats, started_at, last_seen)
+VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s, %(handlers)s, %(stats)s,
+        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 
 -- name: worker_refresh
 -- Liveness and load, every heartbeat.
-UPDATE workers SET last_seen = now(), stats = %(stats)s WHERE id = %(id)s
+UPDATE workers SET last_seen = coalesce(%(now)s::timestamptz, now()), stats = %(stats)s
+WHERE id = %(id)s
 RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 
 -- name: worker_unregister
 -- A clean stop.
-UPDATE workers SET stopped_at = now(), last_seen = now(), stats = %(stats)s WHERE id = %(id)s
+UPDATE workers
+SET stopped_at = coalesce(%(now)s::timestamptz, now()), last_seen = coalesce(%(now)s::timestamptz, now()),
+    stats = %(stats)s
+WHERE id = %(id)s
 RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 
 -- name: worker_seconds_until_next_due
 -- How long an idle worker may sleep before the earliest pending run is due.
-SELECT extract(epoch FROM min(run_at) - now())::float8 AS wait
+SELECT extract(epoch FROM min(run_at) - coalesce(%(now)s::timestamptz, now()))::float8 AS wait
 FROM job_runs WHERE status = 'pending';
 
 -- name: worker_ping

@@ -5,7 +5,8 @@ SELECT id FROM workflows WHERE name = %(name)s FOR UPDATE;
 
 -- name: workflow_upsert
 INSERT INTO workflows (id, name, description) VALUES (%(id)s, %(name)s, %(description)s)
-ON CONFLICT (id) DO UPDATE SET description = EXCLUDED.description, updated_at = now();
+ON CONFLICT (id) DO UPDATE
+SET description = EXCLUDED.description, updated_at = coalesce(%(now)s::timestamptz, now());
 
 -- name: workflow_steps_clear
 -- Redefining a workflow replaces its steps (edges go with them).

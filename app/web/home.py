@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from app.db import Conn
+from app.firing import db_now
 from app.sql import query
 from app.states import Role, RunStatus
 from app.web.access import public, requires
@@ -74,7 +75,7 @@ class Minutes:
 def overview(
     conn: Conn, stale_seconds: float = 60.0, minutes_kept: Minutes | None = None
 ) -> dict[str, Any]:
-    now = _db_now(conn)
+    now = db_now(conn)
     params = {"now": None}
     statuses = [s.value for s in RunStatus]
     counts = {
@@ -114,13 +115,6 @@ def overview(
         "alerts": _alerts(poison, expiries, stuck, minutes, oldest_due, live_workers, now),
         "as_of": now,
     }
-
-
-def _db_now(conn: Conn) -> datetime:
-    row = conn.execute(query("web", "overview_now")).fetchone()
-    assert row is not None
-    moment: datetime = row["now"]
-    return moment
 
 
 def _throughput(minutes: list[dict[str, Any]], now: datetime) -> dict[str, Any]:

@@ -557,3 +557,75 @@ def test_fires_between_is_exact_to_the_microsecond() -> None:
     assert next_fire(cron_rule, start - EPSILON) == next_fire(
         cron_rule, start - timedelta(seconds=30)
     )
+
+
+# ---- more gaps from the mutation run ----------------------------------------------------
+
+
+@pytest.mark.parametrize("expression", ["0 0 * * 0", "0 0 * * sun", "0 0 * * 7", "@weekly"])
+def test_sunday_schedules_fire_on_sundays(expression: str) -> None:
+    rule = Recurrence.from_cron(expression, "UTC")
+    fires = fires_between(rule, utc("2026-02-01T00:00"), utc("2026-03-01T00:00"))
+    assert [f"{f.at:%a %d}" for f in fires] == ["Sun 01", "Sun 08", "Sun 15", "Sun 22"]
+
+
+def test_an_interval_of_one_second_or_less_is_allowed() -> None:
+    start = utc("2026-05-01T10:00")
+    for seconds in (1, 0.5):
+        rule = Recurrence.every(seconds, start)
+        fires = fires_between(rule, start, start + timedelta(seconds=2))
+        assert len(list(fires)) == 2 / seconds
+
+
+def test_no_fire_at_or_past_the_latest_supported_instant() -> None:
+    # LATEST (2200-01-01 00:00 UTC) is exclusive: a yearly cron's last fire is the one before
+    yearly = Recurrence.from_cron("@yearly", "UTC")
+    assert [f.at for f in fires_after(yearly, utc("2198-06-01T00:00"))] == [utc("2199-01-01T00:00")]
+    every_day = Recurrence.every(86_400, utc("2199-12-30T00:00"))
+    assert [f.at for f in fires_after(every_day, utc("2199-01-01T00:00"))] == [
+        utc("2199-12-30T00:00"),
+        utc("2199-12-31T00:00"),
+    ]
+    assert list(fires_after(every_day, utc("2200-01-01T00:00"))) == []
+
+
+def test_a_cron_with_start_and_end_counts_only_the_fires_between_them() -> None:
+    rule = Recurrence.from_cron(
+        "0 * * * *", "UTC", start=utc("2026-05-01T10:00"), end=utc("2026-05-01T12:00")
+    )
+    window = (utc("2026-05-01T00:00"), utc("2026-05-02T00:00"))
+    assert count_fires(rule, *window, cap=100) == (3, True)
+
+
+def test_counting_a_century_of_an_interval_does_not_walk_its_fires() -> None:
+    # the trigger counts a long outage's missed fires; every second for a century is
+    # 3,155,760,000 fires, far too many to walk
+    start = utc("2026-01-01T00:00")
+    rule = Recurrence.every(1, start)
+    end = utc("2126-01-01T00:00")
+    assert count_fires(rule, start, end, cap=10**12) == (int((end - start).total_seconds()), True)
+
+
+@pytest.mark.parametrize("minute", [1, 6, 7, 8])
+def test_every_skipped_minute_fires_at_the_exact_second_of_the_jump(minute: int) -> None:
+    # the search for the jump must land on it whatever local time it starts from
+    rule = Recurrence.from_cron(f"{minute} 2 * * *", NEW_YORK)
+    fire = next_fire(rule, utc("2026-03-07T12:00"))
+    assert fire is not None and fire.at == utc("2026-03-08T07:00")
+
+
+def test_one_microsecond_after_a_fire_no_longer_includes_it() -> None:
+    start = utc("2026-05-01T10:00")
+    rule = Recurrence.every(60, start)
+    just_after = start + timedelta(microseconds=1)
+    assert [f.at for f in fires_between(rule, just_after, start + timedelta(minutes=2))] == [
+        start + timedelta(minutes=1)
+    ]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [Recurrence.from_cron("* * * * *", "UTC"), Recurrence.every(60, utc("2026-05-01T10:00"))],
+)
+def test_an_instant_past_the_supported_range_has_no_fires_and_no_error(rule: Recurrence) -> None:
+    assert list(fires_after(rule, datetime.max.replace(tzinfo=UTC))) == []

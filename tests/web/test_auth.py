@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -170,3 +171,26 @@ def test_failures_older_than_the_window_no_longer_count_and_are_forgotten(
     assert sign_in(conn, "alice", "wrong", address="a") is None  # not locked out
     assert conn.execute("SELECT count(*) AS n FROM login_failures").fetchone()["n"] == 1
     assert sign_in(conn, "alice", PASSWORD, address="a") is not None
+
+
+def test_sessions_and_sign_in_links_end_when_their_lifetime_has_passed(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    from app import users
+    from tests.waits import db_now
+
+    make_user(db_url, "alice", "viewer")
+    alice = users.find_user(conn, "alice")
+    assert alice is not None
+    now = db_now(conn)
+    session = users.start_session(conn, alice, "k", now=now)
+    link = users.create_sign_in_link(conn, alice, "k", now=now)
+    last_moment = now + timedelta(seconds=users.SESSION_LIFETIME_SECONDS - 1)
+    assert users.session_user(conn, session, "k", now=last_moment) == alice
+    after = now + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
+    assert users.session_user(conn, session, "k", now=after) is None
+    link_after = now + timedelta(seconds=users.SIGN_IN_LINK_LIFETIME_SECONDS)
+    assert users.use_sign_in_link(conn, link, "k", now=link_after) is None
+    # the expired link was not used up: an earlier moment still finds it, once
+    assert users.use_sign_in_link(conn, link, "k", now=now) == alice
+    assert users.use_sign_in_link(conn, link, "k", now=now) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -174,3 +175,20 @@ def test_deleting_a_job_a_schedule_or_workflow_uses_is_refused_with_their_names(
     assert count(conn, "job_definitions") == 0 and count(conn, "schedules") == 0
     (audit,) = conn.execute("SELECT details FROM audit_log WHERE action = 'job.delete'").fetchall()
     assert audit["details"]["before"]["schedules"] == ["every-night"]
+
+
+def test_a_worker_unseen_for_the_live_window_no_longer_vouches_for_its_handlers(
+    conn: Conn,
+) -> None:
+    from app.job_definitions import WORKER_LIVE_SECONDS, handler_choices
+    from app.web.home import overview
+    from tests.waits import db_now
+
+    conn.execute("INSERT INTO workers (id, host, pid, concurrency, handlers) "
+                 "VALUES ('w1', 'h', 1, 1, '[\"send_report\"]')")  # fmt: skip
+    now = db_now(conn)
+    assert "send_report" in handler_choices(conn, now)
+    assert overview(conn, now)["live_workers"] == 1
+    later = now + timedelta(seconds=max(WORKER_LIVE_SECONDS, 60) + 1)
+    assert "send_report" not in handler_choices(conn, later)
+    assert overview(conn, later)["live_workers"] == 0
