@@ -22,8 +22,26 @@ TINY_RUNS = {
         ["wide DAG, 12 no-op nodes", "deep DAG, 12 no-op nodes"],
     ),
     "throughput": (
-        ["-m", "bench.throughput", "--runs", "300", "--rounds", "1", "--latency-samples", "5"],
-        ["bulk submit:", "2 worker process(es)", "enqueue->start latency, idle: p50"],
+        [
+            "-m",
+            "bench.throughput",
+            "--runs",
+            "300",
+            "--rounds",
+            "1",
+            "--latency-samples",
+            "5",
+            "--single-submits",
+            "50",
+        ],
+        [
+            "machine: ",
+            "calibration, server-side INSERT",
+            "single submit, sequential on one connection:",
+            "bulk submit:",
+            "2 worker process(es)",
+            "enqueue->start latency, idle: p50",
+        ],
     ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
     "forecast": (
