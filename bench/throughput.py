@@ -149,6 +149,31 @@ def drain_rate(url: str, total: int, worker_count: int, concurrency: int) -> flo
         return total / float(span["s"])
 
 
+def first_claim_ms(url: str) -> float:
+    """From the moment a worker process is started to its first claim (the run's
+    started_at), with one run already waiting; both instants from the database clock."""
+    with connect(url) as conn:
+        conn.execute("TRUNCATE job_runs, workers CASCADE")
+        run_id = runs.submit(conn, NewRun("noop")).id
+        row = conn.execute("SELECT clock_timestamp() AS t").fetchone()
+        assert row is not None
+        told = row["t"]
+        workers = start_workers(url, 1, 10)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                started = conn.execute(
+                    "SELECT started_at AS t FROM job_runs WHERE id = %s AND started_at IS NOT NULL",
+                    (run_id,),
+                ).fetchone()
+                if started:
+                    return float((started["t"] - told).total_seconds() * 1000)
+                time.sleep(0.005)
+            raise RuntimeError("the worker claimed nothing within 60 s")
+        finally:
+            stop_workers(workers)
+
+
 def idle_latency(url: str, samples: int) -> tuple[float, float]:
     """started_at - created_at of single submits to one idle worker, in ms (p50, p99)."""
     with connect(url) as conn:
@@ -214,6 +239,11 @@ def main() -> None:
                 f"{statistics.median(rates):,.0f} runs/s (median of {args.rounds}, "
                 f"drain of {args.runs:,}; all: {', '.join(f'{r:,.0f}' for r in rates)})"
             )
+        ready = [first_claim_ms(url) for _ in range(args.rounds)]
+        print(
+            f"worker start to first claim: {statistics.median(ready):,.0f} ms "
+            f"(median of {args.rounds}; all: {', '.join(f'{r:,.0f}' for r in ready)})"
+        )
         p50, p99 = idle_latency(url, args.latency_samples)
         print(
             f"enqueue->start latency, idle: p50 {p50:.2f} ms, p99 {p99:.2f} ms "

@@ -40,6 +40,7 @@ TINY_RUNS = {
             "single submit, sequential on one connection:",
             "bulk submit:",
             "2 worker process(es)",
+            "worker start to first claim:",
             "enqueue->start latency, idle: p50",
         ],
     ),
