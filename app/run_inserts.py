@@ -203,7 +203,16 @@ def insert_runs(
     """(new) -> pending | blocked | skipped: insert rows, (id, idempotency key) in order.
 
     Pipelined chunks: Python encodes the next chunk while the server inserts this one.
+    A single chunk is one plain statement (no pipeline to open and sync).
     """
+    if not rows:
+        return []
+    if len(rows) <= SUBMIT_CHUNK:
+        with conn.cursor(row_factory=tuple_row) as cursor:
+            params = {"runs": _rows_json(rows), "now": now}
+            one_chunk = cursor.execute(query("run_inserts", "run_submit_many"), params).fetchall()
+        TRANSITIONS.labels("run_submit").inc(len(one_chunk))
+        return one_chunk
     chunks = [rows[i : i + SUBMIT_CHUNK] for i in range(0, len(rows), SUBMIT_CHUNK)]
     with conn.pipeline():
         cursors = [conn.cursor(row_factory=tuple_row) for _ in chunks]

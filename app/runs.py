@@ -39,7 +39,14 @@ from app.handlers.gate import refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.json_rows import json_rows
 from app.metrics import FENCE_LOST, TRANSITIONS
-from app.run_inserts import COPY_THRESHOLD, copy_runs, insert_fires, insert_runs, run_row
+from app.run_inserts import (
+    COPY_THRESHOLD,
+    SUBMIT_CHUNK,
+    copy_runs,
+    insert_fires,
+    insert_runs,
+    run_row,
+)
 from app.run_inserts import DEFAULT_MAX_RETRIES as DEFAULT_MAX_RETRIES
 from app.run_inserts import DEFAULT_PRIORITY as DEFAULT_PRIORITY
 from app.run_inserts import DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS
@@ -117,6 +124,10 @@ def submit_many(
         by_key[key] = run
     unkeyed = [r for r in runs if r.idempotency_key is None]
     keyed = list(by_key.values())
+    if _one_statement_suffices(conn, unkeyed, keyed):
+        # No BEGIN/COMMIT: the INSERT commits (and notifies) on its own, in one round trip.
+        inserted = insert_runs(conn, [r.as_row() for r in unkeyed + keyed], now)
+        return _submitted(runs, inserted, _existing_runs_for(conn, by_key, inserted))
     with conn.transaction():
         rows: list[tuple[int, str | None]]
         if len(unkeyed) >= COPY_THRESHOLD:
@@ -124,10 +135,31 @@ def submit_many(
             rows += insert_runs(conn, [r.as_row() for r in keyed], now) if keyed else []
         else:
             rows = insert_runs(conn, [r.as_row() for r in unkeyed + keyed], now)
-        created_by_key = {key: run_id for run_id, key in rows if key is not None}
-        # Ids come from one sequence in insertion order, so unkeyed runs map in order.
-        unkeyed_ids = iter(run_id for run_id, key in rows if key is None)
-        existing = _existing_runs_for(conn, by_key, created_by_key)
+        existing = _existing_runs_for(conn, by_key, rows)
+    return _submitted(runs, rows, existing)
+
+
+def _one_statement_suffices(conn: Conn, unkeyed: list[NewRun], keyed: list[NewRun]) -> bool:
+    """True when the submit is a single INSERT that needs no transaction around it: an
+    autocommit connection outside any transaction (a caller's transaction keeps its
+    savepoint), one JSON chunk, and at most one key (a clash found after the INSERT then
+    leaves nothing written; with more runs, one clash must undo the others)."""
+    total = len(unkeyed) + len(keyed)
+    return (
+        conn.autocommit
+        and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and len(unkeyed) < COPY_THRESHOLD
+        and total <= SUBMIT_CHUNK
+        and (not keyed or total == 1)
+    )
+
+
+def _submitted(
+    runs: Sequence[NewRun], rows: list[tuple[int, str | None]], existing: dict[str, int]
+) -> list[Submitted]:
+    created_by_key = {key: run_id for run_id, key in rows if key is not None}
+    # Ids come from one sequence in insertion order, so unkeyed runs map in order.
+    unkeyed_ids = iter(run_id for run_id, key in rows if key is None)
     result: list[Submitted] = []
     for run in runs:
         key = run.idempotency_key
@@ -141,10 +173,11 @@ def submit_many(
 
 
 def _existing_runs_for(
-    conn: Conn, by_key: dict[str, NewRun], created_by_key: dict[str, int]
+    conn: Conn, by_key: dict[str, NewRun], inserted: list[tuple[int, str | None]]
 ) -> dict[str, int]:
     """Ids of runs that already held keys in this batch; refuses a different payload."""
-    clashing = [key for key in by_key if key not in created_by_key]
+    created = {key for _, key in inserted if key is not None}
+    clashing = [key for key in by_key if key not in created]
     if not clashing:
         return {}
     rows = conn.execute(query("runs", "run_find_by_keys"), {"keys": clashing}).fetchall()

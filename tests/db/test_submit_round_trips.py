@@ -1,0 +1,132 @@
+"""A plain submit is one round trip: no BEGIN/COMMIT around its single INSERT, and every
+guarantee of a submit kept (commit, wake-up NOTIFY, idempotency, a caller's transaction).
+
+Round trips are counted from libpq's protocol trace: each Sync (extended protocol) or
+Query (simple protocol) the client sends is one wait for the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import pq
+from psycopg.rows import dict_row
+
+from app import runs
+from app.client import Sundial
+from app.runs import IdempotencyConflict, NewRun
+
+Conn = psycopg.Connection[Any]
+
+
+@contextmanager
+def traced(conn: Conn, path: Path) -> Iterator[Callable[[], list[str]]]:
+    """Trace the connection's protocol messages; yields a reader of the frontend messages
+    (type and text), valid once the block has ended."""
+    with path.open("w") as trace_file:
+        conn.pgconn.trace(trace_file.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield lambda: sent_messages(path)
+        finally:
+            conn.pgconn.untrace()
+
+
+def sent_messages(path: Path) -> list[str]:
+    messages = []
+    for line in path.read_text().splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[0] == "F":
+            messages.append("\t".join(fields[2:]))
+    return messages
+
+
+def round_trips(messages: list[str]) -> int:
+    return sum(1 for m in messages if m.startswith(("Sync", "Query")))
+
+
+def plain_statements(messages: list[str]) -> list[str]:
+    """The text of simple-protocol queries (psycopg sends BEGIN and COMMIT that way)."""
+    return [m for m in messages if m.startswith("Query")]
+
+
+def count_runs(db_url: str) -> int:
+    with psycopg.connect(db_url, row_factory=dict_row) as other:
+        row = other.execute("SELECT count(*) AS n FROM job_runs").fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def test_a_fresh_clients_first_submit_is_one_round_trip_and_committed(
+    db_url: str, tmp_path: Path
+) -> None:
+    with Sundial(db_url) as client:
+        with traced(client.conn, tmp_path / "trace") as sent:
+            run_id = client.submit("noop", {"n": 1})
+        messages = sent()
+        assert round_trips(messages) == 1, messages
+        assert plain_statements(messages) == []
+        assert client.get(run_id) is not None
+    assert count_runs(db_url) == 1  # seen from another connection: committed
+
+
+def test_steady_submits_cost_one_round_trip_each(db_url: str, tmp_path: Path) -> None:
+    with Sundial(db_url) as client:
+        for n in range(8):  # past psycopg's prepare threshold: the statement is prepared
+            client.submit("noop", {"n": n})
+        with traced(client.conn, tmp_path / "trace") as sent:
+            ids = [client.submit("noop", {"n": n}) for n in range(10)]
+        messages = sent()
+    assert round_trips(messages) == 10, messages
+    assert plain_statements(messages) == []
+    assert ids == sorted(ids) and len(set(ids)) == 10
+    assert count_runs(db_url) == 18
+
+
+def test_a_single_submit_still_wakes_listening_workers(db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True) as listener, Sundial(db_url) as client:
+        listener.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        client.submit("noop")
+        woken = list(listener.notifies(timeout=10, stop_after=1))
+    assert [n.channel for n in woken] == [runs.NOTIFY_CHANNEL]
+    assert woken[0].payload == ""  # never job args
+
+
+def test_a_keyed_submit_is_one_round_trip_when_new_and_finds_its_run_again(
+    conn: Conn, tmp_path: Path
+) -> None:
+    with traced(conn, tmp_path / "trace") as sent:
+        first = runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k"))
+    assert round_trips(sent()) == 1
+    again = runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k"))
+    assert (again.id, again.created) == (first.id, False)
+    with pytest.raises(IdempotencyConflict, match="already belongs to run"):
+        runs.submit(conn, NewRun("noop", {"a": 2}, idempotency_key="k"))
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 1}
+
+
+def test_a_batch_with_a_clashing_key_still_writes_nothing(conn: Conn) -> None:
+    runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="taken"))
+    batch = [NewRun("noop"), NewRun("noop", {"a": 2}, idempotency_key="taken")]
+    with pytest.raises(IdempotencyConflict):
+        runs.submit_many(conn, batch)
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 1}
+
+
+def test_a_submit_inside_a_callers_transaction_goes_with_it(conn: Conn) -> None:
+    with conn.transaction(force_rollback=True):
+        runs.submit(conn, NewRun("noop"))
+        assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 1}
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
+
+
+def test_a_submit_on_a_connection_without_autocommit_commits_as_before(db_url: str) -> None:
+    with psycopg.connect(db_url, row_factory=dict_row) as manual:
+        runs.submit(manual, NewRun("noop"))
+        assert manual.info.transaction_status == pq.TransactionStatus.IDLE
+    assert count_runs(db_url) == 1
