@@ -73,10 +73,15 @@ class Minutes:
 
 
 def overview(
-    conn: Conn, stale_seconds: float = 60.0, minutes_kept: Minutes | None = None
+    conn: Conn,
+    at: datetime | None = None,
+    *,
+    stale_seconds: float = 60.0,
+    minutes_kept: Minutes | None = None,
 ) -> dict[str, Any]:
-    now = db_now(conn)
-    params = {"now": None}
+    """The overview's figures as of `at` (None: the database clock)."""
+    now = db_now(conn, at)
+    params = {"now": at}
     statuses = [s.value for s in RunStatus]
     counts = {
         r["status"]: r["n"]
@@ -226,7 +231,11 @@ class Snapshot:
             stale = time.monotonic() - self._at > SNAPSHOT_SECONDS
             if fresh or stale or self._value is None or generation != self._generation:
                 self._value = await call(
-                    request, overview, live_worker_window(request), self._minutes
+                    request,
+                    overview,
+                    None,
+                    stale_seconds=live_worker_window(request),
+                    minutes_kept=self._minutes,
                 )
                 self._generation, self._at = generation, time.monotonic()
             return self._value
