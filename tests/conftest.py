@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +57,28 @@ def free_port() -> int:
 def worker_tag(config: pytest.Config) -> str:
     """Distinguishes pytest-xdist workers (gw0, gw1, …) so their databases never clash."""
     return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--serial",
+        choices=("include", "skip", "only"),
+        default="include",
+        help="tests marked `serial`: run them with the rest (include), leave them out (skip) "
+        "or run only them (only); .ci/run runs the rest in parallel, then these alone",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mode = config.getoption("--serial")
+    if mode == "include":
+        return
+    wanted = mode == "only"
+    keep = [item for item in items if (item.get_closest_marker("serial") is not None) == wanted]
+    dropped = [item for item in items if item not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
@@ -119,6 +142,17 @@ def empty_db_url(server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
     yield with_database(server_url, name)
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def open_tmp_path() -> Iterator[Path]:
+    """A fresh folder for an embedded PostgreSQL. Run as root, pgserver runs the server as
+    its own user, who cannot reach `tmp_path`: every pytest session that starts on the
+    machine (or the next xdist run) resets /tmp/pytest-of-<user> to mode 0700."""
+    folder = Path(tempfile.mkdtemp(prefix="sundial-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

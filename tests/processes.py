@@ -52,7 +52,9 @@ class Service:
     def log(self) -> str:
         return self.log_path.read_text()
 
-    def wait_for_log(self, text: str, timeout: float = 20) -> None:
+    # A bound on a hang only: a Python service starting on a busy machine running the
+    # suite in parallel took over 20 s to log that it started.
+    def wait_for_log(self, text: str, timeout: float = 60) -> None:
         wait_until(lambda: text in self.log(), f"{text!r} in {self.name} log", timeout, self)
 
     def signal(self, sig: signal.Signals) -> None:

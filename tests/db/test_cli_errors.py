@@ -102,7 +102,8 @@ def test_every_command_refuses_an_unmigrated_database_with_one_sentence(
     ) == [{"n": 0}]
 
 
-def test_the_embedded_database_is_the_same_from_any_directory(tmp_path: Path) -> None:
+def test_the_embedded_database_is_the_same_from_any_directory(open_tmp_path: Path) -> None:
+    tmp_path = open_tmp_path  # the embedded server's own user must reach it
     home = tmp_path / "home"
     env = sundial_env("", HOME=str(home))
     for name in ("DATABASE_URL", "SUNDIAL_DATA_DIR", "XDG_DATA_HOME"):

@@ -48,7 +48,8 @@ def test_dev_runs_every_procfile_process_and_stops_them(db_url: str, tmp_path: P
     assert "Traceback" not in output, output
 
 
-def test_embedded_database_starts_migrates_and_stops(tmp_path: Path) -> None:
+def test_embedded_database_starts_migrates_and_stops(open_tmp_path: Path) -> None:
+    tmp_path = open_tmp_path  # the embedded server's own user must reach it
     data_dir = tmp_path / "data"
     env = {"SUNDIAL_DATA_DIR": str(data_dir), "DATABASE_URL": ""}
     first = run_sundial(None, "migrate", **env)

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,9 @@ def expected(tag: int, recipe: dict[str, Any]) -> tuple[str, list[Any]]:
     return "completed", [{"tag": tag, "text": text} for text in texts]
 
 
+# Alone: on a machine busy with the parallel pass a generated batch did not end as expected
+# twice (alone it passes in 15 s), and Hypothesis then spent the whole time limit shrinking.
+@pytest.mark.serial
 def test_generated_outcomes_never_take_the_worker_down_or_mix_up_runs(
     db_url: str, tmp_path: Path
 ) -> None:

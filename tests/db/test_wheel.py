@@ -16,7 +16,15 @@ from tests.processes import query, wait_until
 
 # What a source distribution holds; caches, virtualenvs and old builds stay behind.
 NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv*", ".sundial", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+    ".git",
+    ".venv*",
+    ".sundial",
+    ".hypothesis",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
 )
 
 APPLICATION_JOBS = """

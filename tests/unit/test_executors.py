@@ -540,13 +540,21 @@ HOSTILE_CASES = [
 ]
 
 
+# Only a bound on a hang: a dozen subprocesses starting at once on a busy machine (a parallel
+# test run) can take longer than the usual 10 s, and no hostile kind is meant to time out.
+HOSTILE_TIMEOUT_SECONDS = 120.0
+
+
 def run_every_hostile_kind(model: str, handler: str) -> dict[str, Outcome]:
     """Each kind of misbehaviour as its own job, all at once, then a well-behaved job
     (which proves the executors and their children still serve)."""
 
     async def scenario(ex: Executors) -> dict[str, Outcome]:
         kinds = list(fixtures_handlers.HOSTILE)
-        outcomes = await asyncio.gather(*(ex.run(job(handler, model, kind=k)) for k in kinds))
+        timeout = HOSTILE_TIMEOUT_SECONDS
+        outcomes = await asyncio.gather(
+            *(ex.run(job(handler, model, timeout, kind=k)) for k in kinds)
+        )
         after = await ex.run(job("fixture_sync_echo", model, after="hostile"))
         return {**dict(zip(kinds, outcomes, strict=True)), "after": after}
 
