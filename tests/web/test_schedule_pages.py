@@ -267,6 +267,8 @@ def test_operators_pause_resume_and_run_now_and_each_step_is_audited(
     run = conn.execute("SELECT id, status FROM job_runs").fetchone()
     ledger = client.get(url + "/fires").text
     assert f'href="/runs/{run["id"]}"' in ledger and "run now" in ledger
+    run_page = client.get(f"/runs/{run['id']}").text
+    assert '<a href="/schedules/nightly">nightly</a>' in run_page
     assert actions(conn) == [
         ("system", "schedule.create"),
         ("operator", "schedule.pause"),
@@ -359,8 +361,25 @@ def test_the_ledger_is_paged_newest_first(
     assert client.get("/schedules/often/fires?before=yesterday").status_code == 400
 
 
-WRITES = ["/schedules", "/schedules/preview", "/schedules/s/edit", "/schedules/s/pause",
-          "/schedules/s/resume", "/schedules/s/run", "/schedules/s/delete",
+def test_the_ledger_shows_excluded_fires_with_their_reason(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("daily", cron="0 12 * * *", job=job))
+    schedule_id = conn.execute("SELECT id FROM schedules").fetchone()["id"]
+    conn.execute(
+        "INSERT INTO schedule_fires (schedule_id, fire_time, local_time, outcome, detail) "
+        "VALUES (%s, '2026-12-25 12:00+00', '2026-12-25 12:00', 'excluded', "
+        "'public holiday in DE: Christmas Day (calendar ''Germany'')')",
+        (schedule_id,),
+    )
+    ledger = as_role("viewer").get("/schedules/daily/fires").text
+    assert '<tr class="outcome-excluded">' in ledger
+    assert "not run: excluded by its calendar" in ledger
+    assert "public holiday in DE: Christmas Day (calendar &#39;Germany&#39;)" in ledger
+
+
+WRITES = ["/schedules", "/schedules/preview", "/schedules/forecast", "/schedules/s/edit",
+          "/schedules/s/pause", "/schedules/s/resume", "/schedules/s/run", "/schedules/s/delete",
           "/schedules/s/rollback"]  # fmt: skip
 
 
