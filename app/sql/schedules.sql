@@ -175,13 +175,16 @@ FROM workers;
 -- ---- dashboard pages ----------------------------------------------------------------------
 
 -- name: schedule_by_name_full
--- One schedule with the names of what it runs (its page, its audit snapshots).
+-- One schedule with the names of what it runs and of its exclusion calendar (its page,
+-- its audit snapshots).
 SELECT s.*, j.name AS job_name, j.handler, w.name AS workflow_name,
+       c.name AS calendar_name,
        (SELECT count(*) FROM schedules o WHERE o.job_id = s.job_id AND o.id <> s.id)
            AS job_shared_with
 FROM schedules s
 LEFT JOIN job_definitions j ON j.id = s.job_id
 LEFT JOIN workflows w ON w.id = s.workflow_id
+LEFT JOIN exclusion_calendars c ON c.id = s.calendar_id
 WHERE s.name = %(name)s;
 
 -- name: fire_page

@@ -114,7 +114,9 @@ def candidate_rule(
     return None
 
 
-def _fragment(conn: Conn, params: dict[str, str], zone: str) -> dict[str, Any]:
+def fragment_page(conn: Conn, params: dict[str, str], zone: str) -> dict[str, Any]:
+    """The compact forecast with the rule being edited (`params`: cron, timezone,
+    every_seconds, name) drawn apart; RecurrenceError when the rule is not usable."""
     now = db_now(conn)
     rule = candidate_rule(params["cron"], params["timezone"], params["every_seconds"], now)
     excluding = params["name"].strip() or None
@@ -149,7 +151,7 @@ async def fragment(request: Request) -> Response:
     q = request.query_params
     params = {k: q.get(k, "") for k in ("cron", "timezone", "every_seconds", "name")}
     try:
-        page = await call(request, _fragment, params, zone)
+        page = await call(request, fragment_page, params, zone)
     except RecurrenceError as exc:
         return render(request, "forecast/_fragment_error.html", status_code=422, error=str(exc))
     return render(request, "forecast/_fragment.html", zone=zone, **page)

@@ -20,9 +20,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import job_definitions, schedules, versions, workflows
+from app import calendars, job_definitions, schedules, versions, workflows
+from app.calendars import CalendarError
 from app.cron import DstRepeated, DstSkipped, RecurrenceError, zone_named
 from app.db import Conn
+from app.exclusions import excluded_reason
 from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 from app.job_definitions import JobError
 from app.schedule_presets import (
@@ -38,6 +40,7 @@ from app.schedule_presets import (
 from app.schedules import ScheduleError, ScheduleSpec
 from app.states import Role
 from app.versions import VersionError
+from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render
@@ -47,7 +50,7 @@ ZONES = sorted(available_timezones())
 TEXT_FIELDS = ("name", "target_kind", "job", "workflow", "handler", "args", "preset",
                "every_minutes", "minute", "at", "cron", "every", "unit", "timezone", "catchup",
                "overlap", "spread_seconds", "dst_skipped", "dst_repeated",
-               "auto_pause_after")  # fmt: skip
+               "auto_pause_after", "calendar")  # fmt: skip
 DEFAULTS = {
     "target_kind": "job", "handler": "", "args": "{}", "preset": Preset.WEEKDAYS.value,
     "every_minutes": "15", "minute": "0", "at": "09:00", "every": "30", "unit": "minutes",
@@ -55,6 +58,7 @@ DEFAULTS = {
     "catchup": "latest", "overlap": OverlapPolicy.SKIP.value,
     "spread_seconds": str(DEFAULT_SPREAD_SECONDS),
     "dst_skipped": DstSkipped.SHIFT.value, "dst_repeated": DstRepeated.FIRST.value,
+    "calendar": "",
 }  # fmt: skip
 # What a schedule may run, and the form field that names it: an existing job, a workflow,
 # or a new job made with the schedule from a handler and its arguments.
@@ -110,6 +114,7 @@ def _values_of_row(row: dict[str, Any]) -> dict[str, Any]:
         dst_repeated=row["dst_repeated"], auto_pause_after=str(row["auto_pause_after"] or ""),
         target_kind="workflow" if row["workflow_name"] else "job",
         job=row["job_name"] or "", workflow=row["workflow_name"] or "",
+        calendar=row["calendar_name"] or "",
     )  # fmt: skip
     return values
 
@@ -203,7 +208,7 @@ def _choices(conn: Conn) -> dict[str, Any]:
         "handlers": job_definitions.handler_choices(conn),
         "admin_only": job_definitions.DANGEROUS_HANDLERS,
         "zones": ZONES, "presets": PRESET_LABELS, "minute_steps": MINUTE_STEPS, "days": DAYS,
-        "overlaps": [p.value for p in OverlapPolicy],
+        "overlaps": [p.value for p in OverlapPolicy], "calendars": calendars.names(conn),
     }  # fmt: skip
 
 
@@ -267,9 +272,42 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
         return {"errors": {exc.field: str(exc)}}
     try:
         fires, warnings = schedules.preview(spec, schedules.db_now(conn), anchor=anchor)
+        chosen = values["calendar"]
+        calendar = calendars.calendar_named(conn, chosen) if chosen else None
     except ScheduleError as exc:
         return {"errors": {_field_of(str(exc), values): str(exc)}}
-    return {"errors": {}, "spec": spec, "fires": fires, "warnings": warnings}
+    except CalendarError as exc:
+        return {"errors": {"calendar": str(exc)}}
+    # Fires the calendar excludes are shown crossed out, with the reason.
+    excluded = [excluded_reason(calendar, fire.at, spec.timezone) for fire in fires]
+    return {"errors": {}, "spec": spec, "fires": fires, "warnings": warnings, "excluded": excluded}
+
+
+def _forecast(
+    conn: Conn, values: dict[str, Any], editing: str | None, zone: str
+) -> dict[str, Any] | None:
+    """The load forecast with the rule the form's preset stands for; None while the rule
+    is not usable (the preview says why, next to the field)."""
+    choice = Choice(**{f: values[f] for f in CHOICE_FIELDS}, days=tuple(values["days"]))
+    try:
+        rule = rule_of(choice)
+        params = {"cron": rule.cron or "", "every_seconds": str(rule.every_seconds or ""),
+                  "timezone": values["timezone"], "name": editing or ""}  # fmt: skip
+        return forecast.fragment_page(conn, params, zone)
+    except (PresetError, RecurrenceError):
+        return None
+
+
+@requires(Role.EDITOR)
+async def forecast_fragment(request: Request) -> Response:
+    """The 24-hour load forecast the editor embeds, for the form as typed."""
+    form = await request.form()
+    editing = str(form.get("editing", "")) or None
+    zone = zone_of(request, form)
+    page = await call(request, _forecast, _values(form), editing, zone)
+    if page is None:
+        return render(request, "forecast/_fragment_waiting.html")
+    return render(request, "forecast/_fragment.html", zone=zone, **page)
 
 
 @requires(Role.EDITOR)
@@ -297,19 +335,36 @@ async def _save(request: Request, name: str | None) -> Response:
             raise FormError(
                 "handler", f"only an admin may schedule a job that runs {spec.handler!r}"
             )
-        if name is None:
-            await call(request, schedules.create_schedule, spec, actor=actor)
-        else:
-            changes = {f: getattr(spec, f) for f in schedules.EDITABLE}
-            await call(request, schedules.update_schedule, name, changes, actor=actor)
-    except (FormError, ScheduleError) as exc:
-        field = exc.field if isinstance(exc, FormError) else _field_of(str(exc), values)
+        await call(request, _write, spec, name, values["calendar"] or None, actor)
+    except (FormError, ScheduleError, CalendarError) as exc:
+        field = _error_field(exc, values)
         return render(
             request, "schedules/new.html" if name is None else "schedules/edit.html",
             "schedules/_form.html", status_code=422, values=values, errors={field: str(exc)},
             editing=name, viewer_zone=zone_of(request, form), **page,
         )  # fmt: skip
     return redirect(request, _url(spec.name, "?done=" + ("created" if name is None else "saved")))
+
+
+def _write(
+    conn: Conn, spec: ScheduleSpec, name: str | None, calendar: str | None, actor: str
+) -> None:
+    """Create (`name` None) or update the schedule and name its calendar, all or nothing."""
+    with conn.transaction():
+        if name is None:
+            schedules.create_schedule(conn, spec, actor=actor)
+        else:
+            changes = {f: getattr(spec, f) for f in schedules.EDITABLE}
+            schedules.update_schedule(conn, name, changes, actor=actor)
+        calendars.assign(conn, name or spec.name, calendar, actor=actor)
+
+
+def _error_field(exc: FormError | ScheduleError | CalendarError, values: dict[str, Any]) -> str:
+    if isinstance(exc, FormError):
+        return exc.field
+    if isinstance(exc, CalendarError):
+        return "calendar"
+    return _field_of(str(exc), values)
 
 
 @requires(Role.EDITOR)
@@ -497,6 +552,7 @@ routes = [
     Route("/schedules", create, methods=["POST"], name="schedules_create"),
     Route("/schedules/new", new, methods=["GET"], name="schedules_new"),
     Route("/schedules/preview", preview, methods=["POST"], name="schedules_preview"),
+    Route("/schedules/forecast", forecast_fragment, methods=["POST"], name="schedules_forecast"),
     Route("/schedules/{name:path}/edit", edit, methods=["GET"], name="schedules_edit"),
     Route("/schedules/{name:path}/edit", update, methods=["POST"], name="schedules_update"),
     Route("/schedules/{name:path}/pause", pause, methods=["POST"], name="schedules_pause"),

@@ -12,7 +12,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import schedules
+from app import calendars, schedules
+from app.calendars import CalendarSpec
 from app.schedules import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
@@ -117,3 +118,40 @@ def test_the_signed_in_pages_link_the_week_the_forecast_and_the_calendars(
         page.get_by_role("link", name=link, exact=True).click()
         assert page.get_by_role("heading", level=1).inner_text().startswith(heading)
     assert page.get_by_role("link", name="New calendar").count() == 0
+
+
+GLUE_SHOTS = Path("/work/shots/glue")
+
+
+def test_the_schedule_editor_names_a_calendar_crosses_out_its_fires_and_shows_the_load(
+    live_server: str, db_url: str, browser: Any
+) -> None:
+    add_schedules(db_url)
+    make_user(db_url, "editor", "editor")
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+    GLUE_SHOTS.mkdir(parents=True, exist_ok=True)
+    problems: dict[int, list[str]] = {}
+    for width in (1280, 390):
+        # axe is injected as an inline script, which the pages' CSP rightly forbids
+        context = browser.new_context(
+            viewport={"width": width, "height": 900}, bypass_csp=True, timezone_id="Europe/Berlin"
+        )
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        sign_in_page(page, live_server, "editor")
+        page.goto(live_server + "/schedules/new")
+        page.get_by_label("How often").select_option("custom")
+        page.get_by_label("Cron expression").fill("0 12 25 12 *")
+        page.get_by_label("Exclusion calendar").select_option("Germany")
+        crossed = page.locator("#schedule-preview tr.excluded")
+        crossed.nth(9).wait_for()  # the preview crossed out every one of the ten fires
+        assert crossed.count() == 10
+        assert "public holiday in DE: Christmas Day" in crossed.first.inner_text()
+        page.locator("#load-forecast svg.heatmap").wait_for()
+        page.screenshot(path=str(GLUE_SHOTS / f"schedule-new-{width}.png"), full_page=True)
+        found = _violations(page)
+        if found:
+            problems[width] = found
+        context.close()
+    assert problems == {}

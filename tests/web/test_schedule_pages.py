@@ -11,7 +11,8 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from app import job_definitions, schedules
+from app import calendars, job_definitions, schedules
+from app.calendars import CalendarSpec
 from app.fires import OverlapPolicy
 from app.job_definitions import JobSpec
 from app.schedules import ScheduleSpec
@@ -102,6 +103,75 @@ def test_the_preview_shows_the_sentence_and_next_fires_in_both_zones_with_dst_no
         {**FORM, "preset": "custom", "cron": "30 2 28 3 *", "timezone": "Europe/Berlin"},
     ).text  # fmt: skip
     assert "02:30 does not exist on 28 Mar (the clocks jump forward); runs at 03:00" in spring
+
+
+def test_a_schedule_names_an_exclusion_calendar_saved_shown_and_prefilled(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+    client = as_role("editor")
+    form = client.get("/schedules/new").text
+    assert '<label for="calendar">Exclusion calendar</label>' in form
+    assert '<option value="Germany" >Germany</option>' in form
+    created = post(client, "/schedules", {**FORM, "calendar": "Germany"})
+    assert created.status_code == 303
+    row = conn.execute(
+        "SELECT c.name FROM schedules s JOIN exclusion_calendars c ON c.id = s.calendar_id"
+    ).fetchone()
+    assert row["name"] == "Germany"
+    assert actions(conn) == [("editor", "schedule.create"), ("editor", "schedule.calendar")]
+    page = client.get(created.headers["location"]).text
+    assert 'href="/calendars/Germany">Germany</a>' in page
+    edit = client.get("/schedules/morning%20report/edit").text
+    assert '<option value="Germany" selected>' in edit
+    # saving the edit with no calendar clears it, in the same change
+    saved = post(client, "/schedules/morning%20report/edit", {**FORM, "calendar": ""})
+    assert saved.status_code == 303
+    assert conn.execute("SELECT calendar_id FROM schedules").fetchone()["calendar_id"] is None
+    assert "none: it runs on every day" in client.get("/schedules/morning%20report").text
+
+
+def test_an_unknown_calendar_is_refused_next_to_its_field_and_nothing_is_written(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    client = as_role("editor")
+    refused = post(client, "/schedules", {**FORM, "calendar": "Atlantis"})
+    assert refused.status_code == 422
+    assert 'id="calendar-error"' in refused.text and "no calendar named" in refused.text
+    assert count(conn, "schedules") == 0 and actions(conn) == []
+    preview = post(client, "/schedules/preview", {**FORM, "calendar": "Atlantis"}).text
+    assert "no calendar named" in preview
+
+
+def test_the_preview_crosses_out_fires_the_calendar_excludes(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+    client = as_role("editor")
+    # every Christmas Day at noon: the next fire is always a German public holiday
+    shown = post(
+        client, "/schedules/preview",
+        {**FORM, "preset": "custom", "cron": "0 12 25 12 *", "calendar": "Germany"},
+    ).text  # fmt: skip
+    assert shown.count('<tr class="excluded">') == 10
+    assert shown.count("<del>") == 20
+    assert "public holiday in DE: Christmas Day" in shown
+    plain = post(client, "/schedules/preview", {**FORM, "preset": "custom",
+                                                 "cron": "0 12 25 12 *"}).text  # fmt: skip
+    assert "<del>" not in plain and "excluded" not in plain
+
+
+def test_the_editor_embeds_the_load_forecast_of_the_rule_being_typed(
+    as_role: Callable[[str], TestClient], job: str
+) -> None:
+    client = as_role("editor")
+    form = client.get("/schedules/new").text
+    assert 'id="load-forecast"' in form and 'hx-post="/schedules/forecast"' in form
+    shown = post(client, "/schedules/forecast", {**FORM, "preset": "hourly", "minute": "5"})
+    assert shown.status_code == 200
+    assert "This schedule fires 24 times in the next 24 hours." in shown.text
+    broken = post(client, "/schedules/forecast", {**FORM, "preset": "custom", "cron": "nope"})
+    assert broken.status_code == 200 and "appears here once the rule works" in broken.text
 
 
 @pytest.mark.parametrize(
@@ -197,6 +267,8 @@ def test_operators_pause_resume_and_run_now_and_each_step_is_audited(
     run = conn.execute("SELECT id, status FROM job_runs").fetchone()
     ledger = client.get(url + "/fires").text
     assert f'href="/runs/{run["id"]}"' in ledger and "run now" in ledger
+    run_page = client.get(f"/runs/{run['id']}").text
+    assert '<a href="/schedules/nightly">nightly</a>' in run_page
     assert actions(conn) == [
         ("system", "schedule.create"),
         ("operator", "schedule.pause"),
@@ -289,8 +361,25 @@ def test_the_ledger_is_paged_newest_first(
     assert client.get("/schedules/often/fires?before=yesterday").status_code == 400
 
 
-WRITES = ["/schedules", "/schedules/preview", "/schedules/s/edit", "/schedules/s/pause",
-          "/schedules/s/resume", "/schedules/s/run", "/schedules/s/delete",
+def test_the_ledger_shows_excluded_fires_with_their_reason(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    schedules.create_schedule(conn, ScheduleSpec("daily", cron="0 12 * * *", job=job))
+    schedule_id = conn.execute("SELECT id FROM schedules").fetchone()["id"]
+    conn.execute(
+        "INSERT INTO schedule_fires (schedule_id, fire_time, local_time, outcome, detail) "
+        "VALUES (%s, '2026-12-25 12:00+00', '2026-12-25 12:00', 'excluded', "
+        "'public holiday in DE: Christmas Day (calendar ''Germany'')')",
+        (schedule_id,),
+    )
+    ledger = as_role("viewer").get("/schedules/daily/fires").text
+    assert '<tr class="outcome-excluded">' in ledger
+    assert "not run: excluded by its calendar" in ledger
+    assert "public holiday in DE: Christmas Day (calendar &#39;Germany&#39;)" in ledger
+
+
+WRITES = ["/schedules", "/schedules/preview", "/schedules/forecast", "/schedules/s/edit",
+          "/schedules/s/pause", "/schedules/s/resume", "/schedules/s/run", "/schedules/s/delete",
           "/schedules/s/rollback"]  # fmt: skip
 
 
