@@ -39,3 +39,16 @@ def test_requirements_pin_every_dependency_within_its_range_then_install_sundial
 def test_python_version_is_one_sundial_supports() -> None:
     version = (REPO / ".python-version").read_text().strip()
     assert SpecifierSet(project()["requires-python"]).contains(f"{version}.0")
+
+
+def test_every_python_package_of_sundial_ships_in_the_wheel() -> None:
+    # setuptools lists packages by hand (assets ride along as `app._assets`): a new
+    # subpackage left off the list imports in a checkout and fails in an installed wheel.
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for top in ("app", "sundial")
+        for init in (REPO / top).rglob("__init__.py")
+    }
+    assert found - listed == set(), f"add to [tool.setuptools] packages: {sorted(found - listed)}"
