@@ -86,21 +86,21 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
     def rows(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         return conn.execute(query("metrics", name), params).fetchall()
 
-    expiries = one("metrics_lease_expiries")
+    counts = one("metrics_counts", {"now": now})
     return _Reading(
         pending=rows("metrics_pending", {"now": now}),
-        running=one("metrics_running")["n"],
-        blocked=one("metrics_blocked")["n"],
+        running=counts["running"],
+        blocked=counts["blocked"],
         finished=rows(
             "metrics_finished_recent",
             {**window, "lag_bounds": _upper(LAG_BOUNDS), "attempt_bounds": _upper(ATTEMPT_BOUNDS)},
         ),
-        expired=expiries["expired"],
-        requeued=expiries["requeued"],
+        expired=counts["expired"],
+        requeued=counts["requeued"],
         fires=rows("metrics_fires_recent", window),
         leaders=rows("metrics_leaders", {"now": now}),
         workers=rows("metrics_workers", {"now": now, "live_seconds": WORKER_LIVE_SECONDS}),
-        dead_man=lag_slo.dead_man_firing(conn, now=now),
+        dead_man=lag_slo.dead_man_firing(conn, now=counts["now"]),
     )
 
 
