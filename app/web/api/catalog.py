@@ -99,8 +99,10 @@ def _update_job(conn: Conn, api: ApiCall, name: str) -> tuple[list[str], dict[st
 def _delete(conn: Conn, look: Any, remove: Any, name: str, api: ApiCall) -> list[str]:
     """404 for an unknown name; 409 when something still uses it (the domain's reason)."""
     with conn.transaction():
-        if not _exists(conn, look, name):
-            raise ApiError(404, f"there is nothing named {name!r}")
+        try:
+            look(conn, name)
+        except (JobError, WorkflowError) as exc:
+            raise ApiError(404, str(exc)) from None
         try:
             deleted: list[str] = remove(
                 conn, name, actor=api.actor, with_schedules=api.query.with_schedules
