@@ -120,10 +120,7 @@ def report(conn: Conn, *, now: datetime | None = None) -> Report:
         for s in schedules
         if s.breached and s.latest_lag is not None
     ]
-    overdue = conn.execute(
-        query("lag_slo", "slo_overdue_schedules"),
-        {"now": now, "grace": GRACE_SECONDS, "limit": OVERDUE_LIMIT},
-    ).fetchall()
+    overdue = _overdue(conn, now)
     alerts += [
         Alert(
             "missing",
@@ -141,6 +138,22 @@ def report(conn: Conn, *, now: datetime | None = None) -> Report:
             if (s.name, at) not in said  # the overdue alert already names that fire
         ]
     return Report(schedules, alerts)
+
+
+def dead_man_firing(conn: Conn, *, now: datetime | None = None) -> int:
+    """How many schedules the dead man's switch alerts for now: overdue (the trigger has
+    not fired them) or with an expected fire their ledger does not account for — the
+    "missing" alerts of `report`, counted by schedule, without the lag breakdown."""
+    moment = now or db_now(conn)
+    overdue = {o["name"] or str(o["id"]) for o in _overdue(conn, now)}
+    return len(overdue | set(_missing_fires(conn, moment)))
+
+
+def _overdue(conn: Conn, now: datetime | None) -> list[dict[str, Any]]:
+    return conn.execute(
+        query("lag_slo", "slo_overdue_schedules"),
+        {"now": now, "grace": GRACE_SECONDS, "limit": OVERDUE_LIMIT},
+    ).fetchall()
 
 
 def _lag(row: dict[str, Any], missing: list[datetime]) -> ScheduleLag:

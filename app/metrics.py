@@ -69,9 +69,13 @@ class _Reading:
     fires: list[dict[str, Any]]
     leaders: list[dict[str, Any]]
     workers: list[dict[str, Any]]
+    dead_man: int
 
 
 def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
+    # Imported here: lag_slo reaches the run modules, which import this module's counters.
+    from app import lag_slo
+
     window = {"now": now, "window_seconds": window_seconds}
 
     def one(name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -82,20 +86,21 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
     def rows(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         return conn.execute(query("metrics", name), params).fetchall()
 
-    expiries = one("metrics_lease_expiries")
+    counts = one("metrics_counts", {"now": now})
     return _Reading(
         pending=rows("metrics_pending", {"now": now}),
-        running=one("metrics_running")["n"],
-        blocked=one("metrics_blocked")["n"],
+        running=counts["running"],
+        blocked=counts["blocked"],
         finished=rows(
             "metrics_finished_recent",
             {**window, "lag_bounds": _upper(LAG_BOUNDS), "attempt_bounds": _upper(ATTEMPT_BOUNDS)},
         ),
-        expired=expiries["expired"],
-        requeued=expiries["requeued"],
+        expired=counts["expired"],
+        requeued=counts["requeued"],
         fires=rows("metrics_fires_recent", window),
         leaders=rows("metrics_leaders", {"now": now}),
         workers=rows("metrics_workers", {"now": now, "live_seconds": WORKER_LIVE_SECONDS}),
+        dead_man=lag_slo.dead_man_firing(conn, now=counts["now"]),
     )
 
 
@@ -159,6 +164,13 @@ class _Fleet(Collector):
             held.add_metric([row["name"]], 1 if row["held"] else 0)
         yield term
         yield held
+        dead_man = GaugeMetricFamily(
+            "sundial_dead_man_alerts_firing",
+            "Schedules whose expected fire produced no run (overdue, or a gap in the fire "
+            "ledger of a schedule with a lag threshold): the Lag SLO page's alerts.",
+        )
+        dead_man.add_metric([], r.dead_man)
+        yield dead_man
         yield from self._workers(r)
 
     def _queue(self, r: _Reading) -> Iterator[Metric]:

@@ -10,14 +10,6 @@ SELECT priority, count(*) AS n,
 FROM job_runs WHERE status = 'pending'
 GROUP BY priority;
 
--- name: metrics_running
--- (read) runs holding a lease (ix_job_runs_lease).
-SELECT count(*) AS n FROM job_runs WHERE status = 'running';
-
--- name: metrics_blocked
--- (read) DAG steps waiting for upstreams (ix_job_runs_blocked).
-SELECT count(*) AS n FROM job_runs WHERE status = 'blocked';
-
 -- name: metrics_finished_recent
 -- (read) runs that ended within the window, by handler and status, with their schedule lag
 -- (started_at - run_at) and attempt count as bucket numbers of the given bounds
@@ -42,17 +34,25 @@ SELECT handler, status,
 FROM ended
 GROUP BY 1, 2, 3, 4, 5;
 
--- name: metrics_lease_expiries
--- (read) attempts the reaper declared lost (ix_job_run_attempts_lost_runs), and of those the ones
--- it re-queued: the run went on to a later attempt or waits for one, rather than ending with
--- the lost attempt. History pruned by retention drops out of both.
-SELECT count(*) AS expired,
-       count(*) FILTER (WHERE NOT (r.attempt = a.attempt
-                                   AND r.status IN ('failed', 'cancelled', 'timed_out')))
-           AS requeued
-FROM job_run_attempts a
-LEFT JOIN job_runs r ON r.id = a.run_id
-WHERE a.outcome = 'lost';
+-- name: metrics_counts
+-- (read) one round trip for the single figures: the reading's clock, runs holding a lease
+-- (ix_job_runs_lease), DAG steps waiting for upstreams (ix_job_runs_blocked), and the
+-- attempts the reaper declared lost (index-only on ix_job_run_attempts_lost_runs) with, of
+-- those, the ones it re-queued: the run went on to a later attempt or waits for one, rather
+-- than ending with the lost attempt. History pruned by retention drops out of both.
+SELECT coalesce(%(now)s::timestamptz, now()) AS now,
+       (SELECT count(*) FROM job_runs WHERE status = 'running') AS running,
+       (SELECT count(*) FROM job_runs WHERE status = 'blocked') AS blocked,
+       lost.expired, lost.requeued
+FROM (
+    SELECT count(*) AS expired,
+           count(*) FILTER (WHERE NOT (r.attempt = a.attempt
+                                       AND r.status IN ('failed', 'cancelled', 'timed_out')))
+               AS requeued
+    FROM job_run_attempts a
+    LEFT JOIN job_runs r ON r.id = a.run_id
+    WHERE a.outcome = 'lost'
+) AS lost;
 
 -- name: metrics_fires_recent
 -- (read) schedule fires within the window by outcome (ix_schedule_fires_fire_time_brin).

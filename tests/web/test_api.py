@@ -146,6 +146,117 @@ def test_dags_and_workflows(live_server: str, db_url: str, conn: psycopg.Connect
     assert by_job.body["run"]["job_id"] is not None
 
 
+def test_jobs_create_update_delete(
+    live_server: str, db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    token = make_token(db_url, "editor")
+    made = request(live_server, "POST", "/api/v1/jobs", token,
+                   {"name": "report", "handler": "noop", "args": {"to": "ops"},
+                    "priority": 4})  # fmt: skip
+    assert made.status == 201, made.body
+    assert (made.body["job"]["args"], made.body["job"]["priority"]) == ({"to": "ops"}, 4)
+    assert made.body["job"]["timeout_seconds"] == 300  # Sundial's default
+    again = request(live_server, "POST", "/api/v1/jobs", token,
+                    {"name": "report", "handler": "noop"})  # fmt: skip
+    assert (again.status, again.error["field"]) == (409, "name")
+    bad = request(live_server, "POST", "/api/v1/jobs", token,
+                  {"name": "x", "handler": "noop", "priority": 10**6})  # fmt: skip
+    assert (bad.status, bad.error["field"]) == (422, "priority")
+    shell = request(live_server, "POST", "/api/v1/jobs", token,
+                    {"name": "rm", "handler": "shell", "args": {"command": "true"}})  # fmt: skip
+    assert (shell.status, shell.error["field"]) == (403, "handler")
+    from app.handlers.gate import set_shell_enabled
+
+    set_shell_enabled(conn, True, "test")  # the fleet allows it; still an admin's choice
+    admin = make_token(db_url, "admin")
+    by_admin = request(live_server, "POST", "/api/v1/jobs", admin,
+                       {"name": "rm", "handler": "shell", "args": {"command": "true"}})  # fmt: skip
+    assert by_admin.status == 201, by_admin.body
+    assert request(live_server, "PATCH", "/api/v1/jobs/rm", token, {"priority": 2}).status == 403
+
+    changed = request(live_server, "PATCH", "/api/v1/jobs/report", token,
+                      {"name": "daily-report", "max_retries": 0})  # fmt: skip
+    assert changed.status == 200, changed.body
+    job = changed.body["job"]
+    assert (job["name"], job["max_retries"], job["priority"]) == ("daily-report", 0, 4)
+    assert request(live_server, "PATCH", "/api/v1/jobs/report", token,
+                   {"priority": 1}).status == 404  # fmt: skip
+    taken = request(live_server, "PATCH", "/api/v1/jobs/daily-report", admin, {"name": "rm"})
+    assert (taken.status, taken.error["field"]) == (409, "name")
+    empty = request(live_server, "PATCH", "/api/v1/jobs/daily-report", token, {})
+    assert empty.status == 422
+    null = request(live_server, "PATCH", "/api/v1/jobs/daily-report", token, {"handler": None})
+    assert (null.status, null.error["field"]) == (422, "handler")
+
+    flow = request(live_server, "POST", "/api/v1/workflows", token,
+                   {"name": "f", "steps": {"a": {"job": "daily-report"}}})  # fmt: skip
+    assert flow.status == 201, flow.body
+    used = request(live_server, "DELETE", "/api/v1/jobs/daily-report", token)
+    assert used.status == 409 and "workflow" in used.error["message"]
+    assert request(live_server, "DELETE", "/api/v1/workflows/f", token).status == 200
+    gone = request(live_server, "DELETE", "/api/v1/jobs/daily-report", token)
+    assert (gone.status, gone.body) == (200, {"schedules_deleted": []})
+    twice = request(live_server, "DELETE", "/api/v1/jobs/daily-report", token)
+    assert (twice.status, twice.error["message"]) == (404, "there is no job named 'daily-report'")
+    actions = [r["action"] for r in query(
+        db_url, "SELECT action FROM audit_log WHERE target_type = 'job' "
+        "AND actor LIKE 'editor-write (api token %%' ORDER BY id")]  # fmt: skip
+    assert actions == ["job.create", "job.update", "job.delete"]
+
+
+def test_workflows_create_replace_delete(live_server: str, db_url: str) -> None:
+    token = make_token(db_url, "editor")
+    for name in ("extract", "load"):
+        assert request(live_server, "POST", "/api/v1/jobs", token,
+                       {"name": name, "handler": "noop"}).status == 201  # fmt: skip
+    made = request(live_server, "POST", "/api/v1/workflows", token, {
+        "name": "etl", "description": "nightly",
+        "steps": {"e": {"job": "extract"}, "l": {"job": "load", "args": {"n": 1},
+                                                 "after": ["e"]}},
+    })  # fmt: skip
+    assert made.status == 201, made.body
+    assert (made.body["edges"], made.body["steps"]["l"]) == (
+        [["e", "l"]], {"job": "load", "args": {"n": 1}})  # fmt: skip
+    twice = request(live_server, "POST", "/api/v1/workflows", token,
+                    {"name": "etl", "steps": {"e": {"job": "extract"}}})  # fmt: skip
+    assert (twice.status, twice.error["field"]) == (409, "name")
+    cycle = request(live_server, "PUT", "/api/v1/workflows/etl", token, {
+        "steps": {"e": {"job": "extract", "after": ["l"]}, "l": {"job": "load",
+                                                               "after": ["e"]}},
+    })  # fmt: skip
+    assert cycle.status == 422 and "(e → l → e)" in cycle.error["message"]
+    unknown = request(live_server, "PUT", "/api/v1/workflows/etl", token,
+                      {"steps": {"x": {"job": "nope"}}})  # fmt: skip
+    assert unknown.status == 422 and "nope" in unknown.error["message"]
+    replaced = request(live_server, "PUT", "/api/v1/workflows/etl", token,
+                       {"steps": {"only": {"job": "load"}}})  # fmt: skip
+    assert replaced.status == 200, replaced.body
+    assert (list(replaced.body["steps"]), replaced.body["edges"]) == (["only"], [])
+    missing = request(live_server, "PUT", "/api/v1/workflows/nope", token,
+                      {"steps": {"only": {"job": "load"}}})  # fmt: skip
+    assert missing.status == 404
+
+    scheduled = request(live_server, "POST", "/api/v1/schedules", token,
+                        {"name": "nightly", "cron": "0 2 * * *", "workflow": "etl"})  # fmt: skip
+    assert scheduled.status == 201, scheduled.body
+    refused = request(live_server, "DELETE", "/api/v1/workflows/etl", token)
+    assert refused.status == 409 and "nightly" in refused.error["message"]
+    gone = request(live_server, "DELETE", "/api/v1/workflows/etl?with_schedules=true", token)
+    assert (gone.status, gone.body) == (200, {"schedules_deleted": ["nightly"]})
+    assert query(db_url, "SELECT count(*) AS n FROM schedules")[0]["n"] == 0
+    assert request(live_server, "GET", "/api/v1/workflows/etl", token).status == 404
+    operator = make_token(db_url, "operator")
+    assert request(live_server, "POST", "/api/v1/workflows", operator,
+                   {"name": "w", "steps": {"a": {"job": "load"}}}).status == 403  # fmt: skip
+    actions = [
+        r["action"]
+        for r in query(
+            db_url, "SELECT action FROM audit_log WHERE target_type = 'workflow' ORDER BY id"
+        )
+    ]
+    assert actions == ["workflow.create", "workflow.update", "workflow.delete"]
+
+
 def test_schedules(live_server: str, db_url: str) -> None:
     token = make_token(db_url, "editor")
     created = request(live_server, "POST", "/api/v1/schedules", token, {
@@ -314,6 +425,7 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
                 scoped = request(live_server, verb, concrete, read_only, body)
                 assert scoped.status == 403, (verb, path, scoped.body)
             checked += 1
-    assert checked == 23
+    assert checked == 29
     assert query(db_url, "SELECT count(*) AS n FROM audit_log WHERE action LIKE 'run.%%' "
-                 "OR action LIKE 'schedule.%%'")[0]["n"] == 0  # fmt: skip
+                 "OR action LIKE 'schedule.%%' OR action LIKE 'job.%%' "
+                 "OR action LIKE 'workflow.%%'")[0]["n"] == 0  # fmt: skip

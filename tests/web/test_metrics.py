@@ -102,6 +102,26 @@ def test_metrics_match_the_database_after_a_worker_is_killed_mid_run(
         assert (("worker", second_id(db_url)),) in workers
 
 
+def test_dead_man_alerts_count_schedules_whose_expected_fire_made_no_run(
+    live_server: str, db_url: str
+) -> None:
+    token = make_token(db_url, "editor", "write")
+    for name in ("hourly", "daily"):
+        made = request(live_server, "POST", "/api/v1/schedules", token,
+                       {"name": name, "cron": "0 * * * *", "handler": "noop"})  # fmt: skip
+        assert made.status == 201, made.body
+
+    def firing() -> float | None:
+        return scrape(live_server, token)["sundial_dead_man_alerts_firing"].get(())
+
+    assert wait_until(lambda: firing() == 0.0, "a reading with no alert", 30)
+    # No trigger runs in this test: a schedule whose next fire is well past is overdue,
+    # which the Lag SLO page reports as a missing fire.
+    query(db_url, "UPDATE schedules SET next_fire_time = now() - interval '2 hours' "
+          "WHERE name = 'hourly' RETURNING id")  # fmt: skip
+    assert wait_until(lambda: firing() == 1.0, "a reading with the overdue schedule", 30)
+
+
 def test_the_grafana_dashboard_reads_only_metrics_sundial_exposes(
     live_server: str, db_url: str
 ) -> None:

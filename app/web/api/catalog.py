@@ -1,5 +1,9 @@
-"""Jobs and workflows over the API: read them, and run a workflow now — through
-`app.job_definitions` and `app.workflows`, the functions the CLI and the pages call."""
+"""Jobs and workflows over the API: list, read, create, change, delete, and run a workflow
+now — through `app.job_definitions` and `app.workflows`, the functions the CLI and the
+pages call; they audit each change in the same transaction as the change.
+
+As on the pages, only an admin may create or change a job that runs a dangerous handler
+(`job_definitions.DANGEROUS_HANDLERS`): others get 403."""
 
 from __future__ import annotations
 
@@ -10,18 +14,25 @@ from starlette.routing import Route
 
 from app import job_definitions, workflows
 from app.db import Conn
-from app.job_definitions import JobError
+from app.job_definitions import DANGEROUS_HANDLERS, JobError, JobSpec
 from app.states import Role
 from app.web.api.core import PREFIX, ApiCall, ApiError, json_response, operation
 from app.web.api.schemas import (
     DagOut,
+    DeletedOut,
+    DeleteQuery,
+    JobChangedOut,
+    JobChanges,
+    JobIn,
     JobListOut,
     JobOut,
+    WorkflowIn,
     WorkflowListOut,
     WorkflowOut,
+    WorkflowShapeIn,
 )
 from app.web.database import call
-from app.workflows import WorkflowError
+from app.workflows import Step, WorkflowError, WorkflowSpec
 
 
 def _job(conn: Conn, name: str) -> dict[str, Any]:
@@ -36,6 +47,88 @@ def _workflow(conn: Conn, name: str) -> dict[str, Any]:
         return workflows.show(conn, name)
     except WorkflowError as exc:
         raise ApiError(404, str(exc)) from None
+
+
+def _exists(conn: Conn, look: Any, name: str) -> bool:
+    try:
+        look(conn, name)
+    except (JobError, WorkflowError):
+        return False
+    return True
+
+
+def _refuse_dangerous(api: ApiCall, *handlers: str) -> None:
+    """403 when a non-admin would create or change a job running a dangerous handler."""
+    for handler in handlers:
+        if handler in DANGEROUS_HANDLERS and not api.principal.user.may(Role.ADMIN):
+            raise ApiError(403, f"only an admin may create or change a job that runs "
+                           f"{handler!r}", "handler")  # fmt: skip
+
+
+def _create_job(conn: Conn, api: ApiCall) -> tuple[list[str], dict[str, Any]]:
+    given: JobIn = api.body
+    spec = JobSpec(**given.model_dump(mode="json", exclude_none=True))
+    _refuse_dangerous(api, spec.handler)
+    with conn.transaction():
+        if _exists(conn, job_definitions.get, spec.name.strip()):
+            raise ApiError(409, f"a job named {spec.name.strip()!r} already exists", "name")
+        warnings = job_definitions.create(conn, spec, actor=api.actor)
+        return warnings, job_definitions.get(conn, spec.name.strip())
+
+
+def _update_job(conn: Conn, api: ApiCall, name: str) -> tuple[list[str], dict[str, Any]]:
+    changes = api.body.model_dump(mode="json", exclude_unset=True)
+    if not changes:
+        raise ApiError(422, "give at least one field to change", "body")
+    if any(value is None for value in changes.values()):
+        field = next(k for k, v in changes.items() if v is None)
+        raise ApiError(422, f"{field} cannot be null", field)
+    with conn.transaction():
+        before = _job(conn, name)
+        values = {k: before[k] for k in ("name", "handler", "args", "execution_model",
+                                         "priority", "timeout_seconds", "max_retries")}  # fmt: skip
+        spec = JobSpec(**{**values, **changes})
+        _refuse_dangerous(api, before["handler"], spec.handler)
+        renamed = spec.name.strip()
+        if renamed != name and _exists(conn, job_definitions.get, renamed):
+            raise ApiError(409, f"a job named {renamed!r} already exists", "name")
+        warnings = job_definitions.update(conn, name, spec, actor=api.actor)
+        return warnings, job_definitions.get(conn, renamed)
+
+
+def _delete(conn: Conn, look: Any, remove: Any, name: str, api: ApiCall) -> list[str]:
+    """404 for an unknown name; 409 when something still uses it (the domain's reason)."""
+    with conn.transaction():
+        try:
+            look(conn, name)
+        except (JobError, WorkflowError) as exc:
+            raise ApiError(404, str(exc)) from None
+        try:
+            deleted: list[str] = remove(
+                conn, name, actor=api.actor, with_schedules=api.query.with_schedules
+            )
+        except (JobError, WorkflowError) as exc:
+            raise ApiError(409, str(exc)) from None
+    return deleted
+
+
+def _workflow_spec(name: str, given: WorkflowShapeIn) -> WorkflowSpec:
+    steps = {step: Step(s.job, s.args) for step, s in given.steps.items()}
+    edges = [(up, step) for step, s in given.steps.items() for up in s.after]
+    edges += [(up, down) for up, down in given.edges]
+    return WorkflowSpec(name, steps, edges, given.description)
+
+
+def _define_workflow(conn: Conn, api: ApiCall, name: str, replace: bool) -> dict[str, Any]:
+    spec = _workflow_spec(name, api.body)
+    with conn.transaction():
+        exists = _exists(conn, workflows.show, name)
+        if exists and not replace:
+            raise ApiError(409, f"a workflow named {name!r} already exists", "name")
+        if replace and not exists:
+            raise ApiError(404, f"there is no workflow named {name!r}")
+        workflows.define(conn, spec, actor=api.actor, replace=replace)
+        return workflows.show(conn, name)
 
 
 def _run_workflow(conn: Conn, name: str, actor: str) -> Any:
@@ -57,6 +150,31 @@ async def jobs_show(api: ApiCall) -> Response:
     return json_response(JobOut.model_validate(row))
 
 
+@operation(Role.EDITOR, "Create a job definition", body=JobIn, response=JobChangedOut,
+           status=201, also=(409,))  # fmt: skip
+async def jobs_create(api: ApiCall) -> Response:
+    warnings, row = await call(api.request, _create_job, api)
+    return json_response(JobChangedOut(job=JobOut.model_validate(row), warnings=warnings), 201)
+
+
+@operation(Role.EDITOR, "Change a job definition (its name too)", path={"name": str},
+           body=JobChanges, response=JobChangedOut, also=(404, 409))  # fmt: skip
+async def jobs_update(api: ApiCall) -> Response:
+    warnings, row = await call(api.request, _update_job, api, api.path["name"])
+    return json_response(JobChangedOut(job=JobOut.model_validate(row), warnings=warnings))
+
+
+@operation(Role.EDITOR, "Delete a job definition", path={"name": str}, query=DeleteQuery,
+           response=DeletedOut, also=(404, 409),
+           description="Refused (409) while a workflow uses it, and while schedules run it "
+           "unless with_schedules=true.")  # fmt: skip
+async def jobs_delete(api: ApiCall) -> Response:
+    name = api.path["name"]
+    deleted = await call(api.request, _delete, job_definitions.get, job_definitions.delete,
+                         name, api)  # fmt: skip
+    return json_response(DeletedOut(schedules_deleted=deleted))
+
+
 @operation(Role.VIEWER, "List workflows", response=WorkflowListOut)
 async def workflows_index(api: ApiCall) -> Response:
     rows = await call(api.request, workflows.list_all)
@@ -70,6 +188,31 @@ async def workflows_show(api: ApiCall) -> Response:
     return json_response(WorkflowOut.model_validate(doc))
 
 
+@operation(Role.EDITOR, "Create a workflow", body=WorkflowIn, response=WorkflowOut,
+           status=201, also=(409,))  # fmt: skip
+async def workflows_create(api: ApiCall) -> Response:
+    doc = await call(api.request, _define_workflow, api, api.body.name, False)
+    return json_response(WorkflowOut.model_validate(doc), 201)
+
+
+@operation(Role.EDITOR, "Redefine a workflow: its description, steps and edges",
+           path={"name": str}, body=WorkflowShapeIn, response=WorkflowOut,
+           also=(404,))  # fmt: skip
+async def workflows_update(api: ApiCall) -> Response:
+    doc = await call(api.request, _define_workflow, api, api.path["name"], True)
+    return json_response(WorkflowOut.model_validate(doc))
+
+
+@operation(Role.EDITOR, "Delete a workflow (its past DAG runs stay)", path={"name": str},
+           query=DeleteQuery, response=DeletedOut, also=(404, 409),
+           description="Refused (409) while schedules run it unless "
+           "with_schedules=true.")  # fmt: skip
+async def workflows_delete(api: ApiCall) -> Response:
+    name = api.path["name"]
+    deleted = await call(api.request, _delete, workflows.show, workflows.delete, name, api)
+    return json_response(DeletedOut(schedules_deleted=deleted))
+
+
 @operation(Role.OPERATOR, "Run a workflow now (one DAG run)", path={"name": str},
            response=DagOut, status=201, also=(404,))  # fmt: skip
 async def workflows_run(api: ApiCall) -> Response:
@@ -81,10 +224,19 @@ async def workflows_run(api: ApiCall) -> Response:
 
 routes = [
     Route(f"{PREFIX}/jobs", jobs_index, methods=["GET"], name="api_jobs_index"),
+    Route(f"{PREFIX}/jobs", jobs_create, methods=["POST"], name="api_jobs_create"),
     Route(f"{PREFIX}/jobs/{{name}}", jobs_show, methods=["GET"], name="api_jobs_show"),
+    Route(f"{PREFIX}/jobs/{{name}}", jobs_update, methods=["PATCH"], name="api_jobs_update"),
+    Route(f"{PREFIX}/jobs/{{name}}", jobs_delete, methods=["DELETE"], name="api_jobs_delete"),
     Route(f"{PREFIX}/workflows", workflows_index, methods=["GET"], name="api_workflows_index"),
+    Route(f"{PREFIX}/workflows", workflows_create, methods=["POST"],
+          name="api_workflows_create"),
     Route(f"{PREFIX}/workflows/{{name}}", workflows_show, methods=["GET"],
           name="api_workflows_show"),
+    Route(f"{PREFIX}/workflows/{{name}}", workflows_update, methods=["PUT"],
+          name="api_workflows_update"),
+    Route(f"{PREFIX}/workflows/{{name}}", workflows_delete, methods=["DELETE"],
+          name="api_workflows_delete"),
     Route(f"{PREFIX}/workflows/{{name}}/runs", workflows_run, methods=["POST"],
           name="api_workflows_run"),
 ]  # fmt: skip

@@ -203,6 +203,41 @@ class JobListOut(BaseModel):
     jobs: list[JobOut]
 
 
+class JobChanges(Strict):
+    """What to change in a job definition; fields left out keep their value."""
+
+    name: Name | None = Field(None, description="A new name; schedules and workflows follow.")
+    handler: Name | None = None
+    args: dict[str, Any] | None = Field(None, description="Handler arguments, a JSON object.")
+    execution_model: ExecutionModel | None = None
+    priority: Priority | None = None
+    timeout_seconds: Timeout | None = None
+    max_retries: Retries | None = None
+
+
+class JobIn(RunSettings):
+    """A new job definition: a handler with its args and run settings (defaults as for
+    a run)."""
+
+    name: Name
+    handler: Name
+
+
+class JobChangedOut(BaseModel):
+    job: JobOut
+    warnings: list[str] = Field(description="E.g. a handler no live worker offers yet.")
+
+
+class DeleteQuery(Strict):
+    with_schedules: bool = Field(
+        False, description="Also delete the schedules that run it (refused otherwise, 409)."
+    )
+
+
+class DeletedOut(BaseModel):
+    schedules_deleted: list[str]
+
+
 class WorkflowStepOut(BaseModel):
     job: str
     args: dict[str, Any]
@@ -224,6 +259,26 @@ class WorkflowSummaryOut(BaseModel):
 
 class WorkflowListOut(BaseModel):
     workflows: list[WorkflowSummaryOut]
+
+
+class WorkflowStepIn(Strict):
+    job: Name = Field(description="A job definition's name.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Merged over the job's.")
+    after: list[Name] = Field(default_factory=list, description="Upstream step names.")
+
+
+class WorkflowShapeIn(Strict):
+    """A workflow's steps (by name) and the order between them."""
+
+    description: Annotated[str, Field(max_length=limits.MAX_TEXT_LENGTH)] = ""
+    steps: dict[Name, WorkflowStepIn] = Field(min_length=1, max_length=MAX_BATCH)
+    edges: list[Annotated[list[Name], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=list, description="[upstream, downstream] pairs."
+    )
+
+
+class WorkflowIn(WorkflowShapeIn):
+    name: Name
 
 
 # ---- schedules ----------------------------------------------------------------------------
