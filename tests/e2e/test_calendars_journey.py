@@ -5,6 +5,7 @@ critical violation) at 1280 and 390 px; screenshots go to /work/shots/w-cal."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,9 @@ def test_an_editor_makes_a_calendar_and_reads_the_week_and_the_forecast(
     assert "pulse" not in page.locator("#week-grid").inner_text()
     assert "invoices <b>" in page.locator("#week-grid").inner_text()
     page.get_by_role("link", name="Forecast", exact=True).click()
-    assert "4 active schedules will fire" in page.locator("main").inner_text()
+    # pulse and hourly sync fire in any 24 hours; the daily and weekday ones only when their
+    # next fire falls inside the window (not on a Saturday, nor just after their minute)
+    assert re.search(r"\b[234] active schedules will fire", page.locator("main").inner_text())
     assert page.locator("svg.heatmap rect.l4").count() >= 1
     context.close()
 
