@@ -610,6 +610,8 @@ class Worker(SQLModel, table=True):
     last_seen: datetime | None = _ts(nullable=False, now=True, index=True)
     stopped_at: datetime | None = _ts()
     handlers: list[str] = _jsonb("[]")
+    # handler name -> JSON schema of the args it declares (only handlers that declare)
+    handler_args: dict[str, Any] = _jsonb("{}")
     stats: dict[str, Any] = _jsonb("{}")
 
 
