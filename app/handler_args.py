@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
@@ -175,7 +175,7 @@ def _message(error: ValidationError) -> tuple[str, str | None]:
         words = [_TYPE_WORDS.get(str(t), str(t)) for t in wanted_list]
         return f"{what} must be {' or '.join(words)}", name
     if error.validator == "enum":
-        choices = ", ".join(str(c) for c in error.validator_value)
+        choices = ", ".join(str(c) for c in cast(list[Any], error.validator_value))
         return f"{what} must be one of: {choices}", name
     if error.validator in ("minimum", "exclusiveMinimum"):
         return f"{what} must be at least {error.validator_value}", name
