@@ -44,7 +44,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json, Jsonb
 
 from app import run_logs, runs
 from app.config import Settings
@@ -616,7 +616,7 @@ class Worker:
                 "pid": os.getpid(),
                 "concurrency": self.concurrency,
                 "handlers": Jsonb(self.handler_names),
-                "handler_args": Jsonb(self.handler_args),
+                "handler_args": Json(self.handler_args),  # json keeps the declared order
                 "stats": Jsonb(self._stats_doc()),
                 "now": now,
             },

@@ -149,6 +149,8 @@ async def _save(request: Request, name: str | None) -> Response:
     args: dict[str, Any] | None = None
     try:
         args = await call(request, _read_args, args_for, arg_values, values["args"])
+        if args_for and args_for != values["handler"]:  # picked without JS: show its fields
+            raise JobError("The handler changed: check its arguments, then save again.", "args")
         spec = _spec(values, args)
         if name is None:
             warnings = await call(

@@ -24,8 +24,9 @@ def upgrade() -> None:
         "workers",
         sa.Column(
             "handler_args",
-            postgresql.JSONB(astext_type=sa.Text()),
-            server_default=sa.text("'{}'::jsonb"),
+            # json, not jsonb: the schemas keep their properties in declared order (the form's)
+            postgresql.JSON(astext_type=sa.Text()),
+            server_default=sa.text("'{}'::json"),
             nullable=False,
         ),
     )

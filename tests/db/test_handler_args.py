@@ -24,6 +24,8 @@ def test_a_worker_registers_the_schema_of_a_handler_declaring_a_pydantic_model(
         row = query(db_url, "SELECT handlers, handler_args FROM workers")[0]
         assert "send_report_args" in row["handlers"]
         assert row["handler_args"] == {"send_report_args": ReportArgs.model_json_schema()}
+        # in declared order: the form shows the fields in it
+        assert list(row["handler_args"]["send_report_args"]["properties"]) == ["email", "retries"]
 
         with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
             spec = JobSpec("weekly", "send_report_args", {"retries": "three"})
