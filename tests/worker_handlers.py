@@ -9,9 +9,9 @@ import sys
 import time
 from typing import Any
 
-import app.handlers.chaos  # noqa: F401  (registers `crash`, for the fault tests)
 from pydantic import BaseModel, Field
 
+import app.handlers.chaos  # noqa: F401  (registers `crash`, for the fault tests)
 from app.handlers import handler
 from app.jobs import JobContext
 

@@ -33,7 +33,7 @@ def test_a_worker_registers_the_schema_of_a_handler_declaring_a_pydantic_model(
                 job_definitions.create(conn, spec, actor="cli")
             assert str(caught.value) == "email is required"
             assert caught.value.field == "args.email"
-            with pytest.raises(JobError, match="^retries must be a whole number$"):
+            with pytest.raises(JobError, match=r"^retries must be a whole number$"):
                 job_definitions.create(
                     conn, JobSpec("weekly", "send_report_args", {"email": "a", "retries": "x"}),
                     actor="cli",
@@ -43,7 +43,7 @@ def test_a_worker_registers_the_schema_of_a_handler_declaring_a_pydantic_model(
                 conn, JobSpec("weekly", "send_report_args", {"email": "ops@example.com"}),
                 actor="cli",
             )  # fmt: skip
-            with pytest.raises(JobError, match="^email is required$"):
+            with pytest.raises(JobError, match=r"^email is required$"):
                 job_definitions.update(
                     conn, "weekly", JobSpec("weekly", "send_report_args", {}), actor="cli"
                 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import pytest
@@ -12,7 +12,7 @@ from app.handler_args import ArgsError, check, fields, form_values, from_form
 from app.handlers.registry import HandlerRegistry
 
 
-class Tone(str, Enum):
+class Tone(StrEnum):
     plain = "plain"
     loud = "loud"
 
@@ -72,11 +72,11 @@ def test_bad_form_input_gets_a_plain_message_naming_the_field(
 
 
 def test_args_from_json_are_checked_with_the_same_messages() -> None:
-    with pytest.raises(ArgsError, match="^retries must be a whole number$"):
+    with pytest.raises(ArgsError, match=r"^retries must be a whole number$"):
         check(schema(), {"email": "a", "retries": "3"})
-    with pytest.raises(ArgsError, match="^tone must be one of: plain, loud$"):
+    with pytest.raises(ArgsError, match=r"^tone must be one of: plain, loud$"):
         check(schema(), {"email": "a", "tone": "quiet"})
-    with pytest.raises(ArgsError, match="^email is required$"):
+    with pytest.raises(ArgsError, match=r"^email is required$"):
         check(schema(), {})
 
 
@@ -86,11 +86,11 @@ def test_a_json_schema_dict_is_accepted_and_an_invalid_one_refused() -> None:
                 "required": ["n"]}  # fmt: skip
     registry.handler("count", args=declared)(lambda ctx, n: n)
     assert registry.get("count").args_schema == declared
-    with pytest.raises(ArgsError, match="^n must be at least 1$"):
+    with pytest.raises(ArgsError, match=r"^n must be at least 1$"):
         check(declared, {"n": 0})
     with pytest.raises(ValueError, match="object"):
         registry.register("bad", lambda ctx: None, {"type": "string"})
-    with pytest.raises(Exception, match="not valid under any of the given schemas|is not"):
+    with pytest.raises(Exception, match=r"not valid under any of the given schemas|is not"):
         registry.register("worse", lambda ctx: None, {"type": "object", "properties": 3})
 
 
