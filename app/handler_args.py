@@ -15,10 +15,16 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, cast
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
+
+from app.db import Conn
+from app.sql import query
+
+WORKER_LIVE_SECONDS = 300  # a worker seen this recently vouches for its handlers' schemas
 
 # JSON-schema type -> the kind of input the form shows
 _KINDS = {"string": "text", "integer": "integer", "number": "number", "boolean": "checkbox"}
@@ -39,6 +45,24 @@ class ArgsError(ValueError):
     def __init__(self, message: str, name: str | None = None) -> None:
         super().__init__(message)
         self.name = name
+
+
+def declared_schema(conn: Conn, handler: str, now: datetime | None = None) -> dict[str, Any] | None:
+    """The args schema `handler` declares, from the newest live worker that declares one."""
+    row = conn.execute(
+        query("job_definitions", "handler_args_schema"),
+        {"handler": handler, "live_seconds": WORKER_LIVE_SECONDS, "now": now},
+    ).fetchone()
+    return row["schema"] if row else None
+
+
+def check_declared(
+    conn: Conn, handler: str, args: Mapping[str, Any], now: datetime | None = None
+) -> None:
+    """`check` against the schema `handler` declares, if it declares one."""
+    schema = declared_schema(conn, handler, now)
+    if schema is not None:
+        check(schema, args)
 
 
 @dataclass(frozen=True, slots=True)

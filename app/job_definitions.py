@@ -119,20 +119,13 @@ def handler_choices(conn: Conn, now: datetime | None = None) -> list[str]:
 
 def args_schema(conn: Conn, handler: str, now: datetime | None = None) -> dict[str, Any] | None:
     """The args schema `handler` declares (from the newest live worker that declares one)."""
-    row = conn.execute(
-        query("job_definitions", "handler_args_schema"),
-        {"handler": handler, "live_seconds": WORKER_LIVE_SECONDS, "now": now},
-    ).fetchone()
-    return row["schema"] if row else None
+    return handler_args.declared_schema(conn, handler, now)
 
 
 def _check_args(conn: Conn, spec: JobSpec, now: datetime | None = None) -> None:
     """Args must fit the schema the handler declares, if it declares one."""
-    schema = args_schema(conn, spec.handler, now)
-    if schema is None:
-        return
     try:
-        handler_args.check(schema, spec.args)
+        handler_args.check_declared(conn, spec.handler, spec.args, now)
     except handler_args.ArgsError as exc:
         raise JobError(str(exc), f"args.{exc.name}" if exc.name else "args") from None
 

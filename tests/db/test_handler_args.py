@@ -9,8 +9,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import job_definitions
+from app import job_definitions, schedules
 from app.job_definitions import JobError, JobSpec
+from app.schedules import ScheduleError, ScheduleSpec
 from tests.processes import query, services, wait_until
 from tests.worker_handlers import ReportArgs
 
@@ -50,3 +51,8 @@ def test_a_worker_registers_the_schema_of_a_handler_declaring_a_pydantic_model(
             assert query(db_url, "SELECT args FROM job_definitions")[0]["args"] == {
                 "email": "ops@example.com"
             }
+            # a schedule that makes its own job (`--handler`) meets the same rule
+            own_job = ScheduleSpec("hourly", cron="0 * * * *", handler="send_report_args")
+            with pytest.raises(ScheduleError, match=r"^args: email is required$"):
+                schedules.create_schedule(conn, own_job)
+            assert query(db_url, "SELECT count(*) AS n FROM schedules")[0]["n"] == 0
