@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app import audit, limits, runs, versions
+from app import audit, handler_args, limits, runs, versions
 from app.db import Conn
 from app.errors import UsageError
 from app.handlers.builtin import BUILTINS
@@ -117,6 +117,19 @@ def handler_choices(conn: Conn, now: datetime | None = None) -> list[str]:
     return sorted(set(BUILTINS) | live)
 
 
+def args_schema(conn: Conn, handler: str, now: datetime | None = None) -> dict[str, Any] | None:
+    """The args schema `handler` declares (from the newest live worker that declares one)."""
+    return handler_args.declared_schema(conn, handler, now)
+
+
+def _check_args(conn: Conn, spec: JobSpec, now: datetime | None = None) -> None:
+    """Args must fit the schema the handler declares, if it declares one."""
+    try:
+        handler_args.check_declared(conn, spec.handler, spec.args, now)
+    except handler_args.ArgsError as exc:
+        raise JobError(str(exc), f"args.{exc.name}" if exc.name else "args") from None
+
+
 def list_all(conn: Conn) -> list[dict[str, Any]]:
     return conn.execute(query("job_definitions", "job_definition_list")).fetchall()
 
@@ -145,6 +158,7 @@ def create(conn: Conn, spec: JobSpec, *, actor: str, allow_dangerous: bool = Tru
     validate(spec, allow_dangerous)
     with conn.transaction():
         warnings = _check_handler(conn, spec.handler)
+        _check_args(conn, spec)
         created = conn.execute(
             query("job_definitions", "job_definition_insert"), _params(spec, uuid.uuid4())
         ).fetchone()
@@ -181,6 +195,7 @@ def update(
         if before["handler"] in DANGEROUS_HANDLERS and not allow_dangerous:
             raise JobError(f"only an admin may change a job that runs {before['handler']!r}")
         warnings = _check_handler(conn, spec.handler, now)
+        _check_args(conn, spec, now)
         try:
             with conn.transaction():
                 conn.execute(

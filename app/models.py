@@ -610,6 +610,12 @@ class Worker(SQLModel, table=True):
     last_seen: datetime | None = _ts(nullable=False, now=True, index=True)
     stopped_at: datetime | None = _ts()
     handlers: list[str] = _jsonb("[]")
+    # handler name -> JSON schema of the args it declares (only handlers that declare);
+    # json, not jsonb, so properties keep their declared order (the form's order)
+    handler_args: dict[str, Any] = Field(
+        default=None,
+        sa_column=sa.Column(sa.JSON, nullable=False, server_default=sa.text("'{}'::json")),
+    )
     stats: dict[str, Any] = _jsonb("{}")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import audit, limits, runs, versions
+from app import audit, handler_args, limits, runs, versions
 from app.cron import (
     EPSILON,
     DstRepeated,
@@ -410,6 +410,10 @@ def _target_for(
     assert spec.handler is not None
     new = _validated_job_settings(spec)
     warnings = check_handler(conn, spec.handler, now)
+    try:
+        handler_args.check_declared(conn, spec.handler, spec.args, now)
+    except handler_args.ArgsError as exc:
+        raise ScheduleError(f"args: {exc}") from None
     new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
     if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
         raise ScheduleError(

@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 import app.handlers.chaos  # noqa: F401  (registers `crash`, for the fault tests)
 from app.handlers import handler
 from app.jobs import JobContext
@@ -80,3 +82,15 @@ async def chatty_async(ctx: JobContext, lines: int = 3, flood: int = 0) -> int:
     _chat(ctx, lines, flood)
     await asyncio.sleep(0)
     return lines
+
+
+class ReportArgs(BaseModel):
+    """Arguments `send_report_args` declares: the job form shows a field for each."""
+
+    email: str = Field(description="Who gets the report")
+    retries: int = 3
+
+
+@handler("send_report_args", args=ReportArgs)
+def send_report_args(ctx: JobContext, email: str, retries: int = 3) -> dict[str, Any]:
+    return {"email": email, "retries": retries}

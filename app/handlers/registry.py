@@ -8,6 +8,16 @@ A handler is a plain callable `fn(ctx: JobContext, **args)`, sync or `async def`
     async def send_report(ctx, recipient: str) -> dict[str, str]:
         ...
 
+A handler may declare its arguments with `args=`: a pydantic model class or a JSON-schema
+dict. The registry keeps the JSON schema; workers publish it, and the dashboard's job form
+shows one field per property and checks args against it:
+
+    class Report(BaseModel):
+        recipient: str = Field(description="Who gets the report")
+
+    @handler("send-report", args=Report)
+    async def send_report(ctx, recipient: str) -> None: ...
+
 Modules named in `SUNDIAL_HANDLERS` are imported with `load_modules`, so their decorators
 register into the default registry in every process that runs jobs.
 """
@@ -16,9 +26,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
+
+import jsonschema
+from pydantic import BaseModel
 
 HandlerFunc = Callable[..., Any]
 F = TypeVar("F", bound=HandlerFunc)
@@ -52,6 +65,7 @@ class RegisteredHandler:
     name: str
     fn: HandlerFunc
     is_async: bool
+    args_schema: dict[str, Any] | None = None
 
     @property
     def origin(self) -> str:
@@ -59,6 +73,24 @@ class RegisteredHandler:
         module = getattr(self.fn, "__module__", "?")
         qualname = getattr(self.fn, "__qualname__", type(self.fn).__name__)
         return f"{module}.{qualname}"
+
+
+ArgsDeclaration = type[BaseModel] | Mapping[str, Any] | None
+
+
+def args_schema(args: ArgsDeclaration) -> dict[str, Any] | None:
+    """The JSON schema of a handler's declared args (a pydantic model or a schema dict)."""
+    if args is None:
+        return None
+    if isinstance(args, type) and issubclass(args, BaseModel):
+        return args.model_json_schema()
+    if isinstance(args, Mapping):
+        schema = dict(args)
+        if schema.get("type", "object") != "object":
+            raise ValueError("a handler's args schema must describe an object")
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+        return schema
+    raise TypeError(f"args= takes a pydantic model class or a JSON-schema dict, got {args!r}")
 
 
 def _is_async(fn: HandlerFunc) -> bool:
@@ -79,12 +111,12 @@ class HandlerRegistry:
     def __init__(self) -> None:
         self._handlers: dict[str, RegisteredHandler] = {}
 
-    def register(self, name: str, fn: F) -> F:
+    def register(self, name: str, fn: F, args: ArgsDeclaration = None) -> F:
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"a handler name must be a non-empty string, got {name!r}")
         if not callable(fn):
             raise TypeError(f"handler {name!r} must be callable, got {fn!r}")
-        entry = RegisteredHandler(name, fn, _is_async(fn))
+        entry = RegisteredHandler(name, fn, _is_async(fn), args_schema(args))
         existing = self._handlers.get(name)
         if existing is not None and existing.origin != entry.origin:
             raise DuplicateHandler(
@@ -98,17 +130,21 @@ class HandlerRegistry:
     def handler(self, name_or_fn: F) -> F: ...
 
     @overload
-    def handler(self, name_or_fn: str | None = None) -> Callable[[F], F]: ...
+    def handler(
+        self, name_or_fn: str | None = None, *, args: ArgsDeclaration = None
+    ) -> Callable[[F], F]: ...
 
-    def handler(self, name_or_fn: str | F | None = None) -> F | Callable[[F], F]:
+    def handler(
+        self, name_or_fn: str | F | None = None, *, args: ArgsDeclaration = None
+    ) -> F | Callable[[F], F]:
         """Decorator: `@registry.handler("name")`, or bare `@registry.handler` to use the
-        function's `__name__`."""
+        function's `__name__`; `args=` declares the arguments."""
         if callable(name_or_fn):
             return self.register(name_or_fn.__name__, name_or_fn)
         name = name_or_fn
 
         def decorate(fn: F) -> F:
-            return self.register(name or fn.__name__, fn)
+            return self.register(name or fn.__name__, fn, args)
 
         return decorate
 
@@ -121,6 +157,10 @@ class HandlerRegistry:
     def names(self) -> list[str]:
         """Registered names, sorted (what a worker advertises in the workers table)."""
         return sorted(self._handlers)
+
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """The declared args schema of each handler that has one (what a worker publishes)."""
+        return {n: h.args_schema for n, h in self._handlers.items() if h.args_schema}
 
     def __contains__(self, name: object) -> bool:
         return name in self._handlers
@@ -138,12 +178,17 @@ def handler(name_or_fn: F) -> F: ...
 
 
 @overload
-def handler(name_or_fn: str | None = None) -> Callable[[F], F]: ...
+def handler(name_or_fn: str | None = None, *, args: ArgsDeclaration = None) -> Callable[[F], F]: ...
 
 
-def handler(name_or_fn: str | F | None = None) -> F | Callable[[F], F]:
-    """Register a function in the default registry: `@handler("name")` or `@handler`."""
-    return default_registry.handler(name_or_fn)
+def handler(
+    name_or_fn: str | F | None = None, *, args: ArgsDeclaration = None
+) -> F | Callable[[F], F]:
+    """Register a function in the default registry: `@handler("name")` or `@handler`;
+    `args=` declares its arguments (pydantic model class or JSON-schema dict)."""
+    if callable(name_or_fn):
+        return default_registry.handler(name_or_fn)
+    return default_registry.handler(name_or_fn, args=args)
 
 
 def load_modules(names: Iterable[str]) -> None:

@@ -44,7 +44,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json, Jsonb
 
 from app import run_logs, runs
 from app.config import Settings
@@ -110,6 +110,7 @@ class Worker:
         concurrency: int,
         executors: Executors,
         handler_names: list[str],
+        handler_args: dict[str, dict[str, Any]] | None = None,
         worker_id: str | None = None,
     ) -> None:
         self.settings = settings
@@ -117,6 +118,7 @@ class Worker:
         self.concurrency = concurrency
         self.executors = executors
         self.handler_names = handler_names
+        self.handler_args = handler_args or {}
         self.id = worker_id or new_worker_id()
         self.lease_seconds = settings.lease_seconds
         self.stats = WorkerStats()
@@ -614,6 +616,7 @@ class Worker:
                 "pid": os.getpid(),
                 "concurrency": self.concurrency,
                 "handlers": Jsonb(self.handler_names),
+                "handler_args": Json(self.handler_args),  # json keeps the declared order
                 "stats": Jsonb(self._stats_doc()),
                 "now": now,
             },
@@ -673,6 +676,7 @@ def build_worker(settings: Settings, url: str, concurrency: int | None = None) -
         concurrency=concurrency,
         executors=executors,
         handler_names=default_registry.names(),
+        handler_args=default_registry.schemas(),
     )
 
 

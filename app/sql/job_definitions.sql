@@ -53,3 +53,13 @@ DELETE FROM job_definitions WHERE id = %(id)s;
 -- The job definition a schedule created, once no schedule uses it.
 DELETE FROM job_definitions j
 WHERE j.id = %(id)s AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.job_id = j.id);
+
+-- name: handler_args_schema
+-- The args schema a handler declares, as the newest live worker that declares it published.
+SELECT handler_args -> %(handler)s AS schema
+FROM workers
+WHERE handler_args::jsonb ? %(handler)s
+  AND stopped_at IS NULL
+  AND last_seen > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(live_seconds)s)
+ORDER BY started_at DESC
+LIMIT 1;

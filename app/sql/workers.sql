@@ -2,9 +2,10 @@
 -- Registration and liveness notify `sundial_events` ('workers') for the dashboard.
 
 -- name: worker_register
--- A worker announces itself and the handlers it can run.
-INSERT INTO workers (id, host, pid, concurrency, handlers, stats, started_at, last_seen)
-VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s, %(handlers)s, %(stats)s,
+-- A worker announces itself, the handlers it can run and the args schemas they declare.
+INSERT INTO workers (id, host, pid, concurrency, handlers, handler_args, stats, started_at,
+                     last_seen)
+VALUES (%(id)s, %(host)s, %(pid)s, %(concurrency)s, %(handlers)s, %(handler_args)s, %(stats)s,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 

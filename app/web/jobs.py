@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import job_definitions, versions
+from app import handler_args, job_definitions, versions
 from app.db import Conn
 from app.errors import UsageError
 from app.job_definitions import JobError, JobSpec
@@ -39,11 +39,11 @@ def _whole(values: dict[str, str], field: str, label: str) -> int:
         raise JobError(f"{label} must be a whole number", field) from None
 
 
-def _spec(values: dict[str, str]) -> JobSpec:
+def _spec(values: dict[str, str], args: dict[str, Any]) -> JobSpec:
     return JobSpec(
         name=values["name"],
         handler=values["handler"],
-        args=job_definitions.parse_args(values["args"]),
+        args=args,
         execution_model=values["execution_model"],
         priority=_whole(values, "priority", "priority"),
         timeout_seconds=_whole(values, "timeout_seconds", "timeout"),
@@ -55,6 +55,25 @@ def _form_values(form: FormData) -> dict[str, str]:
     return {f: str(form.get(f, "")).strip() for f in FIELDS}
 
 
+def _arg_values(form: FormData) -> dict[str, str]:
+    """The posted fields of a handler's declared args, by property name."""
+    return {k.removeprefix("args."): str(v) for k, v in form.multi_items() if k.startswith("args.")}
+
+
+def _read_args(
+    conn: Conn, args_for: str, arg_values: dict[str, str], json_text: str
+) -> dict[str, Any]:
+    """Args from the fields of `args_for`'s declared schema if they were shown, else from
+    the JSON editor."""
+    schema = job_definitions.args_schema(conn, args_for) if args_for else None
+    if schema is None:
+        return job_definitions.parse_args(json_text)
+    try:
+        return handler_args.from_form(schema, arg_values)
+    except handler_args.ArgsError as exc:
+        raise JobError(str(exc), f"args.{exc.name}") from None
+
+
 def _values_of(row: dict[str, Any]) -> dict[str, str]:
     """A job (row or spec) as the form shows it."""
     return {f: json.dumps(row[f], indent=2) if f == "args" else str(row[f]) for f in FIELDS}
@@ -64,8 +83,11 @@ def _index_page(conn: Conn) -> dict[str, Any]:
     return {"jobs": job_definitions.list_all(conn)}
 
 
-def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
-    """What the new-job page (`name` None) or a job's page shows besides the form values."""
+def _form_page(
+    conn: Conn, name: str | None, handler: str | None = None, args: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the new-job page (`name` None) or a job's page shows besides the form values:
+    the fields of `handler`'s declared args (the job's own when None) filled from `args`."""
     page: dict[str, Any] = {
         "handlers": job_definitions.handler_choices(conn),
         "admin_only": job_definitions.DANGEROUS_HANDLERS,
@@ -76,6 +98,11 @@ def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
             page["job"] = job_definitions.get(conn, name)
         except JobError:
             raise HTTPException(404, f"There is no job named {name!r}.") from None
+        if handler is None:
+            handler, args = page["job"]["handler"], page["job"]["args"]
+    schema = job_definitions.args_schema(conn, handler) if handler else None
+    page["arg_fields"] = handler_args.fields(schema) if schema is not None else None
+    page["arg_values"] = handler_args.form_values(schema, args or {}) if schema else {}
     return page
 
 
@@ -92,6 +119,15 @@ async def new(request: Request) -> Response:
     return render(request, "jobs/new.html", values=values, errors={}, **page)
 
 
+@requires(Role.EDITOR)
+async def args_fields(request: Request) -> Response:
+    """The args part of the job form for the handler picked (htmx swaps it in on change)."""
+    handler = request.query_params.get("handler", "")
+    page = await call(request, _form_page, None, handler)
+    values = {**_values_of(asdict(JobSpec(name="", handler=""))), "handler": handler}
+    return render(request, "jobs/new.html", "jobs/_args.html", values=values, errors={}, **page)
+
+
 @requires(Role.VIEWER)
 async def show(request: Request) -> Response:
     name = request.path_params["name"]
@@ -105,11 +141,17 @@ async def show(request: Request) -> Response:
 
 async def _save(request: Request, name: str | None) -> Response:
     """Create (`name` None) or update; the form again with the error next to its field."""
-    values = _form_values(await request.form())
+    form = await request.form()
+    values, arg_values = _form_values(form), _arg_values(form)
+    args_for = str(form.get("args_for", ""))
     user = current_user(request)
     actor, admin = user.username, user.may(Role.ADMIN)
+    args: dict[str, Any] | None = None
     try:
-        spec = _spec(values)
+        args = await call(request, _read_args, args_for, arg_values, values["args"])
+        if args_for and args_for != values["handler"]:  # picked without JS: show its fields
+            raise JobError("The handler changed: check its arguments, then save again.", "args")
+        spec = _spec(values, args)
         if name is None:
             warnings = await call(
                 request, job_definitions.create, spec, actor=actor, allow_dangerous=admin
@@ -119,7 +161,11 @@ async def _save(request: Request, name: str | None) -> Response:
                 request, job_definitions.update, name, spec, actor=actor, allow_dangerous=admin
             )
     except JobError as exc:
-        page = await call(request, _form_page, name)
+        page = await call(request, _form_page, name, values["handler"], args)
+        if args_for and args_for == values["handler"]:
+            page["arg_values"] = arg_values  # what the person typed, as typed
+        elif args_for and args is not None:  # fields of another handler: show them as JSON
+            values["args"] = json.dumps(args, indent=2)
         return render(
             request, "jobs/new.html" if name is None else "jobs/show.html", "jobs/_form.html",
             status_code=422, values=values, errors={exc.field or "form": str(exc)},
@@ -203,6 +249,7 @@ routes = [
     Route("/jobs", index, methods=["GET"], name="jobs_index"),
     Route("/jobs", create, methods=["POST"], name="jobs_create"),
     Route("/jobs/new", new, methods=["GET"], name="jobs_new"),
+    Route("/jobs/args-fields", args_fields, methods=["GET"], name="jobs_args_fields"),
     Route("/jobs/{name:path}/delete", delete, methods=["POST"], name="jobs_delete"),
     Route("/jobs/{name:path}/history", versions_page, methods=["GET"], name="jobs_history"),
     Route("/jobs/{name:path}/rollback", rollback, methods=["POST"], name="jobs_rollback"),

@@ -61,8 +61,8 @@ def test_transitions_notify_the_hub_by_topic(db_url: str) -> None:
             assert Topic.RUNS in await _after(db_url, sub, lambda c: runs.claim(c, "w", 1, 30))
             done = [runs.Finish(run_id, 1, Outcome.completed())]
             assert Topic.RUNS in await _after(db_url, sub, lambda c: runs.finish_many(c, "w", done))
-            register = {"id": "w", "host": "h", "pid": 1, "concurrency": 1,
-                        "handlers": Jsonb([]), "stats": Jsonb({})}  # fmt: skip
+            register = {"id": "w", "host": "h", "pid": 1, "concurrency": 1, "handlers": Jsonb([]),
+                        "handler_args": Jsonb({}), "stats": Jsonb({}), "now": None}  # fmt: skip
             workers = await _after(
                 db_url, sub, lambda c: c.execute(query("workers", "worker_register"), register)
             )
