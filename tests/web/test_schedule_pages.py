@@ -5,17 +5,20 @@ input next to its field with nothing written, and every change audited."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from app import calendars, job_definitions, schedules
+from app import calendars, job_definitions, schedules, workflows
 from app.calendars import CalendarSpec
+from app.config import Settings
 from app.fires import OverlapPolicy
 from app.job_definitions import JobSpec
 from app.schedules import ScheduleSpec
+from app.services.trigger import Trigger
 from tests.web.conftest import csrf_of
 
 Conn = psycopg.Connection[Any]
@@ -422,3 +425,25 @@ def test_pages_of_an_unknown_schedule_are_404(as_role: Callable[[str], TestClien
     for path in ("", "/edit", "/fires", "/history"):
         assert client.get("/schedules/nope" + path).status_code == 404
     assert post(client, "/schedules/nope/resume", {}).status_code == 404
+
+
+def test_an_editor_schedules_a_workflow_and_its_fire_starts_a_dag_run(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    steps = {"pull": workflows.Step(job), "mail": workflows.Step(job)}
+    spec = workflows.WorkflowSpec("etl", steps, [("pull", "mail")])
+    workflows.define(conn, spec, actor="test")
+    client = as_role("editor")
+    form = {**FORM, "name": "morning etl", "target_kind": "workflow", "workflow": "etl"}
+    assert post(client, "/schedules", form).status_code == 303
+    row = conn.execute("SELECT id, workflow_id, job_id, next_fire_time FROM schedules").fetchone()
+    assert row["workflow_id"] is not None and row["job_id"] is None
+    assert "etl" in client.get("/schedules/morning%20etl").text
+
+    # The trigger's next tick after the first fire starts one DAG run of the workflow.
+    Trigger(Settings.from_env({})).run_once(conn, now=row["next_fire_time"] + timedelta(minutes=2))
+    (dag,) = conn.execute("SELECT id FROM dag_runs WHERE schedule_id = %s", (row["id"],))
+    steps_run = conn.execute(
+        "SELECT status FROM job_runs WHERE dag_run_id = %s ORDER BY status", (dag["id"],)
+    ).fetchall()
+    assert [s["status"] for s in steps_run] == ["blocked", "pending"]
