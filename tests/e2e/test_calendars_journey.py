@@ -1,7 +1,7 @@
 """An editor creates an exclusion calendar with a country's holidays and a blackout window
 in a real browser and applies it to a schedule, then reads the week calendar and the load
 forecast on their own clock. Every one of those pages passes axe-core (no serious or
-critical violation) at 1280 and 390 px; screenshots go to /work/shots/w-cal."""
+critical violation) at 1280 and 390 px; screenshots go to /tmp/shots/w-cal."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
 from tests.web.conftest import make_user
 
-SHOTS = Path("/work/shots/w-cal")
+SHOTS = Path("/tmp/shots/w-cal")
 
 
 def add_schedules(db_url: str) -> None:
@@ -123,7 +123,7 @@ def test_the_signed_in_pages_link_the_week_the_forecast_and_the_calendars(
     assert page.get_by_role("link", name="New calendar").count() == 0
 
 
-GLUE_SHOTS = Path("/work/shots/glue")
+GLUE_SHOTS = Path("/tmp/shots/glue")
 
 
 def test_the_schedule_editor_names_a_calendar_crosses_out_its_fires_and_shows_the_load(

@@ -1,6 +1,6 @@
 """An editor picks a handler that declares its arguments: htmx swaps in a field per
 argument, a bad value is refused next to its field, the job is saved with typed args.
-axe-core finds nothing serious; screenshots at 1280 and 390 px go to /work/shots/h-args."""
+axe-core finds nothing serious; screenshots at 1280 and 390 px go to /tmp/shots/h-args."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_an_editor_fills_the_fields_of_a_declared_handler(
     page.locator("#arg-2").fill("4")
     page.get_by_label("Urgent").check()
     page.get_by_label("Tone").select_option("loud")
-    shots = Path("/work/shots/h-args")
+    shots = Path("/tmp/shots/h-args")
     shots.mkdir(parents=True, exist_ok=True)
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})

@@ -3,7 +3,7 @@ worker: an editor creates a job, then a weekday 09:00 Berlin schedule from a pre
 without typing cron, watches the preview, saves, pauses, resumes, runs it now (a worker
 completes the run), finds each step in the audit log and the manual fire in the ledger,
 edits the rule and rolls it back. Every schedule page passes axe-core; screenshots at 1280
-and 390 px go to /work/shots/w-sched for a person to look at."""
+and 390 px go to /tmp/shots/w-sched for a person to look at."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.processes import services
 from tests.waits import wait_until
 from tests.web.conftest import make_user
 
-SHOTS = Path("/work/shots/w-sched")
+SHOTS = Path("/tmp/shots/w-sched")
 
 
 @pytest.fixture
