@@ -1,7 +1,7 @@
 """On-call journeys in a real browser against a real server and real worker processes:
 a poison job's dead letters, retrying a group after its count, discarding with a reason,
 a run's log lines appearing while it runs. Pages pass axe-core; screenshots at 1280 and
-390 px go to /work/shots/oncall2 (or $SUNDIAL_SHOTS) for a person to look at."""
+390 px go to /tmp/shots/oncall2 (or $SUNDIAL_SHOTS) for a person to look at."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.e2e.test_jobs_journey import _violations
 from tests.processes import query, services
 from tests.waits import db_now, wait_until
 
-SHOTS = Path(os.environ.get("SUNDIAL_SHOTS", "/work/shots/oncall2"))
+SHOTS = Path(os.environ.get("SUNDIAL_SHOTS", "/tmp/shots/oncall2"))
 POISON = "PaymentDeclined: card for invoice {} was declined"
 
 
