@@ -560,11 +560,11 @@ class JobRunAttempt(SQLModel, table=True):
             "finished_at",
             postgresql_where=sa.text("outcome IN ('lost', 'released')"),
         ),
-        # /metrics: lease expiries are the reaper's `lost` attempts, a small set.
+        # /metrics: lease expiries are the reaper's `lost` attempts, a small set, counted
+        # with the re-queued ones index-only.
         sa.Index(
-            "ix_job_run_attempts_lost_runs",
-            "run_id",
-            "attempt",
+            "ix_job_run_attempts_lost_requeued",
+            "requeued",
             postgresql_where=sa.text("outcome = 'lost'"),
         ),
     )
@@ -577,6 +577,9 @@ class JobRunAttempt(SQLModel, table=True):
     finished_at: datetime | None = _ts(nullable=False, now=True)
     error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     traceback: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    # Set by the reaper on the `lost` attempts it records: true when it put the run back
+    # in the queue, false when the lost attempt ended the run.
+    requeued: bool | None = Field(default=None, sa_column=sa.Column(sa.Boolean, nullable=True))
 
 
 class JobRunDep(SQLModel, table=True):

@@ -37,21 +37,16 @@ GROUP BY 1, 2, 3, 4, 5;
 -- name: metrics_counts
 -- (read) one round trip for the single figures: the reading's clock, runs holding a lease
 -- (ix_job_runs_lease), DAG steps waiting for upstreams (ix_job_runs_blocked), and the
--- attempts the reaper declared lost (index-only on ix_job_run_attempts_lost_runs) with, of
--- those, the ones it re-queued: the run went on to a later attempt or waits for one, rather
--- than ending with the lost attempt. History pruned by retention drops out of both.
+-- attempts the reaper declared lost with, of those, the ones after which it re-queued the
+-- run (both index-only on ix_job_run_attempts_lost_requeued). History pruned by retention
+-- drops out of both.
 SELECT coalesce(%(now)s::timestamptz, now()) AS now,
        (SELECT count(*) FROM job_runs WHERE status = 'running') AS running,
        (SELECT count(*) FROM job_runs WHERE status = 'blocked') AS blocked,
        lost.expired, lost.requeued
 FROM (
-    SELECT count(*) AS expired,
-           count(*) FILTER (WHERE NOT (r.attempt = a.attempt
-                                       AND r.status IN ('failed', 'cancelled', 'timed_out')))
-               AS requeued
-    FROM job_run_attempts a
-    LEFT JOIN job_runs r ON r.id = a.run_id
-    WHERE a.outcome = 'lost'
+    SELECT count(*) AS expired, count(*) FILTER (WHERE requeued) AS requeued
+    FROM job_run_attempts WHERE outcome = 'lost'
 ) AS lost;
 
 -- name: metrics_fires_recent

@@ -98,7 +98,8 @@ WITH done AS (
     RETURNING r.id, r.attempt, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     UPDATE job_run_attempts a
-    SET outcome = 'completed', worker = %(worker)s, finished_at = coalesce(%(now)s::timestamptz, now()), error = NULL
+    SET outcome = 'completed', worker = %(worker)s, finished_at = coalesce(%(now)s::timestamptz, now()), error = NULL,
+        requeued = NULL
     FROM done
     WHERE a.run_id = done.id AND a.attempt = done.attempt AND a.outcome = 'lost'
 )
@@ -191,9 +192,10 @@ WITH expired AS (
     RETURNING r.id, r.attempt, r.status, e.lease_owner, e.started_at, r.last_error,
               r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
-    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
+    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error,
+                                  requeued)
     SELECT id, attempt, lease_owner, 'lost', started_at, coalesce(%(now)s::timestamptz, now()),
-           last_error
+           last_error, status = 'pending'
     FROM reaped
     ON CONFLICT (run_id, attempt) DO NOTHING
 )

@@ -1,5 +1,6 @@
-"""Version history pages of jobs and workflows: shared by `app.web.jobs` and
-`app.web.workflows` (each adds its two routes: `…/history` and `…/rollback`).
+"""Version history pages of jobs, workflows and schedules: shared by `app.web.jobs`,
+`app.web.workflows` and `app.web.schedules` (each adds its two routes: `…/history` and
+`…/rollback`).
 
 The versions come from `app.versions` (the audit log's after-snapshots); a kind may pass
 `readable`, which turns a snapshot into one line per thing a person recognises (a step,
@@ -29,6 +30,7 @@ class Entry:
     action: str
     current: bool
     changes: list[versions.Change]
+    snapshot: Mapping[str, Any]
 
 
 def entries(
@@ -41,7 +43,9 @@ def entries(
     for v in reversed(found):
         shape = readable(v.snapshot) if readable else v.snapshot
         changes = versions.diff(previous, shape) if readable else _worded(v.changes)
-        result.append(Entry(v.id, v.number, v.at, v.actor, v.action, v.current, changes))
+        result.append(
+            Entry(v.id, v.number, v.at, v.actor, v.action, v.current, changes, v.snapshot)
+        )
         previous = shape
     return result[::-1]
 

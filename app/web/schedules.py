@@ -8,7 +8,6 @@ zone, sent by static/viewer-zone.js as a form field and a cookie; UTC until it h
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -43,6 +42,8 @@ from app.versions import VersionError
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.history import entries as version_entries
+from app.web.history import shown
 from app.web.render import redirect, render
 from app.web.viewer_zone import zone_of
 
@@ -486,7 +487,7 @@ async def fires(request: Request) -> Response:
 
 def _history_page(conn: Conn, name: str) -> dict[str, Any]:
     return {"schedule": _schedule(conn, name),
-            "versions": versions.history(conn, "schedule", name)}  # fmt: skip
+            "entries": version_entries(conn, "schedule", name)}  # fmt: skip
 
 
 @requires(Role.VIEWER)
@@ -494,7 +495,7 @@ async def history(request: Request) -> Response:
     name = request.path_params["name"]
     page = await call(request, _history_page, name)
     return render(request, "schedules/history.html", viewer_zone=zone_of(request),
-                  error=None, shown=_shown, **page)  # fmt: skip
+                  error=None, shown=shown, **page)  # fmt: skip
 
 
 def _rollback(conn: Conn, name: str, version_id: int, actor: str) -> bool:
@@ -514,7 +515,7 @@ async def rollback(request: Request) -> Response:
     except (VersionError, ScheduleError) as exc:
         page = await call(request, _history_page, name)
         return render(request, "schedules/history.html", status_code=422, error=str(exc),
-                      viewer_zone=zone_of(request), shown=_shown, **page)  # fmt: skip
+                      viewer_zone=zone_of(request), shown=shown, **page)  # fmt: skip
     return redirect(request, _url(name, "?done=" + ("rolled-back" if changed else "unchanged")))
 
 
@@ -536,15 +537,6 @@ def dst_note(at: datetime, local: datetime, zone: str) -> str:
         return (f"{meant:%H:%M} happens twice on {meant:%-d %b} (the clocks go back); "
                 f"this is the {which} time")  # fmt: skip
     return ""
-
-
-def _shown(value: Any) -> str:
-    """A snapshot value as a person reads it in a diff."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 routes = [
