@@ -21,10 +21,9 @@ from typing import Any, cast
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
+from app import worker_registry
 from app.db import Conn
 from app.sql import query
-
-WORKER_LIVE_SECONDS = 300  # a worker seen this recently vouches for its handlers' schemas
 
 # JSON-schema type -> the kind of input the form shows
 _KINDS = {"string": "text", "integer": "integer", "number": "number", "boolean": "checkbox"}
@@ -51,7 +50,7 @@ def declared_schema(conn: Conn, handler: str, now: datetime | None = None) -> di
     """The args schema `handler` declares, from the newest live worker that declares one."""
     row = conn.execute(
         query("job_definitions", "handler_args_schema"),
-        {"handler": handler, "live_seconds": WORKER_LIVE_SECONDS, "now": now},
+        {"handler": handler, "live_seconds": worker_registry.LIVE_SECONDS, "now": now},
     ).fetchone()
     return row["schema"] if row else None
 

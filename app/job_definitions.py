@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app import audit, handler_args, limits, runs, versions
+from app import audit, handler_args, limits, runs, versions, worker_registry
 from app.db import Conn
 from app.errors import UsageError
 from app.handlers.builtin import BUILTINS
@@ -30,7 +30,6 @@ from app.schedules import ScheduleError, check_handler
 from app.sql import query
 from app.states import ExecutionModel
 
-WORKER_LIVE_SECONDS = 300  # a worker seen this recently offers its handlers
 # Handlers that run arbitrary commands: only admins may put them in a job.
 DANGEROUS_HANDLERS = frozenset({"shell"})
 
@@ -110,9 +109,7 @@ def _field_of(message: str) -> str | None:
 
 def handler_choices(conn: Conn, now: datetime | None = None) -> list[str]:
     """Handlers a job may name: the built-ins and those live workers registered."""
-    rows = conn.execute(
-        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS, "now": now}
-    ).fetchall()
+    rows = worker_registry.registrations(conn, now)
     live = set().union(*(r["handlers"] for r in rows if r["live"]))
     return sorted(set(BUILTINS) | live)
 

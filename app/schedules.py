@@ -22,7 +22,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app import audit, handler_args, limits, runs, versions
+from app import audit, handler_args, limits, runs, versions, worker_registry
 from app.cron import (
     EPSILON,
     DstRepeated,
@@ -55,7 +55,6 @@ from app.handlers.gate import refuse_disabled_handlers
 from app.sql import query
 from app.states import ExecutionModel
 
-WORKER_LIVE_SECONDS = 300  # a worker seen this recently counts as live for handler checks
 MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
 DEFAULT_FIRES_SHOWN = 50
 # Who a change is recorded as when the caller does not say (scripts, tests); the CLI passes
@@ -454,9 +453,7 @@ def check_handler(conn: Conn, handler: str, now: datetime | None = None) -> list
     """
     if handler in BUILTINS:
         return []
-    rows = conn.execute(
-        query("schedules", "worker_handlers"), {"live_seconds": WORKER_LIVE_SECONDS, "now": now}
-    ).fetchall()
+    rows = worker_registry.registrations(conn, now)
     if not rows:
         return [f"no worker has registered yet, so handler {handler!r} could not be checked"]
     registered = [r for r in rows if r["live"]] or rows

@@ -180,8 +180,9 @@ def test_deleting_a_job_a_schedule_or_workflow_uses_is_refused_with_their_names(
 def test_a_worker_unseen_for_the_live_window_no_longer_vouches_for_its_handlers(
     conn: Conn,
 ) -> None:
-    from app.job_definitions import WORKER_LIVE_SECONDS, handler_choices
+    from app.job_definitions import handler_choices
     from app.web.home import overview
+    from app.worker_registry import LIVE_SECONDS as WORKER_LIVE_SECONDS
     from tests.waits import db_now
 
     conn.execute("INSERT INTO workers (id, host, pid, concurrency, handlers) "
