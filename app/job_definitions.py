@@ -27,6 +27,7 @@ from app.errors import UsageError
 from app.handlers.builtin import BUILTINS
 from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
 from app.schedules import ScheduleError, check_handler
+from app.schedules import delete as delete_schedule
 from app.sql import query
 from app.states import ExecutionModel
 
@@ -241,6 +242,8 @@ def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -
                 f"job {name!r} cannot be deleted: {_run_by(row['schedule_names'])}; delete "
                 "the schedules too (--with-schedules) or move them first"
             )
+        for schedule in row["schedule_names"]:  # each audited as its own deletion
+            delete_schedule(conn, schedule, actor=actor)
         conn.execute(query("job_definitions", "job_definition_delete"), {"id": row["id"]})
         audit.record(
             conn,

@@ -318,6 +318,11 @@ def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -
                 "delete them first, or delete them with it (--with-schedules)"
             )
         before = {**_snapshot_of(conn, row["id"]), "schedules": schedules}
+        # Imported here: schedules reach workflows through the trigger's firing code.
+        from app.schedules import delete as delete_schedule
+
+        for schedule in schedules:  # each audited as its own deletion
+            delete_schedule(conn, schedule, actor=actor)
         conn.execute(query("workflows", "workflow_delete"), {"id": row["id"]})
         audit.record(conn, actor, "workflow.delete", "workflow", name, before=before)
     return schedules

@@ -175,6 +175,14 @@ def test_deleting_a_job_a_schedule_or_workflow_uses_is_refused_with_their_names(
     assert count(conn, "job_definitions") == 0 and count(conn, "schedules") == 0
     (audit,) = conn.execute("SELECT details FROM audit_log WHERE action = 'job.delete'").fetchall()
     assert audit["details"]["before"]["schedules"] == ["every-night"]
+    # the schedule's own deletion is on record too, by the same person, before the job's
+    deletions = conn.execute("SELECT action, target_id, actor FROM audit_log "
+                             "WHERE action LIKE '%%.delete' ORDER BY id").fetchall()  # fmt: skip
+    assert [(d["action"], d["target_id"]) for d in deletions] == [
+        ("schedule.delete", "every-night"),
+        ("job.delete", "nightly"),
+    ]
+    assert {d["actor"] for d in deletions} == {"editor"}
 
 
 def test_a_worker_unseen_for_the_live_window_no_longer_vouches_for_its_handlers(

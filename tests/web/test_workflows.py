@@ -265,6 +265,8 @@ def test_delete_is_refused_while_a_schedule_runs_it_unless_it_goes_too(
     assert count(conn, "workflows") == 0 and count(conn, "schedules") == 0
     audit = conn.execute("SELECT details FROM audit_log WHERE action = 'workflow.delete'")
     assert audit.fetchone()["details"]["before"]["schedules"] == ["nightly"]
+    deleted = conn.execute("SELECT target_id FROM audit_log WHERE action = 'schedule.delete'")
+    assert [r["target_id"] for r in deleted] == ["nightly"]  # its own record, not only the list
 
 
 def test_unknown_workflows_are_404(as_role: Callable[[str], TestClient]) -> None:
