@@ -60,4 +60,7 @@ def test_job_delete_names_the_schedules_and_takes_them_only_when_asked(db_url: s
     assert "job 'report' deleted with schedule(s) night, noon" in done.stdout
     assert query(db_url, "SELECT 1 FROM schedules") == []
     actions = [r["action"] for r in query(db_url, "SELECT action FROM audit_log ORDER BY id")]
-    assert actions == ["job.create", "schedule.create", "schedule.create", "job.delete"]
+    assert actions == [
+        "job.create", "schedule.create", "schedule.create",
+        "schedule.delete", "schedule.delete", "job.delete",
+    ]  # fmt: skip
