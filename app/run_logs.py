@@ -8,8 +8,10 @@ How lines are captured, by execution model:
   `sys.stderr`, takes what is printed there. Output outside any attempt goes where it
   always went.
 - `process` and `subprocess`: the child captures the same way around the one handler call
-  (`capture_in_child`) and sends the lines back with its reply (`Outcome.logs`): they
-  arrive when the attempt ends.
+  (`capture_in_child`); a thread there sends what accumulated every `CHILD_SEND_SECONDS`
+  as a log frame on the reply pipe, so the lines reach the worker while the handler
+  runs (even one that is killed or crashes later); the rest goes with the reply
+  (`Outcome.logs`).
 
 Each attempt keeps at most `MAX_BYTES_PER_ATTEMPT`; the line that crosses it is replaced by
 a `TRUNCATED` marker and the rest is dropped. The worker writes what accumulated in one
@@ -26,7 +28,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,6 +42,7 @@ if TYPE_CHECKING:  # job children import this module; they need no database driv
 MAX_BYTES_PER_ATTEMPT = 64 * 1024
 TRUNCATED = "… truncated: this attempt wrote more than 64 KB of log"
 FLUSH_SECONDS = 0.5
+CHILD_SEND_SECONDS = 0.25
 LINES_SHOWN = 5_000
 STREAMS = ("log", "stdout", "stderr")
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -206,9 +209,12 @@ def uninstall(collector: LogCollector) -> None:
 
 
 @contextlib.contextmanager
-def capture_in_child(run_id: int, attempt: int) -> Iterator[list[ChildLine]]:
-    """In a job child, around one handler call: the lines it logged and printed, capped,
-    filled in when the block ends (they go back to the worker with the reply)."""
+def capture_in_child(
+    run_id: int, attempt: int, send: Callable[[list[ChildLine]], object] | None = None
+) -> Iterator[list[ChildLine]]:
+    """In a job child, around one handler call: the lines it logged and printed, capped.
+    With `send`, a thread hands it the lines so far every `CHILD_SEND_SECONDS` while the
+    block runs; the list holds the rest when the block ends (they go with the reply)."""
     collector = LogCollector()
     handler = CaptureHandler(collector)
     root = logging.getLogger()
@@ -220,16 +226,51 @@ def capture_in_child(run_id: int, attempt: int) -> Iterator[list[ChildLine]]:
     out, err = sys.stdout, sys.stderr
     sys.stdout = RoutedStream(collector, "stdout", out)
     sys.stderr = RoutedStream(collector, "stderr", err)
+    sender = _Sender(collector, send) if send is not None else None
     lines: list[ChildLine] = []
     try:
         yield lines
     finally:
+        if sender is not None:
+            sender.stop()  # no batch is sent after the block: the reply comes next
         sys.stdout, sys.stderr = out, err
         CURRENT.reset(token)
         root.removeHandler(handler)
         root.setLevel(level)
         collector.close(key)
-        lines.extend((x.at, x.stream, x.line) for x in collector.drain())
+        lines.extend(_child_lines(collector.drain()))
+
+
+class _Sender(threading.Thread):
+    """Hands a child's captured lines to `send` now and then, from its own thread, so a
+    handler that never yields (CPU-bound, blocked in C) does not hold them back."""
+
+    def __init__(self, collector: LogCollector, send: Callable[[list[ChildLine]], object]) -> None:
+        super().__init__(name="run log sender", daemon=True)
+        self.collector = collector
+        self.send = send
+        self._stopping = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self._stopping.wait(CHILD_SEND_SECONDS):
+            self._send_pending()  # once stopped, what is left goes with the reply
+
+    def _send_pending(self) -> None:
+        lines = self.collector.drain()
+        if lines:
+            try:
+                self.send(_child_lines(lines))
+            except Exception:  # e.g. the worker is gone: the reply will say so
+                self._stopping.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join()
+
+
+def _child_lines(lines: list[LogLine]) -> list[ChildLine]:
+    return [(x.at, x.stream, x.line) for x in lines]
 
 
 def add_child_lines(collector: LogCollector, key: tuple[int, int], lines: Sequence[Any]) -> None:

@@ -95,6 +95,15 @@ def print_a_lot(ctx: JobContext) -> str:
     return "printed"
 
 
+@handler("fixture_say_then_sleep")
+def say_then_sleep(ctx: JobContext, text: str, seconds: float, then: str = "") -> str:
+    print(text)
+    time.sleep(seconds)
+    if then:
+        print(then)
+    return "slept"
+
+
 @handler("fixture_big")
 def big(ctx: JobContext, size: int) -> str:
     return "x" * size

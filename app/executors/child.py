@@ -1,7 +1,8 @@
 """`python -m app.executors.child`: run one job in a fresh process (the subprocess model).
 
-Reads one JSON request on stdin and writes one JSON reply on stdout (see
-`prepare_job_child`). The worker starts this process as the leader of a new session and
+Reads one JSON request on stdin and writes framed log messages while the handler runs,
+then one framed JSON reply, on stdout (see `prepare_job_child` and
+`app.executors.protocol`). The worker starts this process as the leader of a new session and
 kills the whole group on timeout or cancel; the child kills its group itself once the
 worker is gone.
 """
@@ -13,6 +14,7 @@ import os
 import sys
 
 from app.executors.child_setup import prepare_job_child, send_reply
+from app.executors.framing import encode_frame, write_frame
 from app.executors.outcomes import failed
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
@@ -29,11 +31,10 @@ def main() -> int:
     except HandlerModuleError as exc:
         outcome = failed(str(exc))
     else:
-        outcome = serve_request(request, default_registry)
+        outcome = serve_request(request, default_registry, lambda m: write_frame(reply_fd, m))
     sys.stdout.flush()
-    sent = send_reply(
-        reply_fd, encode_reply(outcome), request.get("run_id"), request.get("attempt")
-    )
+    reply = encode_frame(encode_reply(outcome))
+    sent = send_reply(reply_fd, reply, request.get("run_id"), request.get("attempt"))
     os.close(reply_fd)
     return 0 if sent else 1
 

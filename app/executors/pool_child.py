@@ -2,7 +2,8 @@
 
 It imports the handler modules named on its command line, writes a "ready" frame, then
 reads framed JSON requests on stdin and writes one framed JSON reply per request on
-stdout (see `prepare_job_child`). It exits at end of stdin, or is killed by the worker
+stdout, after log frames while the handler runs (see `prepare_job_child` and
+`app.executors.protocol`). It exits at end of stdin, or is killed by the worker
 (timeout, cancel) together with its process group, or kills its group itself once the
 worker is gone.
 """
@@ -28,7 +29,7 @@ def main(handler_modules: list[str]) -> int:
     write_frame(replies, json.dumps({"ready": True}).encode())
     while (frame := read_frame_blocking(requests)) is not None:
         request = json.loads(frame)
-        outcome = serve_request(request, default_registry)
+        outcome = serve_request(request, default_registry, lambda m: write_frame(replies, m))
         sys.stdout.flush()
         reply = encode_frame(encode_reply(outcome))
         if not send_reply(replies, reply, request.get("run_id"), request.get("attempt")):

@@ -26,7 +26,7 @@ from typing import Any
 from app.executors.attempt import Attempt
 from app.executors.framing import encode_frame, read_frame
 from app.executors.outcomes import describe_exit, failed, process_died
-from app.executors.protocol import decode_reply
+from app.executors.protocol import LinesSink, decode_reply, read_reply
 from app.executors.subprocess_runner import child_environment, kill_group, lifeline
 from app.jobs import Outcome
 
@@ -123,10 +123,15 @@ class ProcessPool:
     # ---- running a job ------------------------------------------------------------------
 
     async def run(
-        self, attempt: Attempt, request: bytes, on_start: Callable[[], object] | None = None
+        self,
+        attempt: Attempt,
+        request: bytes,
+        on_start: Callable[[], object] | None = None,
+        on_lines: LinesSink = lambda lines: None,
     ) -> Outcome:
         """Run the job on the first free child; `on_start` is called once a child has
-        taken it (its timeout starts then, not while it waits for a child)."""
+        taken it (its timeout starts then, not while it waits for a child); the log lines
+        it sends while it runs go to `on_lines`."""
         child = await self._acquire(attempt)
         if attempt.stop_status is not None:
             if child is not None:
@@ -143,7 +148,7 @@ class ProcessPool:
         try:
             stdin.write(encode_frame(request))
             await stdin.drain()
-            data = await read_frame(stdout)
+            data = await read_reply(stdout, on_lines)
         except (ConnectionError, OSError):  # the child died before it took the job
             data = None
         except asyncio.CancelledError:

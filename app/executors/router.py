@@ -4,6 +4,8 @@ cancellation, and always answers with an `Outcome`."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from app.executors.attempt import Attempt
@@ -53,7 +55,9 @@ class Executors:
 
     `process` and `subprocess` children look handlers up in `default_registry` after
     importing `handler_modules`, so a handler registered only on another registry object
-    in the worker is unknown there.
+    in the worker is unknown there. They send their handler's log lines while it runs:
+    to `on_child_lines((run_id, attempt), lines)` as they come when it is set (the
+    worker sets it to its log collector), else at the front of `Outcome.logs`.
     """
 
     def __init__(
@@ -63,8 +67,10 @@ class Executors:
         thread_workers: int,
         process_workers: int,
         handler_modules: tuple[str, ...] = (),
+        on_child_lines: Callable[[tuple[int, int], list[Any]], object] | None = None,
     ) -> None:
         self.registry = registry
+        self.on_child_lines = on_child_lines
         self.thread_workers = thread_workers
         self.process_workers = process_workers
         self.handler_modules = tuple(handler_modules)
@@ -220,15 +226,29 @@ class Executors:
                 request = encode_request(attempt.job, self.handler_modules)
             except BadRequest as exc:
                 return failed(str(exc), retryable=False)
-            if model == _SUBPROCESS:
-                return await self._subprocesses.run(attempt, request)
-            if self._processes is None:
-                return failed("this worker has no process pool (process_workers=0)")
-            return await self._processes.run(
-                attempt, request, lambda: self._deadlines.arm(attempt, attempt.job.timeout_seconds)
-            )
+            return await self._in_child(attempt, request)
         known = ", ".join(m.value for m in ExecutionModel)
         return failed(f"unknown execution model {model!r} (known: {known})", retryable=False)
+
+    async def _in_child(self, attempt: Attempt, request: bytes) -> Outcome:
+        """A process or subprocess attempt; the lines its child sends while it runs go to
+        `on_child_lines`, or else before the reply's own in `Outcome.logs`."""
+        key = (attempt.job.run_id, attempt.job.attempt)
+        early: list[Any] = []
+        sink = self.on_child_lines
+        on_lines = early.extend if sink is None else lambda lines: sink(key, lines)
+        if attempt.job.execution_model == _SUBPROCESS:
+            outcome = await self._subprocesses.run(attempt, request, on_lines)
+        elif self._processes is None:
+            return failed("this worker has no process pool (process_workers=0)")
+        else:
+            outcome = await self._processes.run(
+                attempt,
+                request,
+                lambda: self._deadlines.arm(attempt, attempt.job.timeout_seconds),
+                on_lines,
+            )
+        return replace(outcome, logs=(*early, *outcome.logs)) if early else outcome
 
     # ---- observing ----------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 The child leads its own session, so a timeout or cancel kills its whole process group,
 including anything the handler started; it kills that group itself when the worker dies
 (see `app.executors.child_setup.die_with_worker`). It is started and awaited with asyncio's
-subprocess API, so the event loop never blocks on it.
+subprocess API, so the event loop never blocks on it. Its stdout carries frames: the
+handler's log lines while it runs, then the reply (see `app.executors.protocol`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from app.executors.attempt import Attempt
 from app.executors.child_setup import LIFELINE_ENV
 from app.executors.outcomes import failed, process_died
-from app.executors.protocol import decode_reply
+from app.executors.protocol import LinesSink, decode_reply, read_reply
 from app.jobs import Outcome
 
 CHILD_MODULE = "app.executors.child"
@@ -66,7 +67,8 @@ class SubprocessRunner:
     def running(self) -> int:
         return len(self._running)
 
-    async def run(self, attempt: Attempt, request: bytes) -> Outcome:
+    async def run(self, attempt: Attempt, request: bytes, on_lines: LinesSink) -> Outcome:
+        """Run the attempt in a new child; its log lines go to `on_lines` as they come."""
         if self._closing:
             return failed("the worker is shutting down; the job was not started")
         try:
@@ -87,7 +89,7 @@ class SubprocessRunner:
         try:
             if attempt.stop_status is not None:  # stopped while the child was starting
                 kill_group(proc.pid)
-            output, _ = await proc.communicate(request)
+            output = await _exchange(proc, request, on_lines)
         except BaseException:
             kill_group(proc.pid)
             raise
@@ -98,7 +100,7 @@ class SubprocessRunner:
             return attempt.stopped_outcome()
         if proc.returncode != 0:
             return process_died(proc.returncode)
-        if not output:
+        if output is None:
             return failed("the job process exited without a reply")
         return decode_reply(output)
 
@@ -109,3 +111,17 @@ class SubprocessRunner:
                 kill_group(proc.pid)
         if self._running:
             await asyncio.gather(*(p.wait() for p in list(self._running)))
+
+
+async def _exchange(
+    proc: asyncio.subprocess.Process, request: bytes, on_lines: LinesSink
+) -> bytes | None:
+    """Send the request, pass on log lines until the reply, then wait for the exit."""
+    assert proc.stdin is not None and proc.stdout is not None
+    with contextlib.suppress(ConnectionError, OSError):  # it died first: no reply below
+        proc.stdin.write(request)
+        await proc.stdin.drain()
+        proc.stdin.close()
+    reply = await read_reply(proc.stdout, on_lines)
+    await proc.wait()
+    return reply

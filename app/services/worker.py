@@ -41,6 +41,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -151,6 +152,7 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._finish_ready = asyncio.Event()
         self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
+        executors.on_child_lines = partial(run_logs.add_child_lines, self.logs)  # live
 
     # ---- lifecycle ----------------------------------------------------------------------
 

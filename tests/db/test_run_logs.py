@@ -50,9 +50,13 @@ def test_logs_and_output_are_captured_and_capped_in_every_model(
     assert MAX_BYTES_PER_ATTEMPT - 200 < stored <= MAX_BYTES_PER_ATTEMPT
 
 
-def test_lines_are_stored_while_the_run_is_still_running(db_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", ["thread", "process", "subprocess"])
+def test_lines_are_stored_while_the_run_is_still_running(
+    db_url: str, tmp_path: Path, model: str
+) -> None:
+    """A job child sends its lines while it runs: they do not wait for its reply."""
     go = tmp_path / "go"
-    (run_id,) = submit(db_url, NewRun("chatty", {"wait_file": str(go)}, execution_model="thread"))
+    (run_id,) = submit(db_url, NewRun("chatty", {"wait_file": str(go)}, execution_model=model))
     with services(db_url, tmp_path) as start:
         worker = start("worker")
         wait_until(lambda: lines_of(db_url, run_id), "the first line stored", 30, worker)

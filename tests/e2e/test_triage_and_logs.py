@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from app import lag_slo, runs
@@ -102,11 +103,13 @@ def test_a_poison_job_is_grouped_retried_after_its_count_and_discarded_with_a_re
     shoot(page, "dead-letters-resolved")
 
 
+@pytest.mark.parametrize("model", ["thread", "process"])
 def test_a_runs_log_lines_appear_on_its_page_while_it_runs(
-    live_server: str, db_url: str, signed_in: Callable[[str], Any], tmp_path: Path
+    live_server: str, db_url: str, signed_in: Callable[[str], Any], tmp_path: Path, model: str
 ) -> None:
+    """In a thread, and in a process child, which sends its lines while it runs."""
     go = tmp_path / "go"
-    (run_id,) = submit(db_url, NewRun("chatty", {"wait_file": str(go)}, execution_model="thread"))
+    (run_id,) = submit(db_url, NewRun("chatty", {"wait_file": str(go)}, execution_model=model))
     with services(db_url, tmp_path) as start:
         worker = start("worker")
         page = signed_in("viewer")
@@ -114,14 +117,14 @@ def test_a_runs_log_lines_appear_on_its_page_while_it_runs(
         log = page.get_by_role("log")
         log.get_by_text("started, waiting for the go-ahead").wait_for()
         assert statuses(db_url, [run_id]) == ["running"]
-        shoot(page, "run-log-running")
+        shoot(page, f"run-log-running-{model}")
         go.touch()  # the handler goes on: its next lines appear without a reload
         log.get_by_text("printed 2").wait_for()
         log.get_by_text("complained 2").wait_for()
         wait_until(lambda: statuses(db_url, [run_id]) == ["completed"], "completed", 30, worker)
         page.locator("#run-logs:not([hx-get])").wait_for()  # finished: polling stops
         worker.stop()
-    shoot(page, "run-log-done")
+    shoot(page, f"run-log-done-{model}")
 
 
 def test_a_dag_runs_steps_change_colour_as_they_complete(

@@ -393,6 +393,29 @@ def test_process_children_print_without_corrupting_replies_and_return_big_result
     assert isinstance(big.result, str) and len(big.result) == 3_000_000
 
 
+@pytest.mark.parametrize("model", ["process", "subprocess"])
+def test_a_child_sends_its_lines_while_it_runs_so_a_killed_one_keeps_them(model: str) -> None:
+    async def scenario(ex: Executors) -> tuple[list[Any], Outcome, Outcome]:
+        live: list[Any] = []
+        ex.on_child_lines = lambda key, lines: live.extend(lines)
+        running = job("fixture_say_then_sleep", model, text="before the cancel", seconds=60)
+        task = asyncio.create_task(ex.run(running))
+        await wait_until_async(lambda: live, "the line to arrive while the job runs")
+        ex.cancel(running.run_id, running.attempt)
+        cancelled = await task
+        ex.on_child_lines = None  # then the lines sent early lead the reply's own
+        both = await ex.run(
+            job("fixture_say_then_sleep", model, text="sent early", seconds=1, then="replied")
+        )
+        return live, cancelled, both
+
+    live, cancelled, both = with_executors(scenario, processes=processes_for(model))
+    assert [(stream, line) for _, stream, line in live] == [("stdout", "before the cancel")]
+    assert cancelled.status is OutcomeStatus.CANCELLED and cancelled.logs == ()
+    assert both.result == "slept"
+    assert [line for _, _, line in both.logs] == ["sent early", "replied"]
+
+
 def test_a_handler_reading_stdin_cannot_swallow_the_next_request() -> None:
     async def scenario(ex: Executors) -> tuple[Outcome, Outcome]:
         return await ex.run(job("fixture_read_stdin", "process")), await ex.run(

@@ -19,8 +19,10 @@ from app.executors.outcomes import MAX_ERROR_CHARS, describe_exit, storable
 from app.executors.protocol import (
     BadRequest,
     decode_reply,
+    encode_log_message,
     encode_reply,
     encode_request,
+    read_reply,
     serve_request,
 )
 from app.handlers import default_registry, load_modules
@@ -113,6 +115,28 @@ def test_request_carries_the_context_and_a_reply_round_trips() -> None:
 def test_arguments_that_are_not_json_cannot_be_sent_to_a_child() -> None:
     with pytest.raises(BadRequest, match="cannot be sent as JSON"):
         encode_request(spec(value={1, 2}))
+
+
+def test_log_messages_before_a_reply_go_to_their_sink_and_the_reply_is_returned() -> None:
+    async def scenario() -> tuple[list[list[object]], bytes | None, bytes | None]:
+        reader = asyncio.StreamReader()
+        reply = encode_reply(Outcome.completed("done"))
+        for message in (
+            encode_log_message([(1.0, "stdout", "one")]),
+            b'{"log": [unreadable',  # costs its own lines, nothing else
+            encode_log_message([(2.0, "log", "two")]),
+            reply,
+        ):
+            reader.feed_data(encode_frame(message))
+        reader.feed_data(encode_frame(encode_log_message([(3.0, "stderr", "cut off")]))[:-3])
+        reader.feed_eof()
+        got: list[list[object]] = []
+        return got, await read_reply(reader, got.append), await read_reply(reader, got.append)
+
+    got, reply, after = asyncio.run(scenario())
+    assert got == [[[1.0, "stdout", "one"]], [[2.0, "log", "two"]]]
+    assert reply is not None and decode_reply(reply).result == "done"
+    assert after is None  # the child went without a reply
 
 
 def test_an_unreadable_reply_is_a_retryable_failure() -> None:

@@ -14,6 +14,7 @@ from app.run_logs import (
     add_child_lines,
     capture_in_child,
 )
+from tests.waits import wait_until
 
 
 def test_text_becomes_lines_as_written_and_the_rest_waits_for_its_end() -> None:
@@ -59,6 +60,17 @@ def test_only_records_inside_an_attempt_are_captured() -> None:
         log.removeHandler(handler)
     (line,) = logs.drain()
     assert (line.run_id, line.attempt, line.line) == (7, 2, "INFO tests.capture: inside 1")
+
+
+def test_a_child_sends_its_lines_while_the_call_runs_and_the_rest_with_the_reply() -> None:
+    sent: list[list[tuple[float, str, str]]] = []
+    with capture_in_child(3, 1, sent.append) as lines:
+        logging.getLogger("tests.child").info("early")
+        wait_until(lambda: sent, "the first batch sent while the call runs")
+        print("late")
+        print("unfinished", end="")
+    assert [[t for _, _, t in batch] for batch in sent] == [["INFO tests.child: early"]]
+    assert [(s, t) for _, s, t in lines] == [("stdout", "late"), ("stdout", "unfinished")]
 
 
 def test_a_child_captures_around_one_call_and_the_worker_takes_its_lines() -> None:
