@@ -28,7 +28,7 @@ from app.handlers.builtin import BUILTINS
 from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
 from app.schedules import ScheduleError, check_handler
 from app.schedules import delete as delete_schedule
-from app.sql import query
+from app.sql import like_literal, query
 from app.states import ExecutionModel
 
 # Handlers that run arbitrary commands: only admins may put them in a job.
@@ -130,6 +130,34 @@ def _check_args(conn: Conn, spec: JobSpec, now: datetime | None = None) -> None:
 
 def list_all(conn: Conn) -> list[dict[str, Any]]:
     return conn.execute(query("job_definitions", "job_definition_list")).fetchall()
+
+
+def names(conn: Conn) -> list[str]:
+    """Every job's name, in order (for a form that picks one)."""
+    return [r["name"] for r in conn.execute(query("job_definitions", "job_definition_names"))]
+
+
+LIST_PAGE = 100  # jobs listed on one page
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    rows: list[dict[str, Any]]
+    total: int  # jobs matching the filter, on every page
+    next_after: str | None  # the last name on this page when there is a next one
+
+
+def page(conn: Conn, q: str | None = None, after: str | None = None,
+         limit: int | None = None) -> JobPage:  # fmt: skip
+    """One page of jobs by name, after the name `after` (None: the first page); `q` keeps
+    those whose name or handler contains it."""
+    size = limit or LIST_PAGE
+    params = {"q": like_literal(q) if q else None, "after": after, "limit": size + 1}
+    rows = conn.execute(query("job_definitions", "job_definition_page"), params).fetchall()
+    counted = conn.execute(query("job_definitions", "job_definition_count"), params).fetchone()
+    more = len(rows) > size
+    rows = rows[:size]
+    return JobPage(rows, counted["n"] if counted else 0, rows[-1]["name"] if more else None)
 
 
 def get(conn: Conn, name: str) -> dict[str, Any]:

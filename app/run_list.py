@@ -16,7 +16,7 @@ from typing import Any
 
 from app.db import Conn
 from app.errors import UsageError
-from app.sql import query
+from app.sql import like_literal, query
 from app.states import RunStatus
 
 DEFAULT_PAGE_SIZE = 50
@@ -67,8 +67,7 @@ def parse_dag_run_id(text: str) -> uuid.UUID:
 
 def _like(text: str) -> str:
     """`50% off` -> `%50\\% off%`: the words as typed, anywhere in the error."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return f"%{like_literal(text)}%"
 
 
 def _job_id(conn: Conn, job: str) -> uuid.UUID | None:

@@ -52,7 +52,7 @@ from app.firing import (
 from app.firing import db_now as db_now
 from app.handlers.builtin import BUILTINS
 from app.handlers.gate import refuse_disabled_handlers
-from app.sql import query
+from app.sql import like_literal, query
 from app.states import ExecutionModel
 
 MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
@@ -659,23 +659,40 @@ def next_fires(row: Mapping[str, Any], count: int = PREVIEW_FIRES) -> list[Fire]
     return list(itertools.islice(fires_after(rule, row["next_fire_time"] - EPSILON), count))
 
 
-LIST_LIMIT = 500  # schedules listed on one page
+LIST_PAGE = 100  # schedules listed on one page
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePage:
+    rows: list[dict[str, Any]]
+    total: int  # schedules matching the filters, on every page
+    next_after: str | None  # the last name on this page when there is a next one
 
 
 def search(
-    conn: Conn, name: str | None, target: str | None, paused: bool | None
-) -> list[dict[str, Any]]:
-    """Schedules whose name / job or workflow name contain the words given, paused or not."""
+    conn: Conn,
+    name: str | None,
+    target: str | None,
+    paused: bool | None,
+    after: str | None = None,
+    limit: int | None = None,
+) -> SchedulePage:
+    """One page of the schedules whose name / job or workflow name contain the words given,
+    paused or not, by name, after the name `after` (None: the first page)."""
+    size = limit or LIST_PAGE
     params = {"name": _like(name), "target": _like(target), "paused": paused,
-              "limit": LIST_LIMIT}  # fmt: skip
-    return conn.execute(query("schedules", "schedule_search"), params).fetchall()
+              "after": after, "limit": size + 1}  # fmt: skip
+    rows = conn.execute(query("schedules", "schedule_search"), params).fetchall()
+    counted = conn.execute(query("schedules", "schedule_search_count"), params).fetchone()
+    total = counted["n"] if counted else 0
+    more = len(rows) > size
+    rows = rows[:size]
+    return SchedulePage(rows, total, rows[-1]["name"] if more else None)
 
 
 def _like(text: str | None) -> str | None:
     """`text` as a literal ILIKE fragment (its % and _ match themselves)."""
-    if not text:
-        return None
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return like_literal(text) if text else None
 
 
 def fire_page(

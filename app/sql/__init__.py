@@ -31,3 +31,8 @@ def load(file: str) -> dict[str, LiteralString]:
 
 def query(file: str, name: str) -> LiteralString:
     return load(file)[name]
+
+
+def like_literal(text: str) -> str:
+    """`text` for a LIKE/ILIKE pattern, matching itself: `50% off` -> `50\\% off`."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -28,6 +28,30 @@ FROM job_definitions j
 WHERE j.name = %(name)s
 FOR UPDATE OF j;
 
+-- name: job_definition_page
+-- One page of the jobs list, by name (its unique index), after the name %(after)s when
+-- given; %(q)s (an ILIKE fragment, or null) picks jobs whose name or handler contains it.
+-- `job_definition_count` counts what the same filter matches.
+SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
+       j.max_retries, j.updated_at,
+       (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
+       (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
+FROM job_definitions j
+WHERE (%(q)s::text IS NULL OR j.name ILIKE '%%' || %(q)s || '%%'
+       OR j.handler ILIKE '%%' || %(q)s || '%%')
+  AND j.name > coalesce(%(after)s::text, '')
+ORDER BY j.name
+LIMIT %(limit)s;
+
+-- name: job_definition_count
+SELECT count(*) AS n FROM job_definitions j
+WHERE %(q)s::text IS NULL OR j.name ILIKE '%%' || %(q)s || '%%'
+      OR j.handler ILIKE '%%' || %(q)s || '%%';
+
+-- name: job_definition_names
+-- Every job's name, for the forms that pick one.
+SELECT name FROM job_definitions ORDER BY name;
+
 -- name: job_definition_list
 SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
        j.max_retries, j.updated_at,

@@ -212,8 +212,10 @@ ORDER BY r.fire_time DESC
 LIMIT 1;
 
 -- name: schedule_search
--- The schedules list with its filters, each ignored when null: part of the name, part of
--- the job's or workflow's name, paused or not.
+-- One page of the schedules list, by name (ix_schedules_name: names are unique), after the
+-- name %(after)s when given. Each filter is ignored when null: part of the name, part of the
+-- job's or workflow's name, paused or not (`schedule_search_count` takes the same filters).
+-- A schedule without a name (from before names were required) has no page, so no row.
 SELECT s.*, j.name AS job_name, j.handler, w.name AS workflow_name
 FROM schedules s
 LEFT JOIN job_definitions j ON j.id = s.job_id
@@ -222,5 +224,18 @@ WHERE (%(name)s::text IS NULL OR s.name ILIKE '%%' || %(name)s || '%%')
   AND (%(target)s::text IS NULL OR j.name ILIKE '%%' || %(target)s || '%%'
        OR w.name ILIKE '%%' || %(target)s || '%%')
   AND (%(paused)s::boolean IS NULL OR s.active = NOT %(paused)s)
-ORDER BY s.name, s.id
+  AND s.name > coalesce(%(after)s::text, '')
+ORDER BY s.name
 LIMIT %(limit)s;
+
+-- name: schedule_search_count
+-- How many schedules `schedule_search`'s filters match, on every page.
+SELECT count(*) AS n
+FROM schedules s
+LEFT JOIN job_definitions j ON j.id = s.job_id
+LEFT JOIN workflows w ON w.id = s.workflow_id
+WHERE (%(name)s::text IS NULL OR s.name ILIKE '%%' || %(name)s || '%%')
+  AND (%(target)s::text IS NULL OR j.name ILIKE '%%' || %(target)s || '%%'
+       OR w.name ILIKE '%%' || %(target)s || '%%')
+  AND (%(paused)s::boolean IS NULL OR s.active = NOT %(paused)s)
+  AND s.name <> '';

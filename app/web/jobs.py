@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -79,8 +79,17 @@ def _values_of(row: dict[str, Any]) -> dict[str, str]:
     return {f: json.dumps(row[f], indent=2) if f == "args" else str(row[f]) for f in FIELDS}
 
 
-def _index_page(conn: Conn) -> dict[str, Any]:
-    return {"jobs": job_definitions.list_all(conn)}
+def _index_page(conn: Conn, params: QueryParams) -> dict[str, Any]:
+    q = params.get("q") or None
+    page = job_definitions.page(conn, q, params.get("after") or None)
+    kept = {"q": q} if q else {}
+    after = page.next_after
+    return {
+        "jobs": page.rows,
+        "total": page.total,
+        "next_url": "/jobs?" + urlencode({**kept, "after": after}) if after else None,
+        "first_url": "/jobs?" + urlencode(kept) if params.get("after") else None,
+    }
 
 
 def _form_page(
@@ -108,8 +117,9 @@ def _form_page(
 
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
-    page = await call(request, _index_page)
-    return render(request, "jobs/index.html", "jobs/_table.html", **page)
+    page = await call(request, _index_page, request.query_params)
+    return render(request, "jobs/index.html", "jobs/_table.html", filters=request.query_params,
+                  **page)  # fmt: skip
 
 
 @requires(Role.EDITOR)

@@ -8,6 +8,7 @@ header. Autoescape is on: nothing a person or a job wrote is ever marked safe.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -72,6 +73,7 @@ def duration(seconds: float | int | None) -> str:
     return f"{secs} s"
 
 
+@functools.lru_cache(maxsize=4096)  # lists repeat a few rules many times; describing one is slow
 def cron_sentence(expression: str | None) -> str:
     """`0 9 * * 1-5` -> `At 09:00, Monday through Friday` (cron-descriptor, 24-hour)."""
     if not expression:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 from zoneinfo import available_timezones
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -204,7 +204,7 @@ def _field_of(message: str, values: dict[str, Any]) -> str:
 
 def _choices(conn: Conn) -> dict[str, Any]:
     return {
-        "jobs": [j["name"] for j in job_definitions.list_all(conn)],
+        "jobs": job_definitions.names(conn),
         "workflows": [w["name"] for w in workflows.list_all(conn)],
         "handlers": job_definitions.handler_choices(conn),
         "admin_only": job_definitions.DANGEROUS_HANDLERS,
@@ -229,19 +229,26 @@ def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
     return page
 
 
-def _index_page(
-    conn: Conn, name: str | None, target: str | None, paused: bool | None
-) -> dict[str, Any]:
-    return {"schedules": schedules.search(conn, name, target, paused)}
+FILTERS = ("name", "target", "state")
+
+
+def _index_page(conn: Conn, params: QueryParams) -> dict[str, Any]:
+    paused = {"paused": True, "active": False}.get(params.get("state", ""))
+    page = schedules.search(conn, params.get("name") or None, params.get("target") or None,
+                            paused, params.get("after") or None)  # fmt: skip
+    kept = {k: v for k in FILTERS if (v := params.get(k))}
+    next_url = (
+        "/schedules?" + urlencode({**kept, "after": page.next_after}) if page.next_after else None
+    )
+    first_url = "/schedules?" + urlencode(kept) if params.get("after") else None
+    return {"schedules": page.rows, "total": page.total, "next_url": next_url,
+            "first_url": first_url}  # fmt: skip
 
 
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
     params = request.query_params
-    state = params.get("state", "")
-    paused = {"paused": True, "active": False}.get(state)
-    page = await call(request, _index_page, params.get("name") or None,
-                      params.get("target") or None, paused)  # fmt: skip
+    page = await call(request, _index_page, params)
     return render(request, "schedules/index.html", "schedules/_table.html", filters=params,
                   viewer_zone=zone_of(request), **page)  # fmt: skip
 

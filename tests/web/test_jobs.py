@@ -201,3 +201,30 @@ def test_a_worker_unseen_for_the_live_window_no_longer_vouches_for_its_handlers(
     later = now + timedelta(seconds=max(WORKER_LIVE_SECONDS, 60) + 1)
     assert "send_report" not in handler_choices(conn, later)
     assert overview(conn, later)["live_workers"] == 0
+
+
+def test_the_jobs_list_comes_in_pages_and_filters_by_name_or_handler(
+    as_role: Callable[[str], TestClient], conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app import job_definitions
+    from app.job_definitions import JobSpec
+
+    monkeypatch.setattr(job_definitions, "LIST_PAGE", 2)
+    for name, handler in (("load", "noop"), ("clean", "echo"), ("bill", "noop"), ("audit", "noop")):
+        job_definitions.create(conn, JobSpec(name, handler), actor="test")
+    client = as_role("viewer")
+
+    def names(html: str) -> list[str]:
+        return re.findall(r'<a href="/jobs/([^"/]+)">', html)
+
+    first = client.get("/jobs").text
+    assert names(first) == ["audit", "bill"] and "4 jobs, 2 on this page" in first
+    following = re.search(r'<a href="([^"]+)" rel="next">', first)
+    assert following is not None
+    second = client.get(following[1].replace("&amp;", "&")).text
+    assert names(second) == ["clean", "load"] and 'rel="next"' not in second
+    assert "First page" in second
+    only_noop = client.get("/jobs?q=noo").text
+    assert names(only_noop) == ["audit", "bill"] and "3 jobs" in only_noop
+    assert "No job matches" in client.get("/jobs?q=nothing-like-it").text
+    assert names(client.get("/jobs?q=%25").text) == []  # a % is a character, not a wildcard

@@ -4,6 +4,7 @@ input next to its field with nothing written, and every change audited."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -340,6 +341,31 @@ def test_the_list_filters_and_shows_the_next_fire_in_the_viewers_zone(
     assert ">beta<" in paused and ">alpha<" not in paused and "<html" not in paused
     client.cookies.set("sundial_zone", "Not/AZone")
     assert "(UTC)" in client.get("/schedules").text
+
+
+def test_the_list_comes_in_pages_by_name_that_keep_the_filters(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(schedules, "LIST_PAGE", 2)
+    for name in ("e-daily", "a-daily", "d-hourly", "c-daily", "b-daily"):
+        schedules.create_schedule(conn, ScheduleSpec(name, every_seconds=60, job=job))
+    client = as_role("viewer")
+
+    def names(html: str) -> list[str]:
+        return re.findall(r'<a href="/schedules/([^"/]+)">', html)
+
+    def next_link(html: str) -> str | None:
+        found = re.search(r'<a href="([^"]+)" rel="next">', html)
+        return found[1].replace("&amp;", "&") if found else None
+
+    first = client.get("/schedules?name=daily").text
+    assert names(first) == ["a-daily", "b-daily"] and "4 schedules, 2 on this page" in first
+    second = client.get(next_link(first) or "").text
+    assert names(second) == ["c-daily", "e-daily"] and next_link(second) is None
+    assert "First page" in second and "4 schedules" in second
+    assert names(client.get("/schedules").text) == ["a-daily", "b-daily"]
+    beyond = client.get("/schedules?after=zzz").text
+    assert "No more schedules" in beyond and "First page" in beyond
 
 
 def test_the_ledger_is_paged_newest_first(
