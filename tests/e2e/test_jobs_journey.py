@@ -27,7 +27,12 @@ def test_an_editor_signs_in_and_creates_a_job(
     page.get_by_role("link", name="Jobs").click()
     page.get_by_role("link", name="New job").click()
     page.get_by_label("Name").fill("nightly report")
-    page.get_by_label("Handler").select_option("sleep")
+    # picking a handler swaps its argument fields in: type only once the swap is over
+    with page.expect_response(lambda r: "/jobs/args-fields" in r.url):
+        page.get_by_label("Handler").select_option("sleep")
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
     page.get_by_label("Arguments (JSON object)").fill("{oops")
     page.get_by_role("button", name="Create job").click()
     # htmx swapped the form with the error next to the field; nothing was saved
