@@ -264,6 +264,12 @@ class Schedule(SQLModel, table=True):
             "calendar_id",
             postgresql_where=sa.text("calendar_id IS NOT NULL"),
         ),
+        # The lag page: schedules with a threshold, by name (a few among thousands).
+        sa.Index(
+            "ix_schedules_lag_slo",
+            "name",
+            postgresql_where=sa.text("lag_slo_seconds IS NOT NULL"),
+        ),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)

@@ -1,5 +1,5 @@
-"""per-job statistics roll-up: hourly figures and duration histograms per job, the
-window's sums, and how far they are filled
+"""triage pages: the per-job statistics roll-up (hourly figures and duration histograms
+per job, the window's sums, how far they are filled) and an index of watched schedules
 
 Revision ID: 0014
 Revises: 0013
@@ -81,7 +81,16 @@ def upgrade() -> None:
     )
 
 
+    op.create_index(
+        "ix_schedules_lag_slo",
+        "schedules",
+        ["name"],
+        postgresql_where=sa.text("lag_slo_seconds IS NOT NULL"),
+    )
+
+
 def downgrade() -> None:
+    op.drop_index("ix_schedules_lag_slo", table_name="schedules")
     op.drop_table("job_stat_state")
     for order in ("failing", "slowest", "busiest"):
         op.drop_index(f"ix_job_stat_window_{order}", table_name="job_stat_window")
