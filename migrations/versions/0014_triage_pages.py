@@ -80,7 +80,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
 
-
     op.create_index(
         "ix_schedules_lag_slo",
         "schedules",
