@@ -3,7 +3,8 @@ log, lag) with a big history, and the scans of their queries.
 
 Loads the same history as `bench.pages` (`--runs`, default 1,000,000, and `--schedules`,
 default 10,000), fingerprints its dead letters as the failing transition would, gives
-100 schedules a lag threshold, submits 200 DAG runs and 2,000 log lines for one run; then
+100 schedules a lag threshold, submits 200 DAG runs and 2,000 log lines for one run, fills
+the job statistics roll-up as the reaper would have (and says how long that took); then
 requests each page `--samples` times through the real application and prints p50/p95 in
 milliseconds, and which index (or sequential scan) each page's named queries use.
 
@@ -105,7 +106,12 @@ def kept_database(name: str) -> Iterator[str]:
 
 def scans(url: str, made: dict[str, Any], *, analyze: bool = False) -> None:
     queries: list[tuple[str, str, dict[str, Any]]] = [
-        ("dead_letters", "dead_letter_groups", {"limit": 100}),
+        ("dead_letters", "dead_letter_groups", {"limit": 100, "count_cap": 10_000}),
+        (
+            "dead_letters",
+            "dead_letter_group",
+            {"fingerprint": made["fingerprint"], "count_cap": 10_000},
+        ),
         (
             "dead_letters",
             "dead_letter_hourly",
