@@ -144,7 +144,10 @@ def scans(url: str, made: dict[str, Any], *, analyze: bool = False) -> None:
                 params,
             ).fetchone()
             assert plan is not None
-            found = sorted(set(_scans(plan["QUERY PLAN"][0]["Plan"])))
+            # a recursive walk's own work table is not a table scan
+            found = sorted(
+                {s for s in _scans(plan["QUERY PLAN"][0]["Plan"]) if "WorkTable" not in s}
+            )
             print(f"  {name:<26} {', '.join(found) or 'no table scan'}")
 
 
