@@ -43,12 +43,13 @@ def alert_lines(alerts: list[lag_slo.Alert]) -> list[AlertLine]:
     schedule can miss twenty fires a day, and a hundred such schedules would make a wall
     of two thousand lines to read (and to render)."""
     runs: list[tuple[lag_slo.Alert, list[datetime]]] = []
+    key: tuple[str, str, str] | None = None  # the last line's (kind, schedule, text)
     for a in alerts:
-        if runs and a.kind == "missing" and a.at is not None:
-            first, times = runs[-1]
-            if (first.kind, first.schedule, first.text) == (a.kind, a.schedule, a.text):
-                times.append(a.at)
-                continue
+        this = (a.kind, a.schedule, a.text)
+        if this == key and a.kind == "missing" and a.at is not None:
+            runs[-1][1].append(a.at)
+            continue
+        key = this
         runs.append((a, [a.at] if a.at else []))
     lines = []
     for a, times in runs:
