@@ -43,6 +43,7 @@ SORTS = ("failing", "slowest", "busiest")
 GRACE_SECONDS = 30
 BUCKETS_PER_DOUBLING = 16  # duration precision: 2^(1/32) - 1 = ±2.2 %
 PRECISION_PERCENT = 2.2
+CLOCK_BACK_LIMIT = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ def fill(conn: Conn, *, now: datetime | None = None) -> bool:
     due = conn.execute(_q("job_stats_state_due"), {"now": now, "grace": GRACE_SECONDS}).fetchone()
     if due is None:
         conn.execute(_q("job_stats_state_create"))
-    elif due["through"] is not None and due["closed"] <= due["through"]:
+    elif _filled(due["through"], due["closed"]):
         return False  # the common case: checked without a lock or a write
     with conn.transaction():
         state = conn.execute(
@@ -107,10 +108,10 @@ def fill(conn: Conn, *, now: datetime | None = None) -> bool:
             return False
         closed: datetime = state["closed"]
         through: datetime | None = state["through"]
-        if through is not None and closed <= through:
+        if _filled(through, closed):
             return False
         window_start = _window_start(closed)
-        if through is None or through < window_start:
+        if through is None or through < window_start or through > closed:
             conn.execute(_q("job_stats_reset"))
             through = window_start
         span = {"since": through, "until": closed, "per_octave": BUCKETS_PER_DOUBLING}
@@ -122,6 +123,14 @@ def fill(conn: Conn, *, now: datetime | None = None) -> bool:
             conn.execute(_q("job_stats_prune"), {"window_start": window_start})
         conn.execute(_q("job_stats_state_save"), {"through": closed, "window_start": window_start})
     return True
+
+
+def _filled(through: datetime | None, closed: datetime) -> bool:
+    """Nothing to add: no minute closed since `through`. A `through` more than
+    CLOCK_BACK_LIMIT ahead of the clock (it was set back, or a fill was given a time far
+    ahead) starts the roll-up again rather than leaving it stale until the clock gets
+    there."""
+    return through is not None and through - CLOCK_BACK_LIMIT <= closed <= through
 
 
 def _window_start(closed: datetime) -> datetime:

@@ -152,3 +152,15 @@ def test_a_reader_does_not_wait_for_a_filler_and_two_fillers_add_each_minute_onc
     assert final.through == base + timedelta(minutes=39)
     assert_matches_runs(conn, final)
     assert sum(s.runs for s in final.jobs) == 30
+
+
+def test_a_clock_set_back_by_more_than_an_hour_starts_the_roll_up_again(conn: Conn) -> None:
+    base = at_minute(conn)
+    ended(conn, "nightly", 5, at=base - timedelta(hours=1))
+    ahead = job_stats.stats(conn, now=base + timedelta(hours=3))
+    assert ahead.through == base + timedelta(hours=2, minutes=59)
+    slightly = job_stats.stats(conn, now=base + timedelta(hours=2, minutes=30))  # kept
+    assert slightly.through == ahead.through
+    back = job_stats.stats(conn, now=base + timedelta(minutes=10))
+    assert back.through == base + timedelta(minutes=9)
+    assert_matches_runs(conn, back)
