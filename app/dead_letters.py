@@ -31,6 +31,7 @@ GROUP_RUNS_SHOWN = 200
 MAX_RETRY_AT_ONCE = 10_000
 MAX_REASON_CHARS = 2_000
 SPARK_HOURS = 24
+COUNT_CAP = 10_000  # a group's runs are counted up to this, then shown as "10,000+"
 AUDIT_ACTIONS = {"resolved": "dead_letters.resolve", "discarded": "dead_letters.discard"}
 ACTIONS = tuple(AUDIT_ACTIONS)
 
@@ -58,21 +59,31 @@ class Group:
     frame: str
     hourly: list[int] = field(default_factory=list)  # oldest hour first, SPARK_HOURS long
 
+    @property
+    def runs_shown(self) -> str:
+        """The count as the pages show it: exact up to COUNT_CAP, then "10,000+"."""
+        return f"{COUNT_CAP:,}+" if self.runs > COUNT_CAP else str(self.runs)
+
 
 def _q(name: str) -> Any:
     return query("dead_letters", name)
 
 
 def groups(conn: Conn, *, now: datetime | None = None, limit: int = GROUPS_SHOWN) -> list[Group]:
-    """Open groups, most recently failing first, with 24 hourly counts each."""
-    rows = conn.execute(_q("dead_letter_groups"), {"limit": limit}).fetchall()
+    """Open groups, most recently failing first, with 24 hourly counts each; a group's
+    `runs` is exact up to COUNT_CAP (then COUNT_CAP + 1: see `Group.runs_shown`)."""
+    rows = conn.execute(
+        _q("dead_letter_groups"), {"limit": limit, "count_cap": COUNT_CAP}
+    ).fetchall()
     hourly = _hourly(conn, [r["fingerprint"] for r in rows], now)
     return [_group(r, hourly.get(r["fingerprint"])) for r in rows]
 
 
 def group(conn: Conn, fingerprint: str, *, now: datetime | None = None) -> Group | None:
     """One open group, or None when it has no open runs."""
-    row = conn.execute(_q("dead_letter_group"), {"fingerprint": fingerprint}).fetchone()
+    row = conn.execute(
+        _q("dead_letter_group"), {"fingerprint": fingerprint, "count_cap": COUNT_CAP}
+    ).fetchone()
     if row is None:
         return None
     return _group(row, _hourly(conn, [fingerprint], now).get(fingerprint))

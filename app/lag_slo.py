@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from app import audit, limits
-from app.cron import latest_fires
+from app.cron import Recurrence, fires_between, latest_fires
 from app.db import Conn
 from app.errors import UsageError
 from app.firing import db_now, recurrence_of
@@ -36,6 +36,13 @@ WATCHED_LIMIT = 500  # schedules with a threshold shown at once
 OVERDUE_LIMIT = 50
 GRACE_SECONDS = 60.0  # past a fire's time (and its spread) before it counts as missing
 MISSING_SHOWN = 20  # expected fires listed per schedule
+EXPECTED_CACHE_SIZE = 8192  # (schedule rule, minute) entries kept by `_expected_fires`
+MINUTE = timedelta(minutes=1)
+
+# The expected fires of a rule over whole minutes, computed once per minute: the page and
+# its fragments refresh every few seconds, and walking a hundred rules each time cost
+# most of the page. Safe across threads: entries are only added whole, or all dropped.
+_expected_cache: dict[tuple[Recurrence, datetime, datetime], tuple[list[datetime], ...]] = {}
 
 
 class SloError(UsageError):
@@ -183,9 +190,9 @@ def _missing_fires(conn: Conn, now: datetime) -> dict[str, list[datetime]]:
         until = now - timedelta(seconds=GRACE_SECONDS + spread)
         since = max(now - timedelta(hours=HOURS), row["created_at"])
         if since < until:
-            fires = latest_fires(recurrence_of(row), since, until, MISSING_SHOWN)
+            fires = _expected_fires(recurrence_of(row), since, until)
             if fires:
-                expected[row["id"]] = (row["name"], [f.at for f in fires])
+                expected[row["id"]] = (row["name"], fires)
     if not expected:
         return {}
     ledger = conn.execute(
@@ -199,3 +206,23 @@ def _missing_fires(conn: Conn, now: datetime) -> dict[str, list[datetime]]:
         if gaps:
             found[name] = gaps
     return found
+
+
+def _expected_fires(rule: Recurrence, since: datetime, until: datetime) -> list[datetime]:
+    """`latest_fires(rule, since, until, MISSING_SHOWN)`, from a per-minute cache: the
+    newest fires of [since's minute, until's minute) and every fire of until's minute,
+    cut to [since, until). The newest of a window that only grows on its older side
+    include the newest of the window itself, so the cut is exact."""
+    low = since.replace(second=0, microsecond=0)
+    high = until.replace(second=0, microsecond=0)
+    key = (rule, low, high)
+    found = _expected_cache.get(key)
+    if found is None:
+        older = [f.at for f in latest_fires(rule, low, high, MISSING_SHOWN)]
+        tail = [f.at for f in fires_between(rule, high, high + MINUTE)]
+        if len(_expected_cache) >= EXPECTED_CACHE_SIZE:
+            _expected_cache.clear()
+        _expected_cache[key] = found = (older, tail)
+    older, tail = found
+    fires = [at for at in older if at >= since] + [at for at in tail if at < until]
+    return fires[-MISSING_SHOWN:]

@@ -264,6 +264,12 @@ class Schedule(SQLModel, table=True):
             "calendar_id",
             postgresql_where=sa.text("calendar_id IS NOT NULL"),
         ),
+        # The lag page: schedules with a threshold, by name (a few among thousands).
+        sa.Index(
+            "ix_schedules_lag_slo",
+            "name",
+            postgresql_where=sa.text("lag_slo_seconds IS NOT NULL"),
+        ),
     )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
@@ -963,3 +969,91 @@ class RunLog(SQLModel, table=True):
     at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
     stream: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     line: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+class JobStatHour(SQLModel, table=True):
+    """Per-job statistics roll-up (app.job_stats): one clock hour of a job's run endings,
+    by `finished_at`, filled once the minutes it covers have closed. `job_key` is the job
+    definition's id, or the nil UUID for runs submitted without one."""
+
+    __tablename__ = "job_stat_hours"
+    __table_args__ = (sa.Index("ix_job_stat_hours_hour", "hour"),)
+
+    job_key: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    handler: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    hour: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), primary_key=True))
+    runs: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    completed: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    failures: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    retries: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    # Shortest and longest duration: percentiles read from the histogram are clamped to them.
+    shortest: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    longest: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+
+
+class JobStatDuration(SQLModel, table=True):
+    """The duration histogram of a `job_stat_hours` row: how many runs took a duration in
+    log-scale bucket `bucket` (app.job_stats.bucket_of); only the buckets that occur."""
+
+    __tablename__ = "job_stat_durations"
+    __table_args__ = (sa.Index("ix_job_stat_durations_hour", "hour"),)
+
+    job_key: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    handler: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    hour: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), primary_key=True))
+    bucket: int = Field(sa_column=sa.Column(sa.SmallInteger, primary_key=True))
+    n: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+
+
+class JobStatWindow(SQLModel, table=True):
+    """Per job, the `job_stat_hours` of the window summed, with its percentiles: what the
+    statistics page sorts and shows, one row per job however many runs it had."""
+
+    __tablename__ = "job_stat_window"
+    __table_args__ = (
+        # The page's three orders, read down an index: the first rows, not a sort of all.
+        sa.Index(
+            "ix_job_stat_window_failing",
+            sa.text("failure_rate DESC"),
+            sa.text("failures DESC"),
+            "name",
+        ),
+        sa.Index(
+            "ix_job_stat_window_slowest",
+            sa.text("p95 DESC NULLS LAST"),
+            sa.text("failure_rate DESC"),
+            sa.text("failures DESC"),
+            "name",
+        ),
+        sa.Index(
+            "ix_job_stat_window_busiest",
+            sa.text("runs DESC"),
+            sa.text("failure_rate DESC"),
+            sa.text("failures DESC"),
+            "name",
+        ),
+    )
+
+    job_key: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
+    handler: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    # The job's name (or handler) when its row was last filled: the order's tie-break.
+    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    runs: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    completed: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    failures: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    retries: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    failure_rate: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    p50: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    p95: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+
+
+class JobStatState(SQLModel, table=True):
+    """How far the roll-up is filled: endings before `through` (a minute boundary) are in
+    it; `window_start` is the first hour the window sums. One row, locked by the filler."""
+
+    __tablename__ = "job_stat_state"
+    __table_args__ = (sa.CheckConstraint("id = 1", name="job_stat_state_one_row"),)
+
+    id: int = Field(sa_column=sa.Column(sa.SmallInteger, primary_key=True))
+    through: datetime | None = _ts()
+    window_start: datetime | None = _ts()

@@ -3,12 +3,16 @@ log, lag) with a big history, and the scans of their queries.
 
 Loads the same history as `bench.pages` (`--runs`, default 1,000,000, and `--schedules`,
 default 10,000), fingerprints its dead letters as the failing transition would, gives
-100 schedules a lag threshold, submits 200 DAG runs and 2,000 log lines for one run; then
+100 schedules a lag threshold, submits 200 DAG runs and 2,000 log lines for one run, fills
+the job statistics roll-up as the reaper would have (and says how long that took); then
 requests each page `--samples` times through the real application and prints p50/p95 in
 milliseconds, and which index (or sequential scan) each page's named queries use.
 
     python -m bench.triage_pages
     python -m bench.triage_pages --runs 20000 --schedules 100 --samples 5
+    python -m bench.triage_pages --keep            # leave the loaded database, print its URL
+    python -m bench.triage_pages --database URL    # time (and explain) a kept one again
+    python -m bench.triage_pages --database URL --explain   # EXPLAIN (ANALYZE, BUFFERS) too
 """
 
 from __future__ import annotations
@@ -18,18 +22,21 @@ import json
 import re
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app import run_logs, runs, users
+from app import job_stats, migrate, run_logs, runs, users
 from app.config import Settings
 from app.runs import NewRun
 from app.sql import query
 from app.web import create_app
-from bench.bench_db import scratch_database
+from bench.bench_db import scratch_database, server_url
 from bench.pages import PASSWORD, _scans, load
 
 # The loaded errors differ only by a number (`host 13 refused`): one fingerprint each way
@@ -65,12 +72,46 @@ def prepare(url: str) -> dict[str, Any]:
         ).fetchone()["error_fingerprint"]  # type: ignore[index]
         for table in ("job_runs", "run_logs", "schedules", "dag_runs"):
             conn.execute(f"VACUUM ANALYZE {table}")  # type: ignore[arg-type]
+        # the reaper fills the statistics roll-up as minutes close; here, the day at once
+        started = time.monotonic()
+        job_stats.fill(conn)
+        print(f"filled the job statistics roll-up in {time.monotonic() - started:.1f} s")
+        for table in ("job_stat_hours", "job_stat_durations", "job_stat_window"):
+            conn.execute(f"VACUUM ANALYZE {table}")  # type: ignore[arg-type]
     return {"dag": dag.id, "run": run_id, "fingerprint": fingerprint}
 
 
-def scans(url: str, made: dict[str, Any]) -> None:
+def made_in(url: str) -> dict[str, Any]:
+    """What `prepare` made, found again in a kept database."""
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        row = conn.execute(
+            "SELECT (SELECT id FROM dag_runs ORDER BY created_at DESC LIMIT 1) AS dag, "
+            "r.id AS run, r.error_fingerprint AS fingerprint FROM job_runs r "
+            "WHERE r.id = (SELECT max(run_id) FROM run_logs)"
+        ).fetchone()
+    assert row is not None, "this database was not loaded by bench.triage_pages"
+    return row
+
+
+@contextmanager
+def kept_database(name: str) -> Iterator[str]:
+    """A database that outlives the benchmark (for EXPLAIN on the bench data)."""
+    admin = server_url()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    url = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
+    migrate.upgrade(url)
+    yield url
+
+
+def scans(url: str, made: dict[str, Any], *, analyze: bool = False) -> None:
     queries: list[tuple[str, str, dict[str, Any]]] = [
-        ("dead_letters", "dead_letter_groups", {"limit": 100}),
+        ("dead_letters", "dead_letter_groups", {"limit": 100, "count_cap": 10_000}),
+        (
+            "dead_letters",
+            "dead_letter_group",
+            {"fingerprint": made["fingerprint"], "count_cap": 10_000},
+        ),
         (
             "dead_letters",
             "dead_letter_hourly",
@@ -81,11 +122,8 @@ def scans(url: str, made: dict[str, Any]) -> None:
             "dead_letter_group_runs",
             {"fingerprint": made["fingerprint"], "limit": 200},
         ),
-        (
-            "job_stats",
-            "job_stats_summary",
-            {"now": None, "hours": 24, "scan_limit": 100_000, "sort": "failing", "limit": 50},
-        ),
+        ("job_stats", "job_stats_summary", {"sort": "failing", "limit": 50}),
+        ("job_stats", "job_stats_summary", {"sort": "slowest", "limit": 50}),
         ("dag_runs", "dag_runs_recent", {"before": None, "limit": 50}),
         ("dag_runs", "dag_run_steps", {"id": made["dag"]}),
         ("run_logs", "run_logs_of_run", {"run_id": made["run"], "limit": 5000}),
@@ -94,23 +132,35 @@ def scans(url: str, made: dict[str, Any]) -> None:
     ]
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         for file, name, params in queries:
+            if analyze:
+                text = conn.execute(
+                    "EXPLAIN (ANALYZE, BUFFERS) " + query(file, name),  # type: ignore[operator]
+                    params,
+                ).fetchall()
+                print(f"--- {name}\n" + "\n".join(r["QUERY PLAN"] for r in text))
+                continue
             plan = conn.execute(
                 "EXPLAIN (FORMAT JSON) " + query(file, name),  # type: ignore[operator]
                 params,
             ).fetchone()
             assert plan is not None
-            found = sorted(set(_scans(plan["QUERY PLAN"][0]["Plan"])))
+            # a recursive walk's own work table is not a table scan
+            found = sorted(
+                {s for s in _scans(plan["QUERY PLAN"][0]["Plan"]) if "WorkTable" not in s}
+            )
             print(f"  {name:<26} {', '.join(found) or 'no table scan'}")
 
 
 def time_pages(url: str, samples: int, made: dict[str, Any]) -> None:
     settings = Settings.from_env({"DATABASE_URL": url, "SECRET_KEY": "bench-secret-key"})
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
-        users.create_user(conn, "bench", PASSWORD, "viewer", actor="bench")
+        if users.find_user(conn, "bench") is None:
+            users.create_user(conn, "bench", PASSWORD, "viewer", actor="bench")
     pages = {
         "dead letters": "/dead-letters",
         "dead letter group": f"/dead-letters/{made['fingerprint']}",
         "job statistics": "/job-stats",
+        "job statistics, slowest": "/job-stats?sort=slowest",
         "DAG runs": "/dag-runs",
         "DAG run": f"/dag-runs/{made['dag']}",
         "run log (2,000 lines)": f"/runs/{made['run']}/logs",
@@ -139,13 +189,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--keep", action="store_true", help="keep the loaded database")
+    parser.add_argument("--database", help="a database kept by --keep: skip the load")
+    parser.add_argument("--explain", action="store_true", help="EXPLAIN (ANALYZE, BUFFERS)")
     args = parser.parse_args(argv)
-    with scratch_database("sundial_bench_triage") as url:
+    if args.database:
+        made = made_in(args.database)
+        if args.explain:
+            scans(args.database, made, analyze=True)
+        time_pages(args.database, args.samples, made)
+        return 0
+    name = f"sundial_bench_triage_kept_{int(time.time())}"
+    with kept_database(name) if args.keep else scratch_database("sundial_bench_triage") as url:
         load(url, args.runs, args.schedules)
         made = prepare(url)
         print("query plans (index used, or sequential scan):")
-        scans(url, made)
+        scans(url, made, analyze=args.explain)
         time_pages(url, args.samples, made)
+        if args.keep:
+            print(f"kept: python -m bench.triage_pages --database {url}")
     print(json.dumps({"runs": args.runs, "schedules": args.schedules}))
     return 0
 

@@ -1,5 +1,5 @@
 """The reaper: returns runs whose lease expired to pending (or failed), ages priorities,
-prunes history.
+prunes history, fills the job statistics roll-up.
 
 Purpose: a worker that dies, stalls or loses its network stops heartbeating; once its
 lease expires the reaper hands the run to another worker (or ends it when its attempts
@@ -7,6 +7,8 @@ are exhausted, or when it was cancelled). It also raises the effective priority 
 that have waited too long, so low-priority work cannot starve. Every few minutes it
 deletes the history past its retention (SUNDIAL_KEEP_RUNS_DAYS, SUNDIAL_KEEP_FAILED_DAYS,
 SUNDIAL_KEEP_FIRES_DAYS), a bounded amount per pass so reaping leases is never held up.
+Each pass adds the run endings of the minutes closed since to the per-job statistics
+roll-up (`app.job_stats.fill`: a no-op read when no minute closed).
 
 Use: `sundial reaper`; any number may run: each step is a conditional UPDATE over rows
 locked with SKIP LOCKED, so two reapers never handle the same run.
@@ -25,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from app import retention, runs, schedules
+from app import job_stats, retention, runs, schedules
 from app.config import Settings
 from app.db import Conn
 from app.metrics import LEASE_EXPIRIES
@@ -78,6 +80,7 @@ class Reaper:
         )
         if aged:
             log.info("raised the priority of %d long-waiting runs", aged, extra={"count": aged})
+        job_stats.fill(conn, now=now)
         pruned = None
         at = schedules.db_now(conn, now)  # the clock the tick is given, like its statements
         if self._prune_due(at):

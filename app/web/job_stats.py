@@ -20,9 +20,10 @@ async def index(request: Request) -> Response:
     sort = request.query_params.get("sort", "failing")
     if sort not in job_stats.SORTS:
         sort = "failing"
-    jobs, partial = await call(request, job_stats.stats, sort=sort)
+    report = await call(request, job_stats.stats, sort=sort)
     return render(request, "job_stats/index.html", "job_stats/_table.html",
-                  jobs=jobs, partial=partial, sort=sort, hours=job_stats.HOURS)  # fmt: skip
+                  jobs=report.jobs, through=report.through, sort=sort, hours=job_stats.HOURS,
+                  precision=job_stats.PRECISION_PERCENT)  # fmt: skip
 
 
 routes = [Route("/job-stats", index, methods=["GET"], name="job_stats_index")]

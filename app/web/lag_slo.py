@@ -9,6 +9,8 @@ refresh themselves every 5 seconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -25,9 +27,43 @@ from app.web.database import call
 from app.web.render import redirect, render
 
 
+@dataclass(frozen=True, slots=True)
+class AlertLine:
+    """One line of the alerts list: an alert, or a schedule's run of missing fires (then
+    `times` holds the first and the last; the schedule's page lists each)."""
+
+    kind: str
+    schedule: str
+    text: str
+    times: list[datetime] = field(default_factory=list)
+
+
+def alert_lines(alerts: list[lag_slo.Alert]) -> list[AlertLine]:
+    """The alerts, with a schedule's consecutive missing fires on one line: a watched
+    schedule can miss twenty fires a day, and a hundred such schedules would make a wall
+    of two thousand lines to read (and to render)."""
+    runs: list[tuple[lag_slo.Alert, list[datetime]]] = []
+    key: tuple[str, str, str] | None = None  # the last line's (kind, schedule, text)
+    for a in alerts:
+        this = (a.kind, a.schedule, a.text)
+        if this == key and a.kind == "missing" and a.at is not None:
+            runs[-1][1].append(a.at)
+            continue
+        key = this
+        runs.append((a, [a.at] if a.at else []))
+    lines = []
+    for a, times in runs:
+        if len(times) > 1:
+            text = f"was expected to fire {len(times)} times and those fires produced no run"
+            lines.append(AlertLine(a.kind, a.schedule, text, [times[0], times[-1]]))
+        else:
+            lines.append(AlertLine(a.kind, a.schedule, a.text, times))
+    return lines
+
+
 def _page(conn: Conn) -> dict[str, Any]:
     found = lag_slo.report(conn)
-    return {"report": found, "alerts": found.alerts}
+    return {"report": found, "alerts": found.alerts, "alert_lines": alert_lines(found.alerts)}
 
 
 def _schedule_part(conn: Conn, name: str) -> dict[str, Any]:

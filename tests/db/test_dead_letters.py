@@ -149,3 +149,22 @@ def test_discard_records_who_and_why_and_a_new_failure_reopens_the_group(conn: C
     assert (reopened.fingerprint, reopened.runs) == (key, 1)
     with pytest.raises(DeadLetterError):
         dead_letters.resolve_group(conn, "0000000000000000", "resolved", "x", actor="dave")
+
+
+def test_a_big_group_is_counted_up_to_the_cap_with_exact_first_and_last_failure(
+    conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dead_letters, "COUNT_CAP", 2)
+    ids = [declined(conn, order) for order in (1, 22, 333)]
+    finished = conn.execute(
+        "SELECT min(finished_at) AS first, max(finished_at) AS last FROM job_runs"
+    ).fetchone()
+    assert finished is not None
+    (listed,) = dead_letters.groups(conn)
+    shown = dead_letters.group(conn, listed.fingerprint)
+    assert shown is not None
+    for g in (listed, shown):
+        assert (g.runs, g.runs_shown) == (3, "2+")
+        assert (g.first_seen, g.last_seen) == (finished["first"], finished["last"])
+        assert g.sample_run_id == ids[-1]
+    assert dead_letters.group_count(conn, listed.fingerprint) == 3  # the dry run is exact

@@ -38,6 +38,10 @@ EXPECTED_TABLES = {
     "api_tokens",
     "dead_letter_resolutions",
     "run_logs",
+    "job_stat_hours",
+    "job_stat_durations",
+    "job_stat_window",
+    "job_stat_state",
     "alembic_version",
 }
 
