@@ -213,7 +213,8 @@ class Worker:
         )
         await asyncio.to_thread(self._claimer.call, self._register)
         await asyncio.to_thread(self._open_connections)
-        await self.executors.start()
+        # Process children start when the first process job comes: most workers run none.
+        await self.executors.start(processes=False)
         run_logs.install(self.logs)
 
     async def close(self) -> None:
@@ -237,15 +238,16 @@ class Worker:
         log.info("worker stopped", extra={"worker": self.id})
 
     def _open_connections(self) -> None:
-        """Open the other connections before any claim. The server answered the claim
+        """Open the other connections before any claim: finish and heartbeat at once (each
+        costs the server a new backend), then the listener. The server answered the claim
         connection, so one it refuses now means too few connections for this fleet."""
-        others = {"finish": self._finisher, "heartbeat": self._beat, "listener": self._listener}
-        for name, conn in others.items():
-            if conn is None:
-                continue
-            try:
-                conn.open()
-            except DB_ERRORS as exc:
+        steps = [{"finish": self._finisher, "heartbeat": self._beat}]
+        if self._listener is not None:
+            steps.append({"listener": self._listener})
+        for step in steps:
+            for name, exc in _open_all(step).items():
+                if not isinstance(exc, DB_ERRORS):
+                    raise exc
                 self._claimer.check(self._unregister)
                 for opened in (self._claimer, self._finisher, self._beat, self._listener):
                     if opened is not None:
@@ -640,6 +642,27 @@ class Worker:
             "loop_lag_ms": round(self.stats.loop_lag_seconds * 1000, 2),
             **self.executors.stats(),
         }
+
+
+def _open_all(conns: dict[str, Reconnecting]) -> dict[str, BaseException]:
+    """Open the connections, in parallel threads if several; the errors of those refused,
+    in the order given."""
+    errors: dict[str, BaseException] = {}
+
+    def open_one(name: str, conn: Reconnecting) -> None:
+        try:
+            conn.open()
+        except BaseException as exc:
+            errors[name] = exc
+
+    threads = [threading.Thread(target=open_one, args=item) for item in conns.items()]
+    for thread in threads[1:]:
+        thread.start()
+    if threads:
+        threads[0].run()  # the first one on this thread
+    for thread in threads[1:]:
+        thread.join()
+    return {name: errors[name] for name in conns if name in errors}
 
 
 def _ping(conn: Conn) -> None:
