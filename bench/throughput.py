@@ -9,7 +9,10 @@ ratios. Single submit is `Sundial.submit` called in sequence on one connection.
 Every figure keeps every guarantee: runs are claimed with leases, finished with fenced
 conditional updates, and each attempt is recorded in the history table. Throughput is
 measured from the database's own timestamps (first start to last finish of a drain of
-pre-submitted runs), so worker start-up is not counted. Medians over rounds are printed.
+pre-submitted runs), so worker start-up is not counted; a second figure times the drain from
+the moment the worker processes are told to start. Enqueue-to-handler latency is timed from
+just before `Sundial.submit` to the handler's first line (`bench.handlers`, same machine, same
+clock), p50/p99 printed for every round. Medians over rounds are printed.
 """
 
 from __future__ import annotations
