@@ -21,15 +21,17 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-import sqlalchemy
 from psycopg.rows import dict_row
 
 from app.config import Settings, database_pooler
 from app.sql import query
+
+if TYPE_CHECKING:
+    import sqlalchemy  # imported where an engine is made: workers never need it
 
 # The one connection type of every domain function and service: dict rows.
 Conn = psycopg.Connection[dict[str, Any]]
@@ -215,6 +217,8 @@ def transaction(url: str) -> Iterator[Conn]:
 
 def make_engine(url: str, **kwargs: Any) -> sqlalchemy.Engine:
     """SQLAlchemy engine (psycopg 3 driver) for SQLModel sessions and Alembic."""
+    import sqlalchemy
+
     return sqlalchemy.create_engine(
         sqlalchemy_url(url),
         pool_pre_ping=True,

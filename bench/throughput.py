@@ -9,7 +9,10 @@ ratios. Single submit is `Sundial.submit` called in sequence on one connection.
 Every figure keeps every guarantee: runs are claimed with leases, finished with fenced
 conditional updates, and each attempt is recorded in the history table. Throughput is
 measured from the database's own timestamps (first start to last finish of a drain of
-pre-submitted runs), so worker start-up is not counted. Medians over rounds are printed.
+pre-submitted runs), so worker start-up is not counted; a second figure times the drain from
+the moment the worker processes are told to start. Enqueue-to-handler latency is timed from
+just before `Sundial.submit` to the handler's first line (`bench.handlers`, same machine, same
+clock), p50/p99 printed for every round. Medians over rounds are printed.
 """
 
 from __future__ import annotations
@@ -206,6 +209,96 @@ def idle_latency(url: str, samples: int) -> tuple[float, float]:
     return statistics.median(latencies), latencies[p99_index]
 
 
+READY_ROUNDS_GAP_SECONDS = 0.02  # between single submits to an idle worker
+
+
+def start_worker_with(url: str, concurrency: int, **env: str) -> subprocess.Popen[bytes]:
+    """One worker process, as `start_workers` starts them, with extra environment."""
+    settings = {"DATABASE_URL": url, "SUNDIAL_LOG_LEVEL": "WARNING", "SUNDIAL_POLL_SECONDS": "0.5"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "worker", "--concurrency", str(concurrency)],
+        env={**os.environ, **settings, **env},
+        cwd=REPO,
+    )
+
+
+def interpreter_floor_ms() -> float:
+    """From starting `python -c 'import psycopg'` to its exit: what any worker process
+    pays before its own start-up (an interpreter and the database driver)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import asyncio, psycopg"], check=True, cwd=REPO)
+    return (time.perf_counter() - started) * 1000
+
+
+def drain_from_start(url: str, total: int, worker_count: int, concurrency: int) -> float:
+    """Runs/s of a drain of `total` pre-submitted runs, measured from the moment the
+    worker processes are told to start (start-up included) to the last finish."""
+    with connect(url) as conn:
+        conn.execute("TRUNCATE job_runs, workers CASCADE")
+        for offset in range(0, total, SUBMIT_BATCH):
+            runs.submit_many(
+                conn, [NewRun("noop") for _ in range(min(SUBMIT_BATCH, total - offset))]
+            )
+        row = conn.execute("SELECT clock_timestamp() AS t").fetchone()
+        assert row is not None
+        told = row["t"]
+        workers = start_workers(url, worker_count, concurrency)
+        try:
+            wait_completed(conn, total, 300)
+        finally:
+            stop_workers(workers)
+        last = conn.execute("SELECT max(finished_at) AS t FROM job_runs").fetchone()
+        assert last is not None
+        return total / (last["t"] - told).total_seconds()
+
+
+def wait_completed(conn: psycopg.Connection[dict[str, Any]], count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM job_runs WHERE status = 'completed'"
+        ).fetchone()
+        if row and row["n"] >= count:
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"{count} runs did not complete within {timeout:.0f} s")
+
+
+def handler_latency_rounds(url: str, rounds: int, samples: int) -> list[tuple[float, float]]:
+    """Enqueue-to-start latency as the handler sees it, on one idle worker: from just
+    before `Sundial.submit` to the handler's first line (it returns `time.time()`), in ms;
+    (p50, p99) of each round of `samples` submits."""
+    results = []
+    with connect(url) as conn, Sundial(url) as client:
+        conn.execute("TRUNCATE job_runs, workers CASCADE")
+        worker = start_worker_with(url, 10, SUNDIAL_HANDLERS="bench.handlers")
+        try:
+            wait_for_workers(conn, 1)
+            client.submit("bench-stamp")  # connect, and let the worker claim once
+            wait_completed(conn, 1, 60)
+            for _ in range(rounds):
+                conn.execute("TRUNCATE job_runs CASCADE")
+                before: dict[int, float] = {}
+                for _ in range(samples):
+                    time.sleep(READY_ROUNDS_GAP_SECONDS)
+                    submitted = time.time()
+                    before[client.submit("bench-stamp")] = submitted
+                wait_completed(conn, samples, 60)
+                rows = conn.execute(
+                    "SELECT id, (result #>> '{}')::float8 AS at FROM job_runs WHERE id = ANY(%s)",
+                    (list(before),),
+                ).fetchall()
+                latencies = sorted((r["at"] - before[r["id"]]) * 1000 for r in rows)
+                results.append((statistics.median(latencies), percentile(latencies, 0.99)))
+        finally:
+            stop_workers([worker])
+    return results
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20_000)
@@ -249,6 +342,31 @@ def main() -> None:
             f"enqueue->start latency, idle: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
             f"({args.latency_samples} single submits)"
         )
+        floor = [interpreter_floor_ms() for _ in range(args.rounds)]
+        print(
+            f"interpreter floor (python + import psycopg, to exit): "
+            f"{statistics.median(floor):,.0f} ms (median of {args.rounds}); worker start to "
+            f"first claim beyond it: {statistics.median(ready) - statistics.median(floor):,.0f} ms"
+        )
+        for worker_count in (1, 2):
+            told = [
+                drain_from_start(url, args.runs, worker_count, args.concurrency)
+                for _ in range(args.rounds)
+            ]
+            print(
+                f"end-to-end no-op from the moment {worker_count} worker process(es) are told "
+                f"to start: {statistics.median(told):,.0f} runs/s (median of {args.rounds}, "
+                f"drain of {args.runs:,} with start-up; all: "
+                f"{', '.join(f'{r:,.0f}' for r in told)})"
+            )
+        for i, (p50, p99) in enumerate(
+            handler_latency_rounds(url, args.rounds, args.latency_samples), 1
+        ):
+            print(
+                f"enqueue->handler latency, idle worker, round {i}: p50 {p50:.2f} ms, "
+                f"p99 {p99:.2f} ms ({args.latency_samples} submits, submit call to the "
+                "handler's first line)"
+            )
 
 
 if __name__ == "__main__":

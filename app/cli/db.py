@@ -17,10 +17,14 @@ def service_database(settings: Settings) -> str:
     """The URL a command uses, once the database answers and its schema is the one this
     version needs: a clear error now beats UndefinedTable later, or a command failing
     half-way through."""
+    from app.schema_check import schema_is_current
+
+    url = resolve_database_url(settings)
+    if schema_is_current(url):  # one connection, no Alembic: what a service start needs
+        return url
     from app.db import check_database
     from app.migrate import ensure_current
 
-    url = resolve_database_url(settings)
     check_database(url)
     ensure_current(url)
     return url

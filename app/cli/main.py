@@ -12,15 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from app.cli.db import add_db_command, add_migrate_command, service_database
-from app.cli.handlers import add_handler_commands
-from app.cli.jobs import add_job_commands
-from app.cli.runs import add_run_commands
-from app.cli.schedules import add_schedule_commands
-from app.cli.services import PortInUse, add_service_commands
+from app.cli.services import SERVICE_COMMANDS, PortInUse, add_service_commands
 from app.cli.text import safe
-from app.cli.tokens import add_token_commands
-from app.cli.users import add_user_commands
-from app.cli.workflows import add_workflow_commands
 from app.config import ConfigError, Settings
 from app.db import DatabaseUnavailable, DatabaseUrlError
 from app.errors import UsageError
@@ -45,7 +38,9 @@ class Parser(argparse.ArgumentParser):
         super().error(safe(message))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; for a service `command` (web, worker...) only that group's, so
+    the process does not import what the other commands need (start-up cost)."""
     parser = Parser(
         prog="sundial",
         description="Sundial: reliable job scheduling on PostgreSQL, with a browser dashboard.",
@@ -55,6 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
         "3 database unreachable, 4 port in use.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if command in SERVICE_COMMANDS:
+        add_service_commands(sub)
+        return parser
+    from app.cli.handlers import add_handler_commands
+    from app.cli.jobs import add_job_commands
+    from app.cli.runs import add_run_commands
+    from app.cli.schedules import add_schedule_commands
+    from app.cli.tokens import add_token_commands
+    from app.cli.users import add_user_commands
+    from app.cli.workflows import add_workflow_commands
+
     add_migrate_command(sub)
     add_service_commands(sub)
     add_db_command(sub)
@@ -69,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)
     try:
         settings = Settings.from_env()
         configure_logging(args.process, settings.log_level, settings.log_format)

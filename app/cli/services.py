@@ -26,6 +26,10 @@ from app.resources import PROCFILE
 log = logging.getLogger("sundial")
 
 
+# The commands `add_service_commands` defines.
+SERVICE_COMMANDS = frozenset({"web", "worker", "trigger", "reaper", "dev"})
+
+
 class PortInUse(RuntimeError):
     """The port the dashboard should listen on is taken."""
 

@@ -78,6 +78,7 @@ class Executors:
         self._deadlines = Deadlines(self._active)
         self._threads: ThreadRunner | None = None
         self._processes: ProcessPool | None = None
+        self._processes_started: asyncio.Task[None] | None = None
         self._subprocesses = SubprocessRunner()
         self._started = False
         self._closing = False
@@ -85,22 +86,57 @@ class Executors:
 
     # ---- lifecycle ----------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Start the thread pool and the process children (which import the handler
-        modules); raises if a child cannot start. Idempotent."""
-        if self._started:
-            return
-        self._started = True
-        self._threads = ThreadRunner(max(1, self.thread_workers))
-        if self.process_workers > 0:
-            pool = ProcessPool(self.process_workers, self.handler_modules)
-            self._processes = pool
+    async def start(self, *, processes: bool = True) -> None:
+        """Start the thread pool (its threads start as jobs need them) and, with
+        `processes`, the process children (which import the handler modules); raises if a
+        child cannot start. Without `processes` the children start when the first process
+        job comes, so a worker that runs none never starts them. Idempotent."""
+        if not self._started:
+            self._started = True
+            self._threads = ThreadRunner(max(1, self.thread_workers))
+        if processes and self.process_workers > 0:
             try:
-                await pool.start()
+                await self._process_pool()
             except BaseException:
-                self._threads.pool.shutdown()
-                self._threads, self._processes, self._started = None, None, False
+                if self._threads is not None:
+                    self._threads.pool.shutdown()
+                self._threads, self._started = None, False
                 raise
+
+    async def _process_pool(self, attempt: Attempt | None = None) -> ProcessPool | None:
+        """The started process pool, started now if no job needed it yet; concurrent first
+        process jobs wait for the one start. None if `attempt` was stopped meanwhile.
+        Raises (and forgets the pool, so the next job tries again) if a child cannot start."""
+        if self._processes is None:
+            self._processes = ProcessPool(self.process_workers, self.handler_modules)
+            self._processes_started = asyncio.get_running_loop().create_task(
+                self._processes.start()
+            )
+            self._processes_started.add_done_callback(_retrieve)  # a stopped job left
+        pool, starting = self._processes, self._processes_started
+        assert starting is not None
+        if not starting.done():
+            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def wake() -> None:
+                if not woken.done():
+                    woken.set_result(None)
+
+            if attempt is not None:
+                attempt.on_stop = wake
+            try:  # not cancelled with the waiting job: others may wait for it too
+                await asyncio.wait({starting, woken}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if attempt is not None:
+                    attempt.on_stop = None
+            if not starting.done():
+                return None
+        error = starting.exception()
+        if error is not None:
+            if self._processes is pool:
+                self._processes, self._processes_started = None, None
+            raise error
+        return pool
 
     async def close(self, *, kill: bool = False) -> None:
         """Stop accepting jobs. `kill=False` waits for running attempts to finish;
@@ -115,6 +151,8 @@ class Executors:
             await asyncio.shield(self._drained)
         if self._processes is not None:
             await self._processes.close(kill=kill)
+        if self._processes_started is not None:  # a start under way ends once closed
+            await asyncio.wait({self._processes_started})
         await self._subprocesses.close(kill=kill)
         if self._threads is not None:
             self._threads.pool.shutdown()
@@ -143,7 +181,7 @@ class Executors:
         if cancel is None and self._started and job.execution_model == _ASYNC and entry.is_async:
             return await self._run_on_loop(job, entry)  # the hot path: kept free of extras
         if not self._started:
-            await self.start()
+            await self.start(processes=False)
         if cancel is not None and cancel.is_set():
             return Outcome(OutcomeStatus.CANCELLED, error="cancelled before it started")
         attempt = self._begin(job)
@@ -239,10 +277,16 @@ class Executors:
         on_lines = early.extend if sink is None else lambda lines: sink(key, lines)
         if attempt.job.execution_model == _SUBPROCESS:
             outcome = await self._subprocesses.run(attempt, request, on_lines)
-        elif self._processes is None:
+        elif self.process_workers <= 0:
             return failed("this worker has no process pool (process_workers=0)")
         else:
-            outcome = await self._processes.run(
+            try:
+                pool = await self._process_pool(attempt)  # started with the first process run
+            except Exception as exc:
+                return failed(f"the process pool could not start: {exc}")
+            if pool is None:
+                return attempt.stopped_outcome()
+            outcome = await pool.run(
                 attempt,
                 request,
                 lambda: self._deadlines.arm(attempt, attempt.job.timeout_seconds),
@@ -273,6 +317,12 @@ class Executors:
         if self._processes is not None:
             doc.update(self._processes.stats())
         return doc
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a task's error as seen (its waiters, if any, got it too)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _watch(cancel: asyncio.Event, attempt: Attempt) -> None:

@@ -28,8 +28,8 @@ _WorkItem = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
 
 
 class DaemonThreadPool:
-    """`size` daemon threads taking calls from one queue, plus one in place of each call
-    given up on; `busy` counts running calls."""
+    """Up to `size` daemon threads taking calls from one queue, started as calls need
+    them, plus one in place of each call given up on; `busy` counts running calls."""
 
     def __init__(self, size: int, name: str = "sundial-job") -> None:
         self.size = size
@@ -39,8 +39,12 @@ class DaemonThreadPool:
         self._busy = 0
         self._given_up: set[Future[Any]] = set()  # their threads exit when they return
         self._threads: list[threading.Thread] = []
-        for _ in range(size):
-            self._add_thread()
+        # Threads start as calls need them (a worker running async jobs needs none), up to
+        # `size`. Under the lock: threads idle and not yet promised a call, and calls
+        # queued with no thread promised to them (every thread was busy).
+        self._slots = 0
+        self._idle = 0
+        self._unserved = 0
 
     def _add_thread(self) -> None:
         thread = threading.Thread(
@@ -59,7 +63,8 @@ class DaemonThreadPool:
                 return False
             if len(self._given_up) < self.size:
                 self._given_up.add(future)
-                self._add_thread()
+                self._add_thread()  # takes the given-up thread's slot
+                self._serve_or_idle()
             return True
 
     @property
@@ -71,8 +76,23 @@ class DaemonThreadPool:
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         future: Future[Any] = Future()
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif self._slots < self.size:
+                self._slots += 1
+                self._add_thread()
+            else:
+                self._unserved += 1
         self._queue.put((future, fn, args))
         return future
+
+    def _serve_or_idle(self) -> None:
+        """A thread is free (under the lock): it takes a call that waits, or idles."""
+        if self._unserved:
+            self._unserved -= 1
+        else:
+            self._idle += 1
 
     def shutdown(self) -> None:
         """Let each thread exit once it is idle; does not wait (leaked threads may not)."""
@@ -96,6 +116,8 @@ class DaemonThreadPool:
                     self._busy -= 1
                     replaced = future in self._given_up
                     self._given_up.discard(future)
+                    if not replaced:
+                        self._serve_or_idle()
                 del future, fn, args
             if replaced:
                 return  # a thread took this one's place when its call was given up

@@ -28,10 +28,10 @@ import importlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
-import jsonschema
-from pydantic import BaseModel
+if TYPE_CHECKING:  # both imported where args are declared: a worker may need neither
+    from pydantic import BaseModel
 
 HandlerFunc = Callable[..., Any]
 F = TypeVar("F", bound=HandlerFunc)
@@ -75,16 +75,21 @@ class RegisteredHandler:
         return f"{module}.{qualname}"
 
 
-ArgsDeclaration = type[BaseModel] | Mapping[str, Any] | None
+ArgsDeclaration: TypeAlias = "type[BaseModel] | Mapping[str, Any] | None"
 
 
 def args_schema(args: ArgsDeclaration) -> dict[str, Any] | None:
     """The JSON schema of a handler's declared args (a pydantic model or a schema dict)."""
     if args is None:
         return None
-    if isinstance(args, type) and issubclass(args, BaseModel):
-        return args.model_json_schema()
+    if isinstance(args, type):
+        from pydantic import BaseModel
+
+        if issubclass(args, BaseModel):
+            return args.model_json_schema()
     if isinstance(args, Mapping):
+        import jsonschema
+
         schema = dict(args)
         if schema.get("type", "object") != "object":
             raise ValueError("a handler's args schema must describe an object")

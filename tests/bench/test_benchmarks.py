@@ -42,7 +42,14 @@ TINY_RUNS = {
             "2 worker process(es)",
             "worker start to first claim:",
             "enqueue->start latency, idle: p50",
+            "interpreter floor (python + import psycopg, to exit):",
+            "end-to-end no-op from the moment 2 worker process(es) are told to start:",
+            "enqueue->handler latency, idle worker, round 1: p50",
         ],
+    ),
+    "worker_memory": (
+        ["-m", "bench.worker_memory", "--runs", "200", "--long", "300"],
+        ["worker RSS at concurrency 1,000:", "worker RSS over a drain of 300", "300 runs:"],
     ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
     "forecast": (

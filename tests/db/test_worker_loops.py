@@ -229,3 +229,45 @@ def children() -> str:
         with contextlib.suppress(psutil.Error):  # it exited meanwhile
             lines.append(" ".join(child.cmdline()))
     return " ".join(lines)
+
+
+# ---- pools that start when first needed ---------------------------------------------------
+
+POOL_CHILD = "app.executors.pool_child"  # the module a process child runs
+
+
+def test_the_process_children_start_with_the_first_process_run_and_run_it(db_url: str) -> None:
+    ids = submit(db_url, NewRun("echo", {"i": 1}), NewRun("chatty", execution_model="process"))
+
+    async def steps(worker: Worker) -> None:
+        assert POOL_CHILD not in children()  # started: claim connection ready, no children
+        claimed = await worker.fetch_once()
+        assert claimed is not None and len(claimed) == 2
+        await worker.wait_executed()
+        await worker.finish_once()
+        assert POOL_CHILD in children()
+        assert worker.executors.stats()["processes_alive"] == worker.executors.process_workers
+
+    with_worker(db_url, steps)
+    assert [run_row(db_url, i)["status"] for i in ids] == ["completed", "completed"]
+    assert attempt_outcomes(db_url, ids[1]) == ["completed"]
+
+
+def test_a_worker_that_runs_no_process_job_never_starts_children_or_spare_threads(
+    db_url: str,
+) -> None:
+    submit(db_url, *(NewRun("echo", {"i": i}) for i in range(6)))
+    submit(db_url, NewRun("chatty", execution_model="thread"))
+
+    async def steps(worker: Worker) -> None:
+        while worker.stats.claimed < 7:
+            await worker.fetch_once()
+            await worker.wait_executed()
+            await worker.finish_once()
+        stats = worker.executors.stats()
+        assert (stats["processes_alive"], stats["threads_alive"]) == (0, 1)  # one thread job
+        assert stats["threads_total"] == 4  # the pool may grow to the concurrency
+        assert worker.stats.completed == 7
+
+    with_worker(db_url, steps, concurrency=4)
+    assert POOL_CHILD not in children()

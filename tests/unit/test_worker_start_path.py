@@ -1,0 +1,43 @@
+"""What a worker process loads before its first claim: only what a worker needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from app import migrate, schema_check
+from app.cli.main import build_parser
+
+# Libraries of other commands (web, migrations, schedules, users, handler args): a worker
+# that imported them would pay for them at every start.
+NOT_FOR_WORKERS = (
+    "sqlalchemy",
+    "alembic",
+    "starlette",
+    "jinja2",
+    "croniter",
+    "argon2",
+    "pydantic",
+    "jsonschema",
+)
+
+
+def test_the_worker_command_imports_none_of_the_other_commands_libraries() -> None:
+    code = (
+        "import sys\n"
+        "from app.cli.main import build_parser\n"
+        "build_parser('worker').parse_args(['worker', '--concurrency', '3'])\n"
+        "import app.services.worker\n"
+        f"print(' '.join(m for m in {NOT_FOR_WORKERS!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+def test_a_service_command_parses_as_with_the_whole_parser() -> None:
+    for argv in (["worker", "--concurrency", "3"], ["worker"], ["web", "--port", "8001"]):
+        assert build_parser(argv[0]).parse_args(argv) == build_parser().parse_args(argv)
+
+
+def test_the_quick_schema_check_finds_the_head_alembic_finds() -> None:
+    assert schema_check.head_revision() == migrate.head_revision()
