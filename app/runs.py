@@ -217,10 +217,6 @@ def claim(
         {"worker": worker, "limit": limit, "lease_seconds": lease_seconds, **_now(now)},
     ).fetchall()
     TRANSITIONS.labels("run_claim").inc(len(rows))
-    return _job_specs(rows)
-
-
-def _job_specs(rows: list[dict[str, Any]]) -> list[JobSpec]:
     rows.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
     return [
         JobSpec(
@@ -276,7 +272,21 @@ def _release_and_claim(
     )
     rows = [] if claimed is None else claimed.fetchall()
     TRANSITIONS.labels("run_claim").inc(len(rows))
-    return _job_specs(rows)
+    rows.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
+    return [
+        JobSpec(
+            run_id=r["id"],
+            attempt=r["attempt"],
+            handler=r["handler"],
+            args=r["args"],
+            execution_model=r["execution_model"],
+            timeout_seconds=float(r["timeout_seconds"]),
+            idempotency_key=r["idempotency_key"],
+            fire_time=r["fire_time"],
+            upstream_results=r["upstream_results"],
+        )
+        for r in rows
+    ]
 
 
 def heartbeat(
