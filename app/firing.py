@@ -175,17 +175,16 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
         for _, plan in plans:
             for run_id in plan.cancel_run_ids:
                 runs.cancel(conn, run_id)
-        # Pipelined: the statements go out together and PostgreSQL runs them in turn; the
-        # ledger finds the runs it links by their fire times, so nothing waits for another
-        # statement's result. Errors still end the transaction (they are raised when the
-        # pipeline syncs, before the commit).
+        # Pipelined: the advance goes out with the runs; the ledger, sent once their ids
+        # are back, names them by id (and finds older runs by fire time). Errors still end
+        # the transaction (they are raised when the pipeline syncs, before the commit).
         with conn.pipeline():
             _advance(conn, plans)
             started = _start(conn, plans, shapes)
-            records = _ledger(plans)
+            records = _ledger(plans, started)
             write_fire_rows(conn, fire_rows(records), now)
     _log_catchups(plans)
-    created = sum(1 for s in started if s.run_id or s.dag_run_id)
+    created = sum(1 for s in started.values() if s.run_id or s.dag_run_id)
     return Batch(len(rows), len(records), created)
 
 
@@ -227,14 +226,21 @@ def _exclude(conn: Conn, plans: Planned) -> Planned:
     ]
 
 
-def _start(conn: Conn, plans: Planned, shapes: Mapping[uuid.UUID, Shape]) -> list[Started]:
-    """Create the runs (or DAG runs) of the fires the plans enqueue."""
+def _start(
+    conn: Conn, plans: Planned, shapes: Mapping[uuid.UUID, Shape]
+) -> dict[tuple[uuid.UUID, datetime], Started]:
+    """Create the runs (or DAG runs) of the fires the plans enqueue; what each fire, by
+    (schedule id, fire time), created."""
     starts = [
         Start(row, entry.fire.at, entry.run_at or entry.fire.at)
         for row, plan in plans
         for entry in plan.runs_wanted
     ]
-    return start_fires(conn, starts, shapes)
+    started = start_fires(conn, starts, shapes)
+    return {
+        (start.schedule["id"], start.fire_time): made
+        for start, made in zip(starts, started, strict=True)
+    }
 
 
 def _advance(conn: Conn, plans: Planned) -> None:
@@ -279,15 +285,19 @@ def _seconds(seconds: int) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _ledger(plans: Planned) -> list[FireRecord]:
+def _ledger(
+    plans: Planned, started: Mapping[tuple[uuid.UUID, datetime], Started]
+) -> list[FireRecord]:
     """The ledger rows of the plans. An enqueued fire links its own run, a coalesced one
-    the run of the fire that covered it."""
+    the run of the fire that covered it: by id when `started` has it, else by fire time."""
     records: list[FireRecord] = []
+    nothing = Started()
     for row, plan in plans:
         schedule_id = row["id"]
         for entry in plan.entries:
             fire = entry.fire
             link = fire.at if entry.outcome is FireOutcome.ENQUEUED else entry.covered_by
+            run_id = None if link is None else started.get((schedule_id, link), nothing).run_id
             records.append(
                 FireRecord(
                     schedule_id,
@@ -297,6 +307,7 @@ def _ledger(plans: Planned) -> list[FireRecord]:
                     link,
                     entry.coalesced_count,
                     detail=entry.detail,
+                    run_id=run_id,
                 )
             )
     return records
@@ -422,6 +433,7 @@ class FireRecord:
     coalesced_count: int = 0
     manual: bool = False
     detail: str | None = None
+    run_id: int | None = None  # the linked run, when known (saves looking it up)
 
 
 def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
@@ -448,6 +460,7 @@ def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
             "coalesced_count": r.coalesced_count,
             "manual": r.manual,
             "detail": r.detail,
+            "run_id": r.run_id,
         }
         for r in records
     ]

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -234,6 +234,61 @@ def claim(
     ]
 
 
+@dataclass(slots=True)
+class DownstreamClaim:
+    """Asks `finish_many` to claim for the finishing worker, in the finish's transaction,
+    up to `limit` DAG steps that its completions release, so the next step of a chain
+    starts without a notification and another claim. `jobs` gets them once committed."""
+
+    limit: int
+    lease_seconds: float
+    jobs: list[JobSpec] = field(default_factory=list)
+
+
+def _release_and_claim(
+    conn: Conn, worker: str, completed: Sequence[int], claim: DownstreamClaim, now: datetime | None
+) -> list[JobSpec]:
+    """blocked -> pending for the dependents of `completed` whose last upstream that was
+    (as `_settle_downstream`), then pending -> running for up to `claim.limit` of them,
+    leased to `worker`: two statements, one round trip."""
+    if not completed:
+        return []
+    params = {"ids": list(completed), "claim_limit": claim.limit, **_now(now)}
+    with conn.pipeline():
+        released = conn.execute(query("runs", "run_unblock"), params)
+        claimed = None
+        if claim.limit > 0:
+            claimed = conn.execute(
+                query("runs", "run_claim_downstream"),
+                {
+                    **params,
+                    "worker": worker,
+                    "limit": claim.limit,
+                    "lease_seconds": claim.lease_seconds,
+                },
+            )
+    TRANSITIONS.labels("run_unblock").inc(
+        sum(r["status"] == RunStatus.PENDING for r in released.fetchall())
+    )
+    rows = [] if claimed is None else claimed.fetchall()
+    TRANSITIONS.labels("run_claim").inc(len(rows))
+    rows.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
+    return [
+        JobSpec(
+            run_id=r["id"],
+            attempt=r["attempt"],
+            handler=r["handler"],
+            args=r["args"],
+            execution_model=r["execution_model"],
+            timeout_seconds=float(r["timeout_seconds"]),
+            idempotency_key=r["idempotency_key"],
+            fire_time=r["fire_time"],
+            upstream_results=r["upstream_results"],
+        )
+        for r in rows
+    ]
+
+
 def heartbeat(
     conn: Conn,
     worker: str,
@@ -276,16 +331,23 @@ def count_lease_lost() -> None:
 
 
 def finish_many(
-    conn: Conn, worker: str, finishes: Sequence[Finish], *, now: datetime | None = None
+    conn: Conn,
+    worker: str,
+    finishes: Sequence[Finish],
+    *,
+    now: datetime | None = None,
+    claim_downstream: DownstreamClaim | None = None,
 ) -> list[Finish]:
     """Record how attempts ended: running -> completed, or -> pending (retry) / failed /
     timed_out / cancelled. Returns the finishes that won; the rest lost their fence.
 
-    Completions and failures go in (at most) two statements, in one transaction.
+    Completions and failures go in (at most) two statements, in one transaction; with
+    `claim_downstream`, the DAG steps the completions release are claimed in it too.
     """
     completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
     failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
     won: set[tuple[int, int]] = set()
+    claimed: list[JobSpec] = []
     with conn.transaction():
         if completed:
             rows = conn.execute(
@@ -300,7 +362,11 @@ def finish_many(
             ).fetchall()
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_complete").inc(len(rows))
-            _settle_downstream(conn, completed=[r["id"] for r in rows if r["in_dag"]], now=now)
+            in_dag = [r["id"] for r in rows if r["in_dag"]]
+            if claim_downstream is None:
+                _settle_downstream(conn, completed=in_dag, now=now)
+            else:
+                claimed = _release_and_claim(conn, worker, in_dag, claim_downstream, now)
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
@@ -325,6 +391,9 @@ def finish_many(
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
             _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
+    if claim_downstream is not None:  # committed: these runs are leased to `worker` now
+        claim_downstream.jobs += claimed
+        claim_downstream.limit -= len(claimed)
     late = [f for f in completed if (f.run_id, f.attempt) not in won]
     won |= {(f.run_id, f.attempt) for f in complete_late(conn, worker, late, now=now)}
     winners = [f for f in finishes if (f.run_id, f.attempt) in won]
@@ -574,7 +643,7 @@ def _settle_downstream(
     upstream's ending from its dependents' release: a DAG never stays stuck.
     """
     if completed:
-        params = {"ids": list(completed), **_now(now)}
+        params = {"ids": list(completed), "claim_limit": None, **_now(now)}
         released = conn.execute(query("runs", "run_unblock"), params).fetchall()
         TRANSITIONS.labels("run_unblock").inc(
             sum(r["status"] == RunStatus.PENDING for r in released)

@@ -5,7 +5,8 @@
 Two shapes: `wide` (one root, 998 parallel steps, one sink) and `deep` (a chain). Steps are
 no-ops, so everything measured beyond zero is Sundial's own overhead: submit time, and the
 span from the first step's start to the last step's finish (for the chain, divided by its
-length: the cost of releasing and starting one dependent step). Medians over rounds.
+length: the cost of releasing and starting one dependent step). Medians over rounds. First
+lines: the machine's cores and a calibration figure (see `bench.machine`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from psycopg.rows import dict_row
 from app import runs
 from app.runs import NewRun
 from bench.bench_db import scratch_database
+from bench.machine import describe
 from bench.throughput import start_workers, stop_workers, wait_for_workers
 
 
@@ -68,6 +70,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100)
     args = parser.parse_args()
     with scratch_database("sundial_bench_dag") as url:
+        print("\n".join(describe(url, args.rounds)))
         workers = start_workers(url, 1, args.concurrency)
         try:
             with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:

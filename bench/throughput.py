@@ -32,38 +32,13 @@ from app import runs
 from app.client import Sundial
 from app.runs import NewRun
 from bench.bench_db import REPO, scratch_database
+from bench.machine import describe
 
 SUBMIT_BATCH = 5000
-CALIBRATION_ROWS = 200_000
 
 
 def connect(url: str) -> psycopg.Connection[dict[str, Any]]:
     return psycopg.connect(url, autocommit=True, row_factory=dict_row)
-
-
-def cores() -> str:
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return f"{os.cpu_count()} cores" + (f" ({usable} usable)" if usable else "")
-
-
-def calibration_rate(url: str) -> float:
-    """Rows/s of one server-side INSERT ... SELECT generate_series into a plain table with
-    a primary key: what this database server does on this machine, without Sundial."""
-    with connect(url) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_calibration "
-            "(id bigint PRIMARY KEY, label text NOT NULL, at timestamptz NOT NULL)"
-        )
-        conn.execute("TRUNCATE bench_calibration")
-        started = time.perf_counter()
-        conn.execute(
-            "INSERT INTO bench_calibration SELECT g, 'row ' || g, now() "
-            "FROM generate_series(1, %s) AS g",
-            (CALIBRATION_ROWS,),
-        )
-        elapsed = time.perf_counter() - started
-        conn.execute("DROP TABLE bench_calibration")
-    return CALIBRATION_ROWS / elapsed
 
 
 def single_submit_rate(url: str, total: int) -> float:
@@ -308,12 +283,7 @@ def main() -> None:
     parser.add_argument("--single-submits", type=int, default=5000)
     args = parser.parse_args()
     with scratch_database("sundial_bench") as url:
-        print(f"machine: {cores()}")
-        calibration = [calibration_rate(url) for _ in range(args.rounds)]
-        print(
-            f"calibration, server-side INSERT of {CALIBRATION_ROWS:,} rows: "
-            f"{statistics.median(calibration):,.0f} rows/s (median of {args.rounds})"
-        )
+        print("\n".join(describe(url, args.rounds)))
         single = [single_submit_rate(url, args.single_submits) for _ in range(args.rounds)]
         print(
             f"single submit, sequential on one connection: {statistics.median(single):,.0f} "

@@ -10,7 +10,8 @@ spread, overlap skip) all due at the same top of the hour, then runs the trigger
 each round on a fresh scratch database. Prints the median time, the trigger's peak memory
 (the process's peak RSS, and what it was before the first round), and checks that every
 schedule got exactly one run and one ledger row and moved on to the next hour. The aim is
-under 10 s and under 300 MB.
+under 5 s and under 300 MB. First lines: the machine's cores and a calibration figure (see
+`bench.machine`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from psycopg.rows import dict_row
 from app.config import Settings
 from app.services.trigger import Trigger
 from bench.bench_db import scratch_database
+from bench.machine import describe
 
 DEFAULT_SCHEDULES = 100_000
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo", "Australia/Sydney"]
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, trigger_connections=options.connections)
 
     n = options.schedules
+    with scratch_database("sundial_bench_trigger") as url:
+        print("\n".join(describe(url, options.rounds)))
     rss_before = peak_rss_mb()
     rounds = [one_round(settings, n) for _ in range(options.rounds)]
     rss_after = peak_rss_mb()

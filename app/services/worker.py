@@ -148,6 +148,7 @@ class Worker:
         )
         self._checked_claim_conn: Conn | None = None  # claims on it can be recorded
         self._claims_paused = False
+        self._claiming = 0  # slots a claim under way may fill (fetcher's or finisher's)
         self._threads: list[threading.Thread] = []  # heartbeat and listener, once running
         self._wake = asyncio.Event()  # a notification came, or the worker is stopping
         self._slot_freed = asyncio.Event()
@@ -325,7 +326,11 @@ class Worker:
         free = self._free_slots()
         if free <= 0:
             return []
-        jobs = await asyncio.to_thread(self._claimer.call, self._claim_recordable, free)
+        self._claiming += free
+        try:
+            jobs = await asyncio.to_thread(self._claimer.call, self._claim_recordable, free)
+        finally:
+            self._claiming -= free
         if jobs is None:
             return None
         if self._claims_paused:
@@ -346,7 +351,7 @@ class Worker:
         """Slots to claim into; none while a full batch of finishes waits to be written."""
         if len(self._finishes) >= self.concurrency:
             return 0
-        return self.concurrency - len(self._in_flight)
+        return self.concurrency - len(self._in_flight) - self._claiming
 
     def _claim_recordable(self, conn: Conn, free: int) -> list[JobSpec] | None:
         """Claim up to `free` runs, or None when this worker could not record them: on a
@@ -449,13 +454,30 @@ class Worker:
             return []
         self._slot_freed.set()
         await self._write_logs()  # an ended attempt's lines are stored before its finish
+        claim = self._downstream_claim()
+        reserved = claim.limit
+        self._claiming += reserved
         try:
-            won = await asyncio.to_thread(self._finisher.call, self._record, batch)
+            won = await asyncio.to_thread(self._finisher.call, self._record, batch, claim)
         except DB_ERRORS:
             log.error("could not record %d finishes before shutdown", len(batch))
             raise
+        finally:
+            self._claiming -= reserved
+            self._slot_freed.set()  # the fetcher may wait for the slots reserved here
+        for job in claim.jobs:
+            self._start(job)
+        self.stats.claimed += len(claim.jobs)
         self._count(batch, won)
         return won
+
+    def _downstream_claim(self) -> runs.DownstreamClaim:
+        """How many of the DAG steps its finishes release the finisher may claim: the free
+        slots, none while claims are paused or the worker is stopping."""
+        claiming = not (self._stopping or self._claims_paused or self._beat.failing)
+        return runs.DownstreamClaim(
+            max(0, self._free_slots()) if claiming else 0, self.lease_seconds
+        )
 
     async def _write_logs(self) -> None:
         """Write the log lines captured so far, in one statement, on the finish connection."""
@@ -471,10 +493,13 @@ class Worker:
         except psycopg.Error as exc:  # about the data: the lines are dropped, not the worker
             log.warning("could not store %d log lines: %s", len(lines), exc)
 
-    def _record(self, conn: Conn, batch: list[Finish]) -> list[Finish]:
-        """Write a batch of finishes; if the database refuses the batch, write them one by
-        one so that an outcome it cannot store fails its own run and no other."""
-        won = self._try_finish(conn, batch)
+    def _record(
+        self, conn: Conn, batch: list[Finish], claim: runs.DownstreamClaim | None = None
+    ) -> list[Finish]:
+        """Write a batch of finishes (claiming into `claim` the DAG steps they release); if
+        the database refuses the batch, write them one by one so that an outcome it cannot
+        store fails its own run and no other."""
+        won = self._try_finish(conn, batch, claim)
         if not isinstance(won, Exception):
             return won
         if len(batch) > 1:
@@ -484,7 +509,7 @@ class Worker:
                 type(won).__name__,
                 won,
             )
-            return [w for finish in batch for w in self._record(conn, [finish])]
+            return [w for finish in batch for w in self._record(conn, [finish], claim)]
         return self._record_refused(conn, batch[0], won)
 
     def _record_refused(self, conn: Conn, finish: Finish, exc: Exception) -> list[Finish]:
@@ -504,10 +529,12 @@ class Worker:
             return []
         return won
 
-    def _try_finish(self, conn: Conn, batch: list[Finish]) -> list[Finish] | Exception:
+    def _try_finish(
+        self, conn: Conn, batch: list[Finish], claim: runs.DownstreamClaim | None = None
+    ) -> list[Finish] | Exception:
         """`runs.finish_many`, or the error with which the database refused the outcomes."""
         try:
-            return runs.finish_many(conn, self.id, batch)
+            return runs.finish_many(conn, self.id, batch, claim_downstream=claim)
         except psycopg.errors.ProgramLimitExceeded as exc:  # about the data, not the server
             return exc
         except DB_ERRORS:

@@ -70,7 +70,8 @@ WHERE s.id = b.id;
 -- Write ledger rows; a fire already recorded (by another trigger) is left as it is. A row
 -- with a `link` fire time names the run (or a workflow schedule's DAG run) it links,
 -- created earlier in this transaction: an enqueued fire's own, or for a coalesced fire the
--- run of the fire that covered it.
+-- run of the fire that covered it; by its id when the row gives it (a run just created by
+-- this batch), else found by fire time.
 INSERT INTO schedule_fires (
     schedule_id, fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual,
     detail, recorded_at, updated_at
@@ -78,18 +79,18 @@ INSERT INTO schedule_fires (
 -- (Lookups as subqueries: one probe of a unique index per linked row, whatever the planner
 -- guesses about the size of the batch.)
 SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome,
-       CASE WHEN f.link IS NOT NULL THEN (
+       CASE WHEN f.run_id IS NOT NULL THEN f.run_id WHEN f.link IS NOT NULL THEN (
            SELECT r.id FROM job_runs r
            WHERE r.schedule_id = f.schedule_id AND r.fire_time = f.link AND r.dag_run_id IS NULL
        ) END,
-       CASE WHEN f.link IS NOT NULL THEN (
+       CASE WHEN f.run_id IS NULL AND f.link IS NOT NULL THEN (
            SELECT d.id FROM dag_runs d WHERE d.schedule_id = f.schedule_id AND d.fire_time = f.link
        ) END,
        f.coalesced_count, f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now())
 FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
     schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text,
-    link timestamptz, coalesced_count int, manual bool, detail text
+    link timestamptz, coalesced_count int, manual bool, detail text, run_id bigint
 )
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 

@@ -40,6 +40,37 @@ RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_secon
 SELECT claimed.* FROM claimed
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
 
+-- name: run_claim_downstream
+-- pending -> running: the dependents of runs %(ids)s that run_unblock just released, in
+-- the transaction completing those runs, leased to the worker recording that: the next
+-- step of a chain starts without a notification and another claim. Same lease and
+-- fencing token as run_claim; run_unblock woke the other workers for steps left over.
+WITH picked AS (
+    SELECT id FROM job_runs
+    WHERE id IN (SELECT run_id FROM job_run_deps WHERE depends_on = ANY(%(ids)s::bigint[]))
+      AND status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY priority DESC, run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+UPDATE job_runs r
+SET status = 'running',
+    lease_owner = %(worker)s,
+    lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+    attempt = r.attempt + 1,
+    started_at = coalesce(%(now)s::timestamptz, now())
+WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.status = 'pending'
+RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_seconds,
+          r.idempotency_key, r.fire_time, r.priority, r.run_at,
+          (
+              SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+              FROM job_run_deps d JOIN job_runs u ON u.id = d.depends_on
+              WHERE d.run_id = r.id
+          ) AS upstream_results
+)
+SELECT claimed.* FROM claimed
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
+
 -- name: run_heartbeat
 -- running -> running: extend every lease this worker still holds, in one statement.
 -- Rows locked by a concurrent finish or cancel are skipped, not waited for (no deadlock);
@@ -286,7 +317,9 @@ RETURNING r.id, r.priority;
 -- blocked -> pending: dependents of runs that just completed, in the same transaction as
 -- that completion. Each loses one remaining upstream per completed edge; the one that
 -- reaches 0 is released. Rows are locked in id order first, so finishes that release
--- shared dependents at the same time queue up instead of deadlocking.
+-- shared dependents at the same time queue up instead of deadlocking. Workers are woken
+-- for the released steps, except the %(claim_limit)s due ones (if not null) that the
+-- finishing worker claims itself next, in the same transaction (run_claim_downstream).
 WITH edges AS (
     SELECT d.run_id, count(*)::int AS n
     FROM job_run_deps d
@@ -305,10 +338,16 @@ WITH edges AS (
                       ELSE r.run_at END
     FROM edges e
     WHERE r.id = e.run_id AND r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
-    RETURNING r.id, r.status
+    RETURNING r.id, r.status, r.run_at <= coalesce(%(now)s::timestamptz, now()) AS due
 )
 SELECT released.id, released.status FROM released
-LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+LEFT JOIN (
+    SELECT pg_notify('sundial_runs', '')
+    WHERE %(claim_limit)s::int IS NULL
+       OR (SELECT count(*) FILTER (WHERE due) > %(claim_limit)s::int
+                  OR count(*) FILTER (WHERE NOT due) > 0
+           FROM released WHERE status = 'pending')
+) AS wake ON true;
 
 -- name: run_skip_downstream
 -- blocked -> skipped: every transitive dependent of runs that ended without completing

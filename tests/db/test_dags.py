@@ -278,3 +278,60 @@ def test_submit_dag_records_its_dag_run(conn: Conn) -> None:
     assert conn.execute("SELECT name FROM dag_runs WHERE id = %s", (dag.id,)).fetchone() == {
         "name": "adhoc"
     }
+
+
+def claim_node(conn: Conn, dag: runs.SubmittedDag, name: str) -> runs.Finish:
+    """Claim exactly that node (it must be pending) and say it completed."""
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (dag.run_ids[name],))
+    (job,) = runs.claim(conn, "w", 1, 30)
+    assert job.run_id == dag.run_ids[name]
+    return Finish(job.run_id, job.attempt, Outcome.completed())
+
+
+def test_a_finish_claims_the_steps_it_releases_for_its_worker_in_its_transaction(
+    db_url: str, conn: Conn
+) -> None:
+    dag = diamond(conn)
+    done = claim_node(conn, dag, "A")
+    claim = runs.DownstreamClaim(limit=10, lease_seconds=30)
+    with psycopg.connect(db_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        assert runs.finish_many(conn, "w2", [done], claim_downstream=claim) == [done]
+        woken = list(listener.notifies(timeout=0.5, stop_after=1))
+    assert woken == []  # nothing is left for other workers
+    assert sorted(j.run_id for j in claim.jobs) == sorted([dag.run_ids["B"], dag.run_ids["C"]])
+    assert all(j.attempt == 1 and j.upstream_results == {"A": None} for j in claim.jobs)
+    assert claim.limit == 8
+    rows = conn.execute(
+        "SELECT status, lease_owner, started_at IS NOT NULL AS started FROM job_runs "
+        "WHERE id = ANY(%s)",
+        ([j.run_id for j in claim.jobs],),
+    ).fetchall()
+    assert rows == [{"status": "running", "lease_owner": "w2", "started": True}] * 2
+    assert statuses(conn, dag)["D"] == "blocked"
+
+
+def test_a_finish_claims_no_more_than_its_limit_and_wakes_workers_for_the_rest(
+    db_url: str, conn: Conn
+) -> None:
+    dag = diamond(conn)
+    done = claim_node(conn, dag, "A")
+    claim = runs.DownstreamClaim(limit=1, lease_seconds=30)
+    with psycopg.connect(db_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        runs.finish_many(conn, "w2", [done], claim_downstream=claim)
+        woken = list(listener.notifies(timeout=1.0, stop_after=1))
+    assert len(woken) == 1
+    assert len(claim.jobs) == 1 and claim.limit == 0
+    assert sorted(statuses(conn, dag).values()) == ["blocked", "completed", "pending", "running"]
+
+
+def test_a_finish_that_rolls_back_hands_out_no_claimed_step(conn: Conn) -> None:
+    dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
+    done = claim_node(conn, dag, "A")
+    claim = runs.DownstreamClaim(limit=10, lease_seconds=30)
+    bad = Finish(done.run_id, done.attempt, Outcome(OutcomeStatus.FAILED, error="x\x00y"))
+    with pytest.raises(psycopg.Error):
+        runs.finish_many(conn, "w", [done, bad], claim_downstream=claim)
+    assert claim.jobs == [] and claim.limit == 10
+    assert statuses(conn, dag) == {"A": "running", "B": "blocked"}
