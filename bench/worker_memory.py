@@ -17,11 +17,10 @@ from pathlib import Path
 from app import runs
 from app.runs import NewRun
 from bench.bench_db import scratch_database
+from bench.machine import describe
 from bench.throughput import (
     SUBMIT_BATCH,
-    calibration_rate,
     connect,
-    cores,
     start_workers,
     stop_workers,
     wait_completed,
@@ -100,8 +99,8 @@ def main() -> None:
     args = parser.parse_args()
     total = 1_000_000 if args.million else args.long
     with scratch_database("sundial_bench") as url:
-        print(f"machine: {cores()}")
-        print(f"calibration, server-side INSERT: {calibration_rate(url):,.0f} rows/s (one round)")
+        for line in describe(url, 1):
+            print(line)
         for concurrency in (10, 1000):
             started, after = at_concurrency(url, concurrency, args.runs)
             print(
