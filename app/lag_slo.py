@@ -218,11 +218,28 @@ def _expected_fires(rule: Recurrence, since: datetime, until: datetime) -> list[
     key = (rule, low, high)
     found = _expected_cache.get(key)
     if found is None:
-        older = [f.at for f in latest_fires(rule, low, high, MISSING_SHOWN)]
-        tail = [f.at for f in fires_between(rule, high, high + MINUTE)]
+        found = _slid_a_minute(rule, low, high) or (
+            [f.at for f in latest_fires(rule, low, high, MISSING_SHOWN)],
+            [f.at for f in fires_between(rule, high, high + MINUTE)],
+        )
         if len(_expected_cache) >= EXPECTED_CACHE_SIZE:
             _expected_cache.clear()
-        _expected_cache[key] = found = (older, tail)
+        _expected_cache[key] = found
     older, tail = found
     fires = [at for at in older if at >= since] + [at for at in tail if at < until]
     return fires[-MISSING_SHOWN:]
+
+
+def _slid_a_minute(
+    rule: Recurrence, low: datetime, high: datetime
+) -> tuple[list[datetime], list[datetime]] | None:
+    """The cache entry of [low, high) from the one of the minute before, when there is one:
+    the newest fires of the window moved on by a minute are the newest of what the old
+    window's newest and its last minute hold from `low` on (exact: nothing older can be
+    newer). Only the new last minute is walked, instead of the whole window."""
+    before = _expected_cache.get((rule, low - MINUTE, high - MINUTE))
+    if before is None:
+        return None
+    older, tail = before
+    kept = [at for at in older if at >= low] + tail
+    return kept[-MISSING_SHOWN:], [f.at for f in fires_between(rule, high, high + MINUTE)]

@@ -197,6 +197,9 @@ def time_pages(url: str, samples: int) -> None:
         + time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 3600)),
         "run": f"/runs/{failed['id']}",
         "workers": "/workers",
+        "schedules": "/schedules",
+        "schedules, a later page": "/schedules?after=schedule-5000",
+        "jobs": "/jobs",
         "/metrics": "/metrics",
     }
     with TestClient(create_app(settings, url)) as client:

@@ -33,6 +33,24 @@ def test_cached_expected_fires_equal_the_direct_walk(rule: Recurrence) -> None:
             assert lag_slo._expected_fires(rule, since, until) == want  # from the cache
 
 
+@pytest.mark.parametrize("rule", RULES)
+def test_a_window_sliding_minute_by_minute_is_derived_exactly(rule: Recurrence) -> None:
+    """Each minute's entry comes from the minute before's (a walk of one minute only):
+    over a day and a DST change, every reading still equals the direct walk."""
+    lag_slo._expected_cache.clear()
+    for minute in range(0, 26 * 60, 7):
+        for second in (0, 31):
+            until = START + timedelta(minutes=minute, seconds=second)
+            since = until - timedelta(hours=24)
+            want = [f.at for f in latest_fires(rule, since, until, lag_slo.MISSING_SHOWN)]
+            assert lag_slo._expected_fires(rule, since, until) == want, (since, until)
+            # and the next minute, derived from this one
+            later = until + timedelta(minutes=1)
+            want = [f.at for f in latest_fires(rule, later - timedelta(hours=24), later,
+                                               lag_slo.MISSING_SHOWN)]  # fmt: skip
+            assert lag_slo._expected_fires(rule, later - timedelta(hours=24), later) == want
+
+
 def test_a_schedules_missing_fires_share_one_line() -> None:
     at = [START + timedelta(hours=h) for h in range(4)]
     expected = "was expected to fire and that fire produced no run"
