@@ -8,10 +8,11 @@ and the week calendar (the pure counting is `app.forecast`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from time import monotonic
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from app import calendars, forecast
@@ -24,6 +25,29 @@ from app.sql import query
 
 BUSIEST_SHOWN = 5
 WEEK_SCHEDULES_SHOWN = 300  # the week calendar lists at most this many schedules
+
+# Reading ten thousand schedules is most of a forecast or week page, and they change
+# rarely: what was computed is kept per process for KEPT_SECONDS under what was asked and
+# the schedules' and calendars' edit mark, so an edit shows at once; a change the trigger
+# makes (an automatic pause or resume) shows within KEPT_SECONDS.
+KEPT_SECONDS = 30.0
+KEPT_ENTRIES = 256
+_kept: dict[tuple[Any, ...], tuple[float, Any]] = {}
+T = TypeVar("T")
+
+
+def _remembered(conn: Conn, asked: tuple[Any, ...], compute: Callable[[], T]) -> T:
+    mark = conn.execute(query("upcoming", "upcoming_edit_mark")).fetchone()
+    marks = mark.values() if isinstance(mark, dict) else mark or ()
+    key = (conn.info.host, conn.info.port, conn.info.dbname, *asked, *marks)
+    hit = _kept.get(key)
+    if hit is not None and monotonic() - hit[0] < KEPT_SECONDS:
+        return hit[1]  # type: ignore[no-any-return]
+    value = compute()
+    if len(_kept) >= KEPT_ENTRIES:
+        _kept.clear()  # whole entries only: safe with the web's threads
+    _kept[key] = (monotonic(), value)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +105,14 @@ def forecast_with(
     tz = zone_named(zone)
     start = window_start(db_now(conn, now), tz)
     end = start + forecast.WINDOW
-    rows = _schedules(conn, end, excluding=excluding)
-    counts = forecast.minute_counts(forecast.grouped(_rules(rows), start, end), start)
+
+    def counted() -> tuple[list[int], int]:
+        rows = _schedules(conn, end, excluding=excluding)
+        return forecast.minute_counts(forecast.grouped(_rules(rows), start, end), start), len(rows)
+
+    counts, schedules = _remembered(conn, ("forecast", start, excluding), counted)
     extra = forecast.minutes_of(extra_fire_times, start)
-    return Forecast(start, tz, counts, extra, len(rows))
+    return Forecast(start, tz, counts, extra, schedules)
 
 
 def fire_times(rule: Recurrence, start: datetime) -> list[datetime]:
@@ -136,6 +164,13 @@ def week(
     tz = zone_named(zone)
     if monday is None:
         monday = monday_of(db_now(conn, now).astimezone(tz).date())
+    chosen = monday
+    return _remembered(
+        conn, ("week", chosen, zone, search), lambda: _week(conn, chosen, tz, search)
+    )
+
+
+def _week(conn: Conn, monday: date, tz: ZoneInfo, search: str | None) -> Week:
     days = [monday + timedelta(days=d) for d in range(7)]
     bounds = [(_midnight(day, tz), _midnight(day + timedelta(days=1), tz)) for day in days]
     rows = _schedules(conn, bounds[-1][1], search=search)

@@ -17,3 +17,12 @@ WHERE s.active AND s.next_fire_time < %(until)s
        OR strpos(lower(s.name), lower(%(search)s::text)) > 0
        OR strpos(lower(coalesce(j.name, w.name, '')), lower(%(search)s::text)) > 0)
 ORDER BY s.name;
+
+-- name: upcoming_edit_mark
+-- (read) what changes when schedules or exclusion calendars are added, edited or removed:
+-- the key under which a forecast or week read from them is kept for a few seconds.
+SELECT (SELECT count(*) FROM schedules) AS schedules,
+       (SELECT max(updated_at) FROM schedules) AS schedule_edit,
+       (SELECT count(*) FROM exclusion_calendars) AS calendars,
+       (SELECT max(updated_at) FROM exclusion_calendars) AS calendar_edit,
+       (SELECT count(*) FROM blackout_windows) AS windows;
