@@ -308,7 +308,7 @@ def finish_many(
     won: set[tuple[int, int]] = set()
     with conn.transaction():
         if completed:
-            # Ids as array literals and results as one JSON array: building them costs a
+            # Ids as array literals and results as one JSON object: building them costs a
             # fraction of adapting three Python lists element by element.
             with conn.cursor(row_factory=tuple_row) as cursor:
                 done = cursor.execute(
@@ -317,7 +317,7 @@ def finish_many(
                         "worker": worker,
                         "ids": _int_array([f.run_id for f in completed]),
                         "attempts": _int_array([f.attempt for f in completed]),
-                        "results": encode_json([f.outcome.result for f in completed]),
+                        "results": _results_json(completed),
                         **_now(now),
                     },
                 ).fetchall()
@@ -397,6 +397,18 @@ def complete_late(
 
 def _result_json(result: JSON) -> Jsonb | None:
     return None if result is None else Jsonb(result)
+
+
+def _results_json(finishes: Sequence[Finish]) -> str:
+    """The results of `finishes` as one JSON object keyed by position (1, 2, …), as
+    `run_complete_many` reads them; a run without a result has no key."""
+    return encode_json(
+        {
+            str(n): f.outcome.result
+            for n, f in enumerate(finishes, 1)
+            if f.outcome.result is not None
+        }
+    )
 
 
 def _int_array(values: list[int]) -> str:

@@ -70,12 +70,12 @@ WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
 -- name: run_complete_many
 -- running -> completed: the attempts' results, and one history row per attempt. The
 -- errors of earlier attempts are cleared from the run (their history rows keep them).
--- The results come as one JSON array in the order of the ids (a JSON null: no result),
--- far cheaper for the worker to send than an array of jsonb values.
+-- The results come as one JSON object keyed by each id's position (1, 2, …) in the
+-- array, none for runs without a result: far cheaper to send than an array of jsonb.
 WITH done AS (
     UPDATE job_runs r
     SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
-        result = nullif(%(results)s::jsonb -> (f.n::int - 1), 'null'::jsonb),
+        result = %(results)s::jsonb -> f.n::text,
         last_error = NULL, traceback = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) WITH ORDINALITY AS f(id, attempt, n)
     WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
