@@ -104,6 +104,8 @@ class LogCollector:
 
     def close(self, key: tuple[int, int]) -> None:
         """The attempt ended: keep its unfinished lines and forget it."""
+        if key not in self._attempts:  # it logged nothing (most runs): no lock needed
+            return
         with self._lock:
             state = self._attempts.pop(key, None)
             if state is None:

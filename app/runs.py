@@ -16,6 +16,7 @@ deletes old history. The names a caller needs to submit (`NewRun`, `SubmitError`
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -26,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from app import limits
@@ -37,7 +39,7 @@ from app.errors import UsageError
 from app.fingerprints import LEASE_EXPIRED, fingerprint_of
 from app.handlers.gate import refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
-from app.json_rows import json_rows
+from app.json_rows import encode_json, json_rows
 from app.metrics import FENCE_LOST, TRANSITIONS
 from app.run_inserts import (
     COPY_THRESHOLD,
@@ -59,6 +61,8 @@ from app.states import ACTIVE, RunStatus
 
 log = logging.getLogger(__name__)
 
+
+_decode_json = json.JSONDecoder().decode
 
 RETRY_BASE_DELAY_SECONDS = 1.0
 RETRY_MAX_DELAY_SECONDS = 600.0
@@ -212,25 +216,37 @@ def claim(
     """pending -> running for up to `limit` due runs, leased to `worker`."""
     if limit <= 0:
         return []
-    rows = conn.execute(
-        query("runs", "run_claim"),
-        {"worker": worker, "limit": limit, "lease_seconds": lease_seconds, **_now(now)},
-    ).fetchall()
+    # Plain tuples and JSON decoded here: a drain claims thousands of runs a second.
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        params = {"worker": worker, "limit": limit, "lease_seconds": lease_seconds, **_now(now)}
+        rows = cursor.execute(query("runs", "run_claim"), params).fetchall()
     TRANSITIONS.labels("run_claim").inc(len(rows))
-    rows.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
+    rows.sort(key=_claim_order)  # start in claim order
     return [
         JobSpec(
-            run_id=r["id"],
-            attempt=r["attempt"],
-            handler=r["handler"],
-            args=r["args"],
-            execution_model=r["execution_model"],
-            timeout_seconds=float(r["timeout_seconds"]),
-            idempotency_key=r["idempotency_key"],
-            fire_time=r["fire_time"],
-            upstream_results=r["upstream_results"],
+            run_id,
+            attempt,
+            handler,
+            {} if args == "{}" else _decode_json(args),
+            execution_model,
+            float(timeout_seconds),
+            idempotency_key,
+            fire_time,
+            None if upstream is None else _decode_json(upstream),
         )
-        for r in rows
+        for (
+            run_id,
+            attempt,
+            handler,
+            args,
+            execution_model,
+            timeout_seconds,
+            idempotency_key,
+            fire_time,
+            _priority,
+            _run_at,
+            upstream,
+        ) in rows
     ]
 
 
@@ -287,6 +303,10 @@ def _release_and_claim(
         )
         for r in rows
     ]
+
+
+def _claim_order(row: tuple[Any, ...]) -> tuple[int, datetime]:
+    return -row[8], row[9]  # priority, highest first; then run_at
 
 
 def heartbeat(
@@ -350,19 +370,22 @@ def finish_many(
     claimed: list[JobSpec] = []
     with conn.transaction():
         if completed:
-            rows = conn.execute(
-                query("runs", "run_complete_many"),
-                {
-                    "worker": worker,
-                    "ids": [f.run_id for f in completed],
-                    "attempts": [f.attempt for f in completed],
-                    "results": [_result_json(f.outcome.result) for f in completed],
-                    **_now(now),
-                },
-            ).fetchall()
-            won |= {(r["id"], r["attempt"]) for r in rows}
-            TRANSITIONS.labels("run_complete").inc(len(rows))
-            in_dag = [r["id"] for r in rows if r["in_dag"]]
+            # Ids as array literals and results as one JSON object: building them costs a
+            # fraction of adapting three Python lists element by element.
+            with conn.cursor(row_factory=tuple_row) as cursor:
+                done = cursor.execute(
+                    query("runs", "run_complete_many"),
+                    {
+                        "worker": worker,
+                        "ids": _int_array([f.run_id for f in completed]),
+                        "attempts": _int_array([f.attempt for f in completed]),
+                        "results": _results_json(completed),
+                        **_now(now),
+                    },
+                ).fetchall()
+            won |= {(run_id, attempt) for run_id, attempt, _ in done}
+            TRANSITIONS.labels("run_complete").inc(len(done))
+            in_dag = [run_id for run_id, _, dag in done if dag]
             if claim_downstream is None:
                 _settle_downstream(conn, completed=in_dag, now=now)
             else:
@@ -442,6 +465,23 @@ def complete_late(
 
 def _result_json(result: JSON) -> Jsonb | None:
     return None if result is None else Jsonb(result)
+
+
+def _results_json(finishes: Sequence[Finish]) -> str:
+    """The results of `finishes` as one JSON object keyed by position (1, 2, …), as
+    `run_complete_many` reads them; a run without a result has no key."""
+    return encode_json(
+        {
+            str(n): f.outcome.result
+            for n, f in enumerate(finishes, 1)
+            if f.outcome.result is not None
+        }
+    )
+
+
+def _int_array(values: list[int]) -> str:
+    """A PostgreSQL array literal of whole numbers: `{1,2,3}`."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def release_many(

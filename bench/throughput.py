@@ -1,6 +1,7 @@
 """Queue benchmark: single and bulk submit rates, end-to-end no-op throughput, latency.
 
     .venv/bin/python -m bench.throughput [--runs 20000] [--rounds 3] [--concurrency 1000]
+        [--drain-runs 100000]
 
 First lines: the machine's cores and a calibration figure (a plain server-side INSERT of
 generated rows, no Sundial code), so figures from noisy or different machines compare as
@@ -125,6 +126,17 @@ def drain_rate(url: str, total: int, worker_count: int, concurrency: int) -> flo
         ).fetchone()
         assert span is not None
         return total / float(span["s"])
+
+
+def steady_drain_line(url: str, total: int, rounds: int, concurrency: int) -> str:
+    """The steady drain: `total` no-op runs, 2 worker processes, first start to last
+    finish, with the load average at the end (the machine is shared with the database)."""
+    rates = [drain_rate(url, total, 2, concurrency) for _ in range(rounds)]
+    return (
+        f"steady drain of {total:,} no-op runs, 2 worker processes: "
+        f"{statistics.median(rates):,.0f} runs/s (median of {rounds}; all: "
+        f"{', '.join(f'{r:,.0f}' for r in rates)}; load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 def first_claim_ms(url: str) -> float:
@@ -281,6 +293,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1000)
     parser.add_argument("--latency-samples", type=int, default=200)
     parser.add_argument("--single-submits", type=int, default=5000)
+    parser.add_argument(
+        "--drain-runs", type=int, default=100_000, help="runs of the steady 2-worker drain"
+    )
     args = parser.parse_args()
     with scratch_database("sundial_bench") as url:
         print("\n".join(describe(url, args.rounds)))
@@ -302,6 +317,7 @@ def main() -> None:
                 f"{statistics.median(rates):,.0f} runs/s (median of {args.rounds}, "
                 f"drain of {args.runs:,}; all: {', '.join(f'{r:,.0f}' for r in rates)})"
             )
+        print(steady_drain_line(url, args.drain_runs, args.rounds, args.concurrency))
         ready = [first_claim_ms(url) for _ in range(args.rounds)]
         print(
             f"worker start to first claim: {statistics.median(ready):,.0f} ms "

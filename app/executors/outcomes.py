@@ -111,6 +111,8 @@ def storable(outcome: Outcome, max_result_bytes: int) -> Outcome:
     larger than `max_result_bytes` as JSON, or one that cannot be written out at all,
     makes the attempt FAILED (not retryable) with the reason.
     """
+    if outcome.result is None and outcome.error is None and outcome.traceback is None:
+        return outcome  # most runs: nothing to look at
     error = _storable_text(outcome.error)
     traceback_text = _storable_text(outcome.traceback)
     if error is not None:

@@ -1,0 +1,107 @@
+"""What PostgreSQL allows for a drain: the worker's own claim and finish SQL, nothing else.
+
+    .venv/bin/python -m bench.drain_ceiling [--runs 100000] [--processes 2] [--batch 1000]
+
+Each process loops: claim a batch (`run_claim`, leases and fencing tokens as the worker
+takes them), then complete it (`run_complete_many`, one history row per attempt), both
+statements exactly as the worker sends them, until the queue is empty. No handler runs
+and no Python worker machinery is involved, so the rate is the ceiling a worker's Python
+side is measured against. Medians over rounds are printed, per batch size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import time
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from app import runs
+from app.runs import NewRun
+from app.sql import query
+from bench.bench_db import scratch_database
+from bench.throughput import SUBMIT_BATCH, cores
+
+LEASE_SECONDS = 30.0
+
+
+def _drain(url: str, batch: int, name: str, go: Any, out: Any) -> None:
+    """One process: claim and complete batches until none is left; puts runs completed."""
+    done = 0
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        go.wait()
+        while True:
+            claimed = conn.execute(
+                query("runs", "run_claim"),
+                {"worker": name, "limit": batch, "lease_seconds": LEASE_SECONDS, "now": None},
+            ).fetchall()
+            if not claimed:
+                out.put(done)
+                return
+            with conn.transaction():
+                rows = conn.execute(
+                    query("runs", "run_complete_many"),
+                    {
+                        "worker": name,
+                        # Sent as the worker sends them (app.runs.finish_many).
+                        "ids": "{" + ",".join(str(r["id"]) for r in claimed) + "}",
+                        "attempts": "{" + ",".join(str(r["attempt"]) for r in claimed) + "}",
+                        "results": "{}",  # no-op runs have no result
+                        "now": None,
+                    },
+                ).fetchall()
+            done += len(rows)
+
+
+def drain_rate(url: str, total: int, processes: int, batch: int) -> float:
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("TRUNCATE job_runs CASCADE")
+        for offset in range(0, total, SUBMIT_BATCH):
+            count = min(SUBMIT_BATCH, total - offset)
+            runs.submit_many(conn, [NewRun("noop") for _ in range(count)])
+        conn.execute("VACUUM ANALYZE job_runs")
+        ctx = multiprocessing.get_context("spawn")
+        go, out = ctx.Event(), ctx.Queue()
+        procs = [
+            ctx.Process(target=_drain, args=(url, batch, f"ceiling-{n}", go, out))
+            for n in range(processes)
+        ]
+        for proc in procs:
+            proc.start()
+        time.sleep(1.0)  # let every process connect
+        started = time.perf_counter()
+        go.set()
+        done = sum(out.get(timeout=600) for _ in procs)  # a failed process puts nothing
+        elapsed = time.perf_counter() - started
+        for proc in procs:
+            proc.join()
+    assert done == total, f"completed {done} of {total}"
+    return total / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--batch", default="1000", help="claim batch sizes, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print(f"machine: {cores()}, load average {os.getloadavg()[0]:.1f}")
+    with scratch_database("sundial_ceiling") as url:
+        for batch in (int(b) for b in args.batch.split(",")):
+            rates = [drain_rate(url, args.runs, args.processes, batch) for _ in range(args.rounds)]
+            print(
+                f"claim + complete SQL only, {args.processes} processes, batch {batch}: "
+                f"{statistics.median(rates):,.0f} runs/s (median of {args.rounds}, drain of "
+                f"{args.runs:,}; all: {', '.join(f'{r:,.0f}' for r in rates)})",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
