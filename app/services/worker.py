@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -48,7 +47,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Json, Jsonb
 
-from app import run_logs, runs
+from app import collector, run_logs, runs
 from app.config import Settings
 from app.db import Conn, listen_url
 from app.executors import Executors
@@ -71,10 +70,6 @@ CLAIM_PAUSE_SECONDS = 0.5  # between checks while the finish or heartbeat connec
 # the grace period; then the worker exits and the reaper re-runs what it could not record.
 GIVE_UP_AFTER_GRACE_SECONDS = 10.0
 LISTEN_TIMEOUT_SECONDS = 0.5  # how soon the listener thread sees the worker stopping
-# New objects between two collections of the youngest generation (Python's default: 700).
-# A drain allocates a few objects per run that mostly die young; collecting every 700
-# allocations moves the runs in flight to older generations and then walks them again.
-GC_YOUNG_THRESHOLD = 10_000
 
 
 class WorkerCrashed(RuntimeError):
@@ -165,10 +160,7 @@ class Worker:
     async def run(self, stop: asyncio.Event, force_stop: asyncio.Event | None = None) -> None:
         """Work until `stop` is set, then shut down gracefully (see the module docstring)."""
         await self.start()
-        # What start-up made (modules, classes, handlers) lives as long as the process: out
-        # of the collector's full passes, which would otherwise stall the loop for tens of
-        # milliseconds now and then (an enqueue-to-start latency tail).
-        gc.freeze()
+        collector.freeze_start_up()  # see app/collector.py: a latency tail otherwise
         self._threads = [
             threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True),
             threading.Thread(target=self._listen_loop, name="listener", daemon=True),
@@ -723,12 +715,6 @@ async def _first(*aws: Any) -> None:
             t.cancel()
 
 
-def _settle_garbage_collector() -> None:
-    """Let the cyclic garbage collector run less often (what start-up loaded is frozen out
-    of it by `Worker.run`): collecting often cost more than the runs themselves."""
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-
-
 def build_worker(settings: Settings, url: str, concurrency: int | None = None) -> Worker:
     concurrency = concurrency or settings.worker_concurrency
     load_modules(settings.handler_modules)
@@ -751,7 +737,7 @@ def build_worker(settings: Settings, url: str, concurrency: int | None = None) -
 def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> int:
     """Entry point of `sundial worker`: run until SIGTERM/SIGINT (a second one: no grace)."""
     worker = build_worker(settings, url, concurrency)
-    _settle_garbage_collector()
+    collector.collect_less_often()  # the process's own: tests keep Python's default
 
     async def main() -> None:
         stop, force = asyncio.Event(), asyncio.Event()

@@ -12,7 +12,6 @@ event hub (`app.web.events`) starts and stops with the app.
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -20,6 +19,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
+from app import collector
 from app.config import Settings
 from app.db import listen_url
 from app.resources import STATIC_DIR
@@ -59,10 +59,10 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         # Not waiting: a web process whose database is down still starts and says so.
         pool.open(wait=False)
         await hub.start()
-        # What start-up made (modules, routes, models) lives as long as the process: out of
-        # the collector's full passes, which otherwise stall a request now and then for
-        # about 100 ms (most of a page's 50 ms budget and more).
-        gc.freeze()
+        # See app/collector.py: full collections stalled a request now and then for 20 to
+        # 100 ms, most of a page's 50 ms budget and more.
+        collector.freeze_start_up()
+        collector.collect_less_often()
         try:
             yield
         finally:
