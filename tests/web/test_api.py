@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -257,6 +257,23 @@ def test_workflows_create_replace_delete(live_server: str, db_url: str) -> None:
     assert actions == ["workflow.create", "workflow.update", "workflow.delete"]
 
 
+def assert_documented(base: str, token: str, schema: str, body: Any) -> None:
+    """`body` matches the OpenAPI document's schema `schema`, with a `date-time` that is
+    RFC 3339's: an offset is required (a wall-clock time without one is not a date-time)."""
+    import jsonschema
+
+    document = request(base, "GET", "/api/v1/openapi.json", token).body
+    root = {**document["components"]["schemas"][schema], "components": document["components"]}
+    formats = jsonschema.FormatChecker()
+
+    @formats.checks("date-time", raises=ValueError)
+    def rfc3339(value: object) -> bool:
+        text = str(value)
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).tzinfo is not None
+
+    jsonschema.Draft202012Validator(root, format_checker=formats).validate(body)
+
+
 def test_schedules(live_server: str, db_url: str) -> None:
     token = make_token(db_url, "editor")
     created = request(live_server, "POST", "/api/v1/schedules", token, {
@@ -269,6 +286,7 @@ def test_schedules(live_server: str, db_url: str) -> None:
     nexts = request(live_server, "GET", "/api/v1/schedules/nightly/next-fires?count=3", token)
     assert nexts.status == 200 and len(nexts.body["fires"]) == 3
     assert all(f["local_time"].endswith("02:30:00") for f in nexts.body["fires"])
+    assert_documented(live_server, token, "NextFiresOut", nexts.body)
 
     bad_cron = request(live_server, "PATCH", "/api/v1/schedules/nightly", token, {"cron": "61 *"})
     assert bad_cron.status == 422
@@ -284,6 +302,7 @@ def test_schedules(live_server: str, db_url: str) -> None:
     assert started.status == 201 and started.body["run_id"] is not None
     fires = request(live_server, "GET", "/api/v1/schedules/nightly/fires", token)
     assert [f["outcome"] for f in fires.body["fires"]] == ["enqueued"]
+    assert_documented(live_server, token, "FireListOut", fires.body)
     of_schedule = request(live_server, "GET", "/api/v1/runs?schedule=nightly", token)
     assert [r["id"] for r in of_schedule.body["runs"]] == [started.body["run_id"]]
     assert request(live_server, "DELETE", "/api/v1/schedules/nightly", token).status == 204

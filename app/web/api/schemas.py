@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from app import limits
 from app.cron import DstRepeated, DstSkipped
@@ -348,9 +348,22 @@ class StartedOut(BaseModel):
     dag_run_id: uuid.UUID | None
 
 
+# A wall-clock time in a schedule's zone has no offset, which RFC 3339's `date-time` requires:
+# the document says what it is, an ISO 8601 local date and time.
+WallClock = Annotated[
+    datetime,
+    PlainSerializer(lambda moment: moment.isoformat(), return_type=str),
+    WithJsonSchema({
+        "type": "string",
+        "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?$",
+        "description": "A wall-clock time in the schedule's zone, without an offset.",
+    }),
+]  # fmt: skip
+
+
 class FireOut(BaseModel):
     fire_time: datetime
-    local_time: datetime | None
+    local_time: WallClock | None
     outcome: str
     run_id: int | None
     dag_run_id: uuid.UUID | None
@@ -367,7 +380,7 @@ class FiresQuery(Strict):
 
 class NextFireOut(BaseModel):
     at: datetime = Field(description="The instant (UTC) of the fire.")
-    local_time: datetime = Field(description="The wall-clock time it stands for, in the zone.")
+    local_time: WallClock = Field(description="The wall-clock time it stands for, in the zone.")
 
 
 class NextFiresOut(BaseModel):
