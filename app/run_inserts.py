@@ -9,7 +9,6 @@ skipped) and calls these; the statements are in `app/sql/run_inserts.sql`.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ SUBMIT_CHUNK = 2000  # runs per INSERT statement of a bulk submit
 COPY_THRESHOLD = 1000  # from this many runs without keys, a bulk submit goes through COPY
 
 EXECUTION_MODELS = frozenset(m.value for m in ExecutionModel)
+SUBMITTED = TRANSITIONS.labels("run_submit")
 
 
 class SubmitError(UsageError):
@@ -163,12 +163,7 @@ def copy_runs(conn: Conn, new_runs: list[NewRun], now: datetime | None) -> list[
     conn.execute(query("run_inserts", "run_stage_prepare"))
     with conn.cursor().copy(query("run_inserts", "run_stage_copy")) as copy:
         for n, run in enumerate(new_runs):
-            try:
-                args = encode_json(run.args) if run.args else "{}"
-            except (TypeError, ValueError) as exc:
-                raise SubmitError(
-                    f"args of a {run.handler!r} run must be JSON-serialisable: {exc}"
-                ) from None
+            args = _args_json(run.handler, run.args) if run.args else "{}"
             copy.write_row(
                 (
                     n,
@@ -186,7 +181,7 @@ def copy_runs(conn: Conn, new_runs: list[NewRun], now: datetime | None) -> list[
     cursor = conn.cursor(row_factory=tuple_row)
     rows = cursor.execute(query("run_inserts", "run_submit_staged"), {"now": now}).fetchall()
     ids = [run_id for (run_id,) in rows]
-    TRANSITIONS.labels("run_submit").inc(len(ids))
+    SUBMITTED.inc(len(ids))
     return ids
 
 
@@ -211,7 +206,7 @@ def insert_runs(
         with conn.cursor(row_factory=tuple_row) as cursor:
             params = {"runs": _rows_json(rows), "now": now}
             one_chunk = cursor.execute(query("run_inserts", "run_submit_many"), params).fetchall()
-        TRANSITIONS.labels("run_submit").inc(len(one_chunk))
+        SUBMITTED.inc(len(one_chunk))
         return one_chunk
     chunks = [rows[i : i + SUBMIT_CHUNK] for i in range(0, len(rows), SUBMIT_CHUNK)]
     with conn.pipeline():
@@ -223,8 +218,37 @@ def insert_runs(
     inserted: list[tuple[int, str | None]] = []
     for cursor in cursors:
         inserted += cursor.fetchall()
-    TRANSITIONS.labels("run_submit").inc(len(inserted))
+    SUBMITTED.inc(len(inserted))
     return inserted
+
+
+def insert_one(conn: Conn, run: NewRun, now: datetime | None) -> list[tuple[int, str | None]]:
+    """(new) -> pending for one run, its values sent as parameters: (id, idempotency key),
+    or nothing when its key is already taken."""
+    params = {
+        "handler": run.handler,
+        "args": _args_json(run.handler, run.args),
+        "execution_model": run.execution_model,
+        "priority": run.priority,
+        "run_at": run.run_at,
+        "delay": run.delay,
+        "max_retries": run.max_retries,
+        "timeout_seconds": run.timeout_seconds,
+        "idempotency_key": run.idempotency_key,
+        "job_id": run.job_id,
+        "now": now,
+    }
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        inserted = cursor.execute(query("run_inserts", "run_submit_one"), params).fetchall()
+    SUBMITTED.inc(len(inserted))
+    return inserted
+
+
+def _args_json(handler: str, args: dict[str, Any]) -> str:
+    try:
+        return encode_json(args)
+    except (TypeError, ValueError) as exc:
+        raise SubmitError(f"args of a {handler!r} run must be JSON-serialisable: {exc}") from None
 
 
 def _rows_json(rows: list[dict[str, Any]]) -> str:
@@ -232,12 +256,7 @@ def _rows_json(rows: list[dict[str, Any]]) -> str:
         return json_rows(rows)
     except (TypeError, ValueError):
         for row in rows:
-            try:
-                json.dumps(row["args"])
-            except (TypeError, ValueError) as exc:
-                raise SubmitError(
-                    f"args of a {row['handler']!r} run must be JSON-serialisable: {exc}"
-                ) from None
+            _args_json(row["handler"], row["args"])
         raise
 
 
@@ -251,6 +270,6 @@ def insert_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     # Plain tuples: a batch of fires returns thousands of rows, and dicts cost more.
     with conn.cursor(row_factory=tuple_row) as cur:
         rows = cur.execute(query("run_inserts", "run_submit_fires"), params).fetchall()
-    TRANSITIONS.labels("run_submit").inc(len(rows))
+    SUBMITTED.inc(len(rows))
     created = {(schedule_id, fire_time): run_id for run_id, schedule_id, fire_time in rows}
     return [created.get((f.schedule_id, f.fire_time)) for f in fires]

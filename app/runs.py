@@ -46,6 +46,7 @@ from app.run_inserts import (
     SUBMIT_CHUNK,
     copy_runs,
     insert_fires,
+    insert_one,
     insert_runs,
     run_row,
 )
@@ -130,7 +131,10 @@ def submit_many(
     keyed = list(by_key.values())
     if _one_statement_suffices(conn, unkeyed, keyed):
         # No BEGIN/COMMIT: the INSERT commits (and notifies) on its own, in one round trip.
-        inserted = insert_runs(conn, [r.as_row() for r in unkeyed + keyed], now)
+        if len(runs) == 1:
+            inserted = insert_one(conn, runs[0], now)
+        else:
+            inserted = insert_runs(conn, [r.as_row() for r in unkeyed + keyed], now)
         return _submitted(runs, inserted, _existing_runs_for(conn, by_key, inserted))
     with conn.transaction():
         rows: list[tuple[int, str | None]]

@@ -34,8 +34,8 @@ RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           -- A DAG step reads its upstreams' results, by step name (or run id).
           CASE WHEN r.dag_run_id IS NOT NULL THEN (
               SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
-              FROM job_run_deps d JOIN job_runs u ON u.id = d.depends_on
-              WHERE d.run_id = r.id
+              FROM job_runs u
+              WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
           )::text END AS upstream_results
 )
 SELECT claimed.* FROM claimed
@@ -47,8 +47,9 @@ LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM 
 -- step of a chain starts without a notification and another claim. Same lease and
 -- fencing token as run_claim; run_unblock woke the other workers for steps left over.
 WITH picked AS (
+    -- By primary key (ARRAY), not by walking the queue's pending runs.
     SELECT id FROM job_runs
-    WHERE id IN (SELECT run_id FROM job_run_deps WHERE depends_on = ANY(%(ids)s::bigint[]))
+    WHERE id = ANY(ARRAY(SELECT run_id FROM job_run_deps WHERE depends_on = ANY(%(ids)s::bigint[])))
       AND status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
@@ -65,8 +66,8 @@ RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_secon
           r.idempotency_key, r.fire_time, r.priority, r.run_at,
           (
               SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
-              FROM job_run_deps d JOIN job_runs u ON u.id = d.depends_on
-              WHERE d.run_id = r.id
+              FROM job_runs u
+              WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
           ) AS upstream_results
 )
 SELECT claimed.* FROM claimed
@@ -329,8 +330,10 @@ WITH edges AS (
     WHERE d.depends_on = ANY(%(ids)s::bigint[])
     GROUP BY d.run_id
 ), locked AS (
+    -- By primary key (ARRAY): a plan scanning every blocked run would make a long chain
+    -- cost O(length) per step.
     SELECT r.id FROM job_runs r
-    WHERE r.id IN (SELECT run_id FROM edges) AND r.status = 'blocked'
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
     ORDER BY r.id
     FOR UPDATE
 ), released AS (
@@ -340,7 +343,7 @@ WITH edges AS (
         run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
                       ELSE r.run_at END
     FROM edges e
-    WHERE r.id = e.run_id AND r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
+    WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
     RETURNING r.id, r.status, r.run_at <= coalesce(%(now)s::timestamptz, now()) AS due
 )
 SELECT released.id, released.status FROM released

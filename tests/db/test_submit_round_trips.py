@@ -7,8 +7,10 @@ Query (simple protocol) the client sends is one wait for the server.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +132,58 @@ def test_a_submit_on_a_connection_without_autocommit_commits_as_before(db_url: s
         runs.submit(manual, NewRun("noop"))
         assert manual.info.transaction_status == pq.TransactionStatus.IDLE
     assert count_runs(db_url) == 1
+
+
+SAME_ROW = (
+    "handler, args, execution_model, priority, base_priority, max_retries, timeout_seconds, "
+    "idempotency_key, job_id, status, attempt, upstream_remaining, dag_run_id, schedule_id"
+)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        NewRun("noop"),
+        NewRun(
+            "noop",
+            {"nested": {"list": [1, 2.5, None, "é"]}, "flag": True},
+            priority=-7,
+            timeout_seconds=90,
+            max_retries=0,
+            execution_model="process",
+            idempotency_key="key-1",
+        ),
+        NewRun("noop", delay=3600.5),
+        NewRun("noop", run_at=datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)),
+    ],
+    ids=["plain", "every-field", "delayed", "at-a-time"],
+)
+def test_a_single_submit_writes_the_row_a_batch_would(conn: Conn, run: NewRun) -> None:
+    """A single submit has its own statement (values as parameters, no JSON batch): the run
+    it writes must be the one the batch statement writes for the same request."""
+    now = datetime(2030, 1, 1, 12, tzinfo=UTC)
+    (alone,) = runs.submit_many(conn, [run], now=now)
+    twin = dataclasses.replace(run, idempotency_key=run.idempotency_key and "key-2")
+    batch = runs.submit_many(conn, [twin, NewRun("noop")], now=now)
+    rows = {
+        r["id"]: r
+        for r in conn.execute(
+            f"SELECT id, run_at, {SAME_ROW} FROM job_runs WHERE id = ANY(%s)",
+            ([alone.id, batch[0].id],),
+        ).fetchall()
+    }
+    single, batched = rows[alone.id], rows[batch[0].id]
+    assert {**single, "id": 0, "idempotency_key": None} == {
+        **batched,
+        "id": 0,
+        "idempotency_key": None,
+    }
+    assert single["idempotency_key"] == run.idempotency_key
+    expected_at = run.run_at or now + timedelta(seconds=run.delay or 0)
+    assert single["run_at"] == expected_at
+
+
+def test_a_single_submit_refuses_args_json_cannot_carry(conn: Conn) -> None:
+    with pytest.raises(runs.SubmitError, match="JSON"):
+        runs.submit(conn, NewRun("noop", {"when": object()}))
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
