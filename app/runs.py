@@ -61,6 +61,7 @@ from app.sql import query
 from app.states import ACTIVE, RunStatus
 
 log = logging.getLogger(__name__)
+Cursor = psycopg.Cursor[dict[str, Any]]
 
 
 _decode_json = json.JSONDecoder().decode
@@ -265,28 +266,30 @@ class DownstreamClaim:
     jobs: list[JobSpec] = field(default_factory=list)
 
 
-def _release_and_claim(
+def _send_release_and_claim(
     conn: Conn, worker: str, completed: Sequence[int], claim: DownstreamClaim, now: datetime | None
-) -> list[JobSpec]:
+) -> tuple[Cursor, Cursor | None]:
     """blocked -> pending for the dependents of `completed` whose last upstream that was
     (as `_settle_downstream`), then pending -> running for up to `claim.limit` of them,
-    leased to `worker`: two statements, one round trip."""
-    if not completed:
-        return []
+    leased to `worker`. Sent in the caller's pipeline without waiting: the results are read
+    (`_claimed_jobs`) once the transaction has committed, in the same round trip."""
     params = {"ids": list(completed), "claim_limit": claim.limit, **_now(now)}
-    with conn.pipeline():
-        released = conn.execute(query("runs", "run_unblock"), params)
-        claimed = None
-        if claim.limit > 0:
-            claimed = conn.execute(
-                query("runs", "run_claim_downstream"),
-                {
-                    **params,
-                    "worker": worker,
-                    "limit": claim.limit,
-                    "lease_seconds": claim.lease_seconds,
-                },
-            )
+    released = conn.execute(query("runs", "run_unblock"), params)
+    claimed = None
+    if claim.limit > 0:
+        claimed = conn.execute(
+            query("runs", "run_claim_downstream"),
+            {
+                **params,
+                "worker": worker,
+                "limit": claim.limit,
+                "lease_seconds": claim.lease_seconds,
+            },
+        )
+    return released, claimed
+
+
+def _claimed_jobs(released: Cursor, claimed: Cursor | None) -> list[JobSpec]:
     TRANSITIONS.labels("run_unblock").inc(
         sum(r["status"] == RunStatus.PENDING for r in released.fetchall())
     )
@@ -371,8 +374,11 @@ def finish_many(
     completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
     failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
     won: set[tuple[int, int]] = set()
-    claimed: list[JobSpec] = []
-    with conn.transaction():
+    sent: tuple[Cursor, Cursor | None] | None = None
+    # One pipeline: BEGIN goes out with the first statement, and a DAG step's release and
+    # claim with the COMMIT (a finish waits for the server twice, not four times). A
+    # statement that fails still ends the transaction before anything is committed.
+    with conn.pipeline(), conn.transaction():
         if completed:
             # Ids as array literals and results as one JSON object: building them costs a
             # fraction of adapting three Python lists element by element.
@@ -392,8 +398,8 @@ def finish_many(
             in_dag = [run_id for run_id, _, dag in done if dag]
             if claim_downstream is None:
                 _settle_downstream(conn, completed=in_dag, now=now)
-            else:
-                claimed = _release_and_claim(conn, worker, in_dag, claim_downstream, now)
+            elif in_dag:
+                sent = _send_release_and_claim(conn, worker, in_dag, claim_downstream, now)
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
@@ -418,7 +424,8 @@ def finish_many(
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
             _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
-    if claim_downstream is not None:  # committed: these runs are leased to `worker` now
+    if claim_downstream is not None and sent is not None:  # committed: leased to `worker`
+        claimed = _claimed_jobs(*sent)
         claim_downstream.jobs += claimed
         claim_downstream.limit -= len(claimed)
     late = [f for f in completed if (f.run_id, f.attempt) not in won]
