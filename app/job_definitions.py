@@ -132,9 +132,32 @@ def list_all(conn: Conn) -> list[dict[str, Any]]:
     return conn.execute(query("job_definitions", "job_definition_list")).fetchall()
 
 
-def names(conn: Conn) -> list[str]:
-    """Every job's name, in order (for a form that picks one)."""
-    return [r["name"] for r in conn.execute(query("job_definitions", "job_definition_names"))]
+PICK_FROM_LIST = 200  # up to this many jobs, a form lists them all; beyond, it finds them
+FOUND_NAMES = 20  # names a search for a job offers at once
+
+
+def choices(conn: Conn) -> list[str] | None:
+    """Every job's name, in order, for a form that picks one from a list; None when there
+    are more than `PICK_FROM_LIST` (the form then finds the job by part of its name)."""
+    rows = conn.execute(
+        query("job_definitions", "job_definition_names"), {"limit": PICK_FROM_LIST + 1}
+    ).fetchall()
+    return None if len(rows) > PICK_FROM_LIST else [r["name"] for r in rows]
+
+
+def names_matching(conn: Conn, text: str) -> list[str]:
+    """Up to `FOUND_NAMES` job names holding `text` (any case), those starting with it
+    first; none for blank text."""
+    text = text.strip()[: limits.MAX_NAME_LENGTH]
+    if not text:
+        return []
+    params = {
+        "pattern": f"%{like_literal(text)}%",
+        "prefix": f"{like_literal(text)}%",
+        "limit": FOUND_NAMES,
+    }
+    rows = conn.execute(query("job_definitions", "job_definition_names_matching"), params)
+    return [r["name"] for r in rows]
 
 
 LIST_PAGE = 100  # jobs listed on one page

@@ -49,8 +49,16 @@ WHERE %(q)s::text IS NULL OR j.name ILIKE '%%' || %(q)s || '%%'
       OR j.handler ILIKE '%%' || %(q)s || '%%';
 
 -- name: job_definition_names
--- Every job's name, for the forms that pick one.
-SELECT name FROM job_definitions ORDER BY name;
+-- The first %(limit)s jobs' names, for the forms that pick one from a list.
+SELECT name FROM job_definitions ORDER BY name LIMIT %(limit)s;
+
+-- name: job_definition_names_matching
+-- Names holding the text %(pattern)s (a LIKE pattern), those starting with it first, for
+-- the field that finds a job among too many to list.
+SELECT name FROM job_definitions
+WHERE name ILIKE %(pattern)s
+ORDER BY name ILIKE %(prefix)s DESC, name
+LIMIT %(limit)s;
 
 -- name: job_definition_list
 SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,

@@ -139,6 +139,17 @@ async def args_fields(request: Request) -> Response:
 
 
 @requires(Role.VIEWER)
+async def names(request: Request) -> Response:
+    """Job names holding the text typed in a job field, as the options of its suggestion
+    list (htmx swaps them in as the user types). The field sends its own value under its
+    own name (`job`, `step_job`), or `q`."""
+    params = request.query_params
+    text = params.get("q") or params.get("job") or params.get("step_job") or ""
+    found = await call(request, job_definitions.names_matching, text)
+    return render(request, "jobs/_name_options.html", names=found)
+
+
+@requires(Role.VIEWER)
 async def show(request: Request) -> Response:
     name = request.path_params["name"]
     page = await call(request, _form_page, name)
@@ -260,6 +271,7 @@ routes = [
     Route("/jobs", create, methods=["POST"], name="jobs_create"),
     Route("/jobs/new", new, methods=["GET"], name="jobs_new"),
     Route("/jobs/args-fields", args_fields, methods=["GET"], name="jobs_args_fields"),
+    Route("/jobs/names", names, methods=["GET"], name="jobs_names"),
     Route("/jobs/{name:path}/delete", delete, methods=["POST"], name="jobs_delete"),
     Route("/jobs/{name:path}/history", versions_page, methods=["GET"], name="jobs_history"),
     Route("/jobs/{name:path}/rollback", rollback, methods=["POST"], name="jobs_rollback"),

@@ -204,7 +204,7 @@ def _field_of(message: str, values: dict[str, Any]) -> str:
 
 def _choices(conn: Conn) -> dict[str, Any]:
     return {
-        "jobs": job_definitions.names(conn),
+        "jobs": job_definitions.choices(conn),
         "workflows": [w["name"] for w in workflows.list_all(conn)],
         "handlers": job_definitions.handler_choices(conn),
         "admin_only": job_definitions.DANGEROUS_HANDLERS,

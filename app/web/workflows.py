@@ -164,7 +164,7 @@ def _picture(rows: list[Row]) -> tuple[Layout | None, str | None]:
 
 
 def _form_page(conn: Conn, name: str | None) -> dict[str, Any]:
-    page: dict[str, Any] = {"jobs": job_definitions.names(conn)}
+    page: dict[str, Any] = {"jobs": job_definitions.choices(conn)}
     if name is not None:
         page["workflow"] = _detail(conn, name)
     return page
