@@ -268,34 +268,27 @@ class DownstreamClaim:
 
 def _send_release_and_claim(
     conn: Conn, worker: str, completed: Sequence[int], claim: DownstreamClaim, now: datetime | None
-) -> tuple[Cursor, Cursor | None]:
+) -> Cursor:
     """blocked -> pending for the dependents of `completed` whose last upstream that was
-    (as `_settle_downstream`), then pending -> running for up to `claim.limit` of them,
-    leased to `worker`. Sent in the caller's pipeline without waiting: the results are read
+    (as `_settle_downstream`), or -> running for up to `claim.limit` of them that are due,
+    leased to `worker`. Sent in the caller's pipeline without waiting: the result is read
     (`_claimed_jobs`) once the transaction has committed, in the same round trip."""
-    params = {"ids": list(completed), "claim_limit": claim.limit, **_now(now)}
-    released = conn.execute(query("runs", "run_unblock"), params)
-    claimed = None
-    if claim.limit > 0:
-        claimed = conn.execute(
-            query("runs", "run_claim_downstream"),
-            {
-                **params,
-                "worker": worker,
-                "limit": claim.limit,
-                "lease_seconds": claim.lease_seconds,
-            },
-        )
-    return released, claimed
+    params = {
+        "ids": list(completed),
+        "claim_limit": claim.limit,
+        "worker": worker,
+        "lease_seconds": claim.lease_seconds,
+        **_now(now),
+    }
+    return conn.execute(query("runs", "run_unblock_downstream"), params)
 
 
-def _claimed_jobs(released: Cursor, claimed: Cursor | None) -> list[JobSpec]:
-    TRANSITIONS.labels("run_unblock").inc(
-        sum(r["status"] == RunStatus.PENDING for r in released.fetchall())
-    )
-    rows = [] if claimed is None else claimed.fetchall()
-    TRANSITIONS.labels("run_claim").inc(len(rows))
-    rows.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
+def _claimed_jobs(released: Cursor) -> list[JobSpec]:
+    rows = released.fetchall()
+    TRANSITIONS.labels("run_unblock").inc(sum(r["status"] == RunStatus.PENDING for r in rows))
+    started = [r for r in rows if r["status"] == RunStatus.RUNNING]
+    TRANSITIONS.labels("run_claim").inc(len(started))
+    started.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
     return [
         JobSpec(
             run_id=r["id"],
@@ -308,7 +301,7 @@ def _claimed_jobs(released: Cursor, claimed: Cursor | None) -> list[JobSpec]:
             fire_time=r["fire_time"],
             upstream_results=r["upstream_results"],
         )
-        for r in rows
+        for r in started
     ]
 
 
@@ -374,7 +367,7 @@ def finish_many(
     completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
     failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
     won: set[tuple[int, int]] = set()
-    sent: tuple[Cursor, Cursor | None] | None = None
+    sent: Cursor | None = None
     # One pipeline: BEGIN goes out with the first statement, and a DAG step's release and
     # claim with the COMMIT (a finish waits for the server twice, not four times). A
     # statement that fails still ends the transaction before anything is committed.
@@ -425,7 +418,7 @@ def finish_many(
             TRANSITIONS.labels("run_fail").inc(len(rows))
             _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     if claim_downstream is not None and sent is not None:  # committed: leased to `worker`
-        claimed = _claimed_jobs(*sent)
+        claimed = _claimed_jobs(sent)
         claim_downstream.jobs += claimed
         claim_downstream.limit -= len(claimed)
     late = [f for f in completed if (f.run_id, f.attempt) not in won]

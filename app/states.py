@@ -84,10 +84,12 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
         frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.RUNNING}),
         frozenset({RunStatus.CANCELLED, RunStatus.RUNNING}),
     ),
-    # a step with upstreams still to complete stays blocked, one fewer to wait for
+    # a step with upstreams still to complete stays blocked, one fewer to wait for; one
+    # freed by a worker recording its last upstream's completion may start running at
+    # once, leased to that worker (a claim in the same statement)
     "run_unblock": (
         frozenset({RunStatus.BLOCKED}),
-        frozenset({RunStatus.PENDING, RunStatus.BLOCKED}),
+        frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.RUNNING}),
     ),
     "run_skip": (frozenset({RunStatus.BLOCKED}), frozenset({RunStatus.SKIPPED})),
     "run_retry": (

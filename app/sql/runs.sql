@@ -41,38 +41,6 @@ RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
 SELECT claimed.* FROM claimed
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
 
--- name: run_claim_downstream
--- pending -> running: the dependents of runs %(ids)s that run_unblock just released, in
--- the transaction completing those runs, leased to the worker recording that: the next
--- step of a chain starts without a notification and another claim. Same lease and
--- fencing token as run_claim; run_unblock woke the other workers for steps left over.
-WITH picked AS (
-    -- By primary key (ARRAY), not by walking the queue's pending runs.
-    SELECT id FROM job_runs
-    WHERE id = ANY(ARRAY(SELECT run_id FROM job_run_deps WHERE depends_on = ANY(%(ids)s::bigint[])))
-      AND status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
-    ORDER BY priority DESC, run_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), claimed AS (
-UPDATE job_runs r
-SET status = 'running',
-    lease_owner = %(worker)s,
-    lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
-    attempt = r.attempt + 1,
-    started_at = coalesce(%(now)s::timestamptz, now())
-WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND r.status = 'pending'
-RETURNING r.id, r.attempt, r.handler, r.args, r.execution_model, r.timeout_seconds,
-          r.idempotency_key, r.fire_time, r.priority, r.run_at,
-          (
-              SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
-              FROM job_runs u
-              WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
-          ) AS upstream_results
-)
-SELECT claimed.* FROM claimed
-LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
-
 -- name: run_heartbeat
 -- running -> running: extend every lease this worker still holds, in one statement.
 -- Rows locked by a concurrent finish or cancel are skipped, not waited for (no deadlock);
@@ -323,7 +291,7 @@ RETURNING r.id, r.priority;
 -- reaches 0 is released. Rows are locked in id order first, so finishes that release
 -- shared dependents at the same time queue up instead of deadlocking. Workers are woken
 -- for the released steps, except the %(claim_limit)s due ones (if not null) that the
--- finishing worker claims itself next, in the same transaction (run_claim_downstream).
+-- finishing worker claims itself.
 WITH edges AS (
     SELECT d.run_id, count(*)::int AS n
     FROM job_run_deps d
@@ -354,6 +322,62 @@ LEFT JOIN (
                   OR count(*) FILTER (WHERE NOT due) > 0
            FROM released WHERE status = 'pending')
 ) AS wake ON true;
+
+-- name: run_unblock_downstream
+-- blocked -> pending | blocked | running: run_unblock for a worker recording completions,
+-- which starts at once, in the same transaction, up to %(claim_limit)s of the steps they
+-- free that are due (highest priority first, then oldest), leased to it with the lease
+-- and fencing token run_claim gives (attempt + 1): the next step of a chain starts
+-- without a notification, another claim or a second write of its row. Workers are woken
+-- for freed steps left pending; the dashboard is told of steps started.
+WITH edges AS (
+    SELECT d.run_id, count(*)::int AS n
+    FROM job_run_deps d
+    WHERE d.depends_on = ANY(%(ids)s::bigint[])
+    GROUP BY d.run_id
+), locked AS (
+    SELECT r.id, r.upstream_remaining, r.priority, r.run_at FROM job_runs r
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
+    ORDER BY r.id
+    FOR UPDATE
+), started AS (
+    SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
+    WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY l.priority DESC, l.run_at
+    LIMIT %(claim_limit)s
+), released AS (
+    UPDATE job_runs r
+    SET upstream_remaining = r.upstream_remaining - e.n,
+        status = CASE WHEN r.upstream_remaining <> e.n THEN 'blocked'
+                      WHEN s.id IS NOT NULL THEN 'running'
+                      ELSE 'pending' END,
+        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
+                      ELSE r.run_at END,
+        lease_owner = CASE WHEN s.id IS NOT NULL THEN %(worker)s ELSE r.lease_owner END,
+        lease_until = CASE WHEN s.id IS NOT NULL
+                           THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
+                           ELSE r.lease_until END,
+        attempt = r.attempt + CASE WHEN s.id IS NOT NULL THEN 1 ELSE 0 END,
+        started_at = CASE WHEN s.id IS NOT NULL THEN coalesce(%(now)s::timestamptz, now()) ELSE r.started_at END
+    FROM edges e LEFT JOIN started s ON s.id = e.run_id
+    WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
+    RETURNING r.id, r.status, r.attempt, r.handler, r.args, r.execution_model,
+              r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at,
+              -- A step started here reads its upstreams' results (completed earlier in
+              -- this transaction), by step name (or run id).
+              CASE WHEN r.status = 'running' THEN (
+                  SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+                  FROM job_runs u
+                  WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
+              ) END AS upstream_results
+)
+SELECT released.* FROM released
+LEFT JOIN (
+    SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM released WHERE status = 'pending')
+) AS wake ON true
+LEFT JOIN (
+    SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM released WHERE status = 'running')
+) AS seen ON true;
 
 -- name: run_skip_downstream
 -- blocked -> skipped: every transitive dependent of runs that ended without completing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -324,6 +325,49 @@ def test_a_finish_claims_no_more_than_its_limit_and_wakes_workers_for_the_rest(
     assert len(woken) == 1
     assert len(claim.jobs) == 1 and claim.limit == 0
     assert sorted(statuses(conn, dag).values()) == ["blocked", "completed", "pending", "running"]
+
+
+def test_a_finish_starts_freed_steps_best_first_and_leaves_the_rest_to_others(
+    db_url: str, conn: Conn
+) -> None:
+    """A fan-in waits for its last upstream; of the steps a completion frees, the due
+    ones start highest priority first up to the limit, with every upstream's result (the
+    one completed in this very transaction too); a step not due yet, and those over the
+    limit, are left pending, other workers woken and the dashboard told of the start."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    nodes = {
+        "A": NewRun("noop"),
+        "B": NewRun("noop"),
+        "fan_in": NewRun("noop", priority=1),
+        "urgent": NewRun("noop", priority=9),
+        "later": NewRun("noop", priority=20, run_at=later),
+    }
+    edges = [("A", "fan_in"), ("B", "fan_in"), ("A", "urgent"), ("A", "later")]
+    dag = runs.submit_dag(conn, nodes, edges)
+    b_done = claim_node(conn, dag, "B")
+    b_done = Finish(b_done.run_id, b_done.attempt, Outcome.completed({"rows": 2}))
+    claim = runs.DownstreamClaim(limit=1, lease_seconds=30)
+    runs.finish_many(conn, "w2", [b_done], claim_downstream=claim)
+    assert claim.jobs == [] and statuses(conn, dag)["fan_in"] == "blocked"
+
+    a_done = claim_node(conn, dag, "A")
+    a_done = Finish(a_done.run_id, a_done.attempt, Outcome.completed({"rows": 1}))
+    with psycopg.connect(db_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        listener.execute("LISTEN sundial_events")
+        runs.finish_many(conn, "w2", [a_done], claim_downstream=claim)
+        heard = {n.channel for n in listener.notifies(timeout=1.0, stop_after=3)}
+    assert heard == {runs.NOTIFY_CHANNEL, "sundial_events"}
+    (started,) = claim.jobs
+    assert started.run_id == dag.run_ids["urgent"] and started.attempt == 1
+    assert started.upstream_results == {"A": {"rows": 1}}
+    assert claim.limit == 0
+    shown = statuses(conn, dag)
+    assert (shown["urgent"], shown["fan_in"], shown["later"]) == ("running", "pending", "pending")
+
+    (fan_in,) = runs.claim(conn, "w3", 1, 30)  # another worker takes the step left over
+    assert fan_in.run_id == dag.run_ids["fan_in"]
+    assert fan_in.upstream_results == {"A": {"rows": 1}, "B": {"rows": 2}}
 
 
 def test_a_finish_that_rolls_back_hands_out_no_claimed_step(conn: Conn) -> None:
