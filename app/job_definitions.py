@@ -26,6 +26,7 @@ from app.db import Conn
 from app.errors import UsageError
 from app.handlers.builtin import BUILTINS
 from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
+from app.name_pages import NamePage, page_by_name
 from app.schedules import ScheduleError, check_handler
 from app.schedules import delete as delete_schedule
 from app.sql import like_literal, query
@@ -163,24 +164,18 @@ def names_matching(conn: Conn, text: str) -> list[str]:
 LIST_PAGE = 100  # jobs listed on one page
 
 
-@dataclass(frozen=True, slots=True)
-class JobPage:
-    rows: list[dict[str, Any]]
-    total: int  # jobs matching the filter, on every page
-    next_after: str | None  # the last name on this page when there is a next one
-
-
 def page(conn: Conn, q: str | None = None, after: str | None = None,
-         limit: int | None = None) -> JobPage:  # fmt: skip
+         limit: int | None = None) -> NamePage:  # fmt: skip
     """One page of jobs by name, after the name `after` (None: the first page); `q` keeps
     those whose name or handler contains it."""
-    size = limit or LIST_PAGE
-    params = {"q": like_literal(q) if q else None, "after": after, "limit": size + 1}
-    rows = conn.execute(query("job_definitions", "job_definition_page"), params).fetchall()
-    counted = conn.execute(query("job_definitions", "job_definition_count"), params).fetchone()
-    more = len(rows) > size
-    rows = rows[:size]
-    return JobPage(rows, counted["n"] if counted else 0, rows[-1]["name"] if more else None)
+    return page_by_name(
+        conn,
+        query("job_definitions", "job_definition_page"),
+        query("job_definitions", "job_definition_count"),
+        {"q": like_literal(q) if q else None},
+        after,
+        limit or LIST_PAGE,
+    )
 
 
 def get(conn: Conn, name: str) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from app.firing import (
 from app.firing import db_now as db_now
 from app.handlers.builtin import BUILTINS
 from app.handlers.gate import refuse_disabled_handlers
+from app.name_pages import NamePage, page_by_name
 from app.sql import like_literal, query
 from app.states import ExecutionModel
 
@@ -662,13 +663,6 @@ def next_fires(row: Mapping[str, Any], count: int = PREVIEW_FIRES) -> list[Fire]
 LIST_PAGE = 100  # schedules listed on one page
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulePage:
-    rows: list[dict[str, Any]]
-    total: int  # schedules matching the filters, on every page
-    next_after: str | None  # the last name on this page when there is a next one
-
-
 def search(
     conn: Conn,
     name: str | None,
@@ -676,18 +670,17 @@ def search(
     paused: bool | None,
     after: str | None = None,
     limit: int | None = None,
-) -> SchedulePage:
+) -> NamePage:
     """One page of the schedules whose name / job or workflow name contain the words given,
     paused or not, by name, after the name `after` (None: the first page)."""
-    size = limit or LIST_PAGE
-    params = {"name": _like(name), "target": _like(target), "paused": paused,
-              "after": after, "limit": size + 1}  # fmt: skip
-    rows = conn.execute(query("schedules", "schedule_search"), params).fetchall()
-    counted = conn.execute(query("schedules", "schedule_search_count"), params).fetchone()
-    total = counted["n"] if counted else 0
-    more = len(rows) > size
-    rows = rows[:size]
-    return SchedulePage(rows, total, rows[-1]["name"] if more else None)
+    return page_by_name(
+        conn,
+        query("schedules", "schedule_search"),
+        query("schedules", "schedule_search_count"),
+        {"name": _like(name), "target": _like(target), "paused": paused},
+        after,
+        limit or LIST_PAGE,
+    )
 
 
 def _like(text: str | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from starlette.datastructures import FormData, QueryParams
 from starlette.exceptions import HTTPException
@@ -81,15 +81,9 @@ def _values_of(row: dict[str, Any]) -> dict[str, str]:
 
 def _index_page(conn: Conn, params: QueryParams) -> dict[str, Any]:
     q = params.get("q") or None
-    page = job_definitions.page(conn, q, params.get("after") or None)
-    kept = {"q": q} if q else {}
-    after = page.next_after
-    return {
-        "jobs": page.rows,
-        "total": page.total,
-        "next_url": "/jobs?" + urlencode({**kept, "after": after}) if after else None,
-        "first_url": "/jobs?" + urlencode(kept) if params.get("after") else None,
-    }
+    after = params.get("after") or None
+    page = job_definitions.page(conn, q, after)
+    return {"jobs": page.rows, **page.links("/jobs", {"q": q} if q else {}, after)}
 
 
 def _form_page(

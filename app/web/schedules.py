@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 from zoneinfo import available_timezones
 
 from starlette.datastructures import FormData, QueryParams
@@ -234,15 +234,11 @@ FILTERS = ("name", "target", "state")
 
 def _index_page(conn: Conn, params: QueryParams) -> dict[str, Any]:
     paused = {"paused": True, "active": False}.get(params.get("state", ""))
+    after = params.get("after") or None
     page = schedules.search(conn, params.get("name") or None, params.get("target") or None,
-                            paused, params.get("after") or None)  # fmt: skip
+                            paused, after)  # fmt: skip
     kept = {k: v for k in FILTERS if (v := params.get(k))}
-    next_url = (
-        "/schedules?" + urlencode({**kept, "after": page.next_after}) if page.next_after else None
-    )
-    first_url = "/schedules?" + urlencode(kept) if params.get("after") else None
-    return {"schedules": page.rows, "total": page.total, "next_url": next_url,
-            "first_url": first_url}  # fmt: skip
+    return {"schedules": page.rows, **page.links("/schedules", kept, after)}
 
 
 @requires(Role.VIEWER)
