@@ -30,6 +30,7 @@ from app.cron import (
     Fire,
     Recurrence,
     RecurrenceError,
+    fire_past_latest,
     fires_after,
     next_fire,
     parse_cron,
@@ -372,11 +373,20 @@ def _schedule_row(spec: ScheduleSpec, created_at: datetime) -> dict[str, Any]:
 
 
 def _never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> str:
+    """Why `rule` has no fire after `now`, in the words of what is true."""
     if spec.end_at is not None and spec.end_at <= now:
         return f"the schedule would never fire: its end {spec.end_at:%Y-%m-%d %H:%M} UTC has passed"
+    unbounded = replace(rule, end=None)
     if spec.end_at is not None:
-        if next_fire(replace(rule, end=None), now) is not None:
+        if next_fire(unbounded, now) or fire_past_latest(unbounded, now):
             return "the schedule would never fire: its end comes before its first fire"
+    beyond = fire_past_latest(rule, now)
+    if beyond is not None:
+        return (
+            f"the schedule's next fire would be {beyond.local:%Y-%m-%d %H:%M} ({spec.timezone}), "
+            f"past the latest date Sundial schedules: fires must come before "
+            f"{limits.LATEST:%Y-%m-%d} (UTC)"
+        )
     return f"cron expression {spec.cron!r} never fires: no date matches it within 9 years"
 
 

@@ -68,9 +68,9 @@ CHOICE_FIELDS = ("preset", "every_minutes", "minute", "at", "cron", "every", "un
 # Which form field a domain refusal concerns, by the words of its message.
 _FIELD_WORDS = (
     ("already exists", "name"), ("schedule name", "name"), ("time zone", "timezone"),
-    ("cron", "cron"), ("never fire", "cron"), ("interval", "every"), ("catch-up", "catchup"),
-    ("spread", "spread_seconds"), ("auto-pause", "auto_pause_after"), ("workflow", "workflow"),
-    ("job", "job"), ("handler", "handler"), ("args", "args"),
+    ("cron", "cron"), ("never fire", "cron"), ("latest date", "cron"), ("interval", "every"),
+    ("catch-up", "catchup"), ("spread", "spread_seconds"), ("auto-pause", "auto_pause_after"),
+    ("workflow", "workflow"), ("job", "job"), ("handler", "handler"), ("args", "args"),
 )  # fmt: skip
 FLASHES = {
     "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
