@@ -69,6 +69,10 @@ class ScheduleError(UsageError):
     """A schedule operation cannot be done as asked; the message says why."""
 
 
+class NoSuchCalendar(ScheduleError):
+    """The exclusion calendar asked for does not exist (or no longer does)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleSpec:
     """What a person asks for: when it fires, its policies, and what it runs — a new job
@@ -214,6 +218,8 @@ EDITABLE = frozenset(
         "auto_pause_after",
     }
 )
+# `update_schedule` also changes the exclusion calendar a schedule names (by its name).
+CALENDAR = "calendar"
 # Columns of the rule itself: changing one recomputes the next fire.
 _RULE_COLUMNS = frozenset(
     {"cron", "interval_seconds", "timezone", "start_at", "end_at", "dst_skipped", "dst_repeated"}
@@ -235,15 +241,16 @@ def update_schedule(
     fire is the new rule's first after now, and fires the old rule had due but not yet
     made are not made. Policies alone leave the next fire where it is. A paused schedule
     stays paused; the ledger is kept."""
-    unknown = sorted(set(changes) - EDITABLE)
+    unknown = sorted(set(changes) - EDITABLE - {CALENDAR})
     if unknown:
         raise ScheduleError(f"a schedule's {', '.join(unknown)} cannot be changed here")
+    timing = {k: v for k, v in changes.items() if k != CALENDAR}
     with conn.transaction():
         row = _lock(conn, name)
         before = snapshot_of(conn, name)
         refuse_disabled_handlers(conn, job_id=row["job_id"], workflow_id=row["workflow_id"])
         at = db_now(conn, now)
-        spec = replace(_spec_of(row), **changes)
+        spec = replace(_spec_of(row), **timing)
         if changes.get("cron") is not None:
             spec = replace(spec, every_seconds=None)
         if changes.get("every_seconds") is not None:
@@ -262,9 +269,31 @@ def update_schedule(
         if changed:
             params = {**new, "id": row["id"], "next_fire_time": next_fire_time, "now": now}
             conn.execute(query("schedules", "schedule_update"), params)
+        if CALENDAR in changes and _set_calendar(conn, row, changes[CALENDAR], now):
+            changed.append(CALENDAR)
+        if changed:
             after = snapshot_of(conn, name)
             audit.record(conn, actor, action, "schedule", name, before=before, after=after)
     return Updated(next_fire_time, changed, warnings)
+
+
+def _set_calendar(
+    conn: Conn, row: Mapping[str, Any], calendar: str | None, now: datetime | None
+) -> bool:
+    """Make the (locked) schedule `row` name exclusion calendar `calendar` (None: none);
+    False when it already did."""
+    calendar_id = None
+    if calendar is not None:
+        found = conn.execute(query("calendars", "calendar_by_name"), {"name": calendar})
+        named = found.fetchone()
+        if named is None:
+            raise NoSuchCalendar(f"there is no exclusion calendar named {calendar!r}")
+        calendar_id = named["id"]
+    if calendar_id == row["calendar_id"]:
+        return False
+    params = {"id": row["id"], "calendar_id": calendar_id, "now": now}
+    conn.execute(query("calendars", "schedule_set_calendar"), params)
+    return True
 
 
 def _spec_of(row: Mapping[str, Any]) -> ScheduleSpec:
@@ -562,7 +591,8 @@ def _audit_change(conn: Conn, actor: str, action: str, before: Mapping[str, Any]
     )
 
 
-# What a schedule's audit snapshot holds: its rule, policies, target and pause state.
+# What a schedule's audit snapshot holds: its rule, policies, target and pause state (and
+# its exclusion calendar, by name).
 SNAPSHOT_COLUMNS = (
     "cron", "interval_seconds", "timezone", "start_at", "end_at", "overlap", "catchup",
     "catchup_limit", "catchup_window_seconds", "exact_minute", "spread_seconds",
@@ -576,7 +606,8 @@ def snapshot_of(conn: Conn, name: str) -> dict[str, Any]:
     if row is None:
         raise ScheduleError(f"there is no schedule named {name!r}")
     values = {column: row[column] for column in SNAPSHOT_COLUMNS}
-    return {"name": name, **values, "job": row["job_name"], "workflow": row["workflow_name"]}
+    return {"name": name, **values, "job": row["job_name"], "workflow": row["workflow_name"],
+            CALENDAR: row["calendar_name"]}  # fmt: skip
 
 
 def _find(conn: Conn, name: str) -> dict[str, Any]:
@@ -727,8 +758,9 @@ _RESTORED_TYPES: dict[str, Callable[[Any], Any]] = {
 def apply_snapshot(
     conn: Conn, name: str, snapshot: Mapping[str, Any], *, actor: str, action: str
 ) -> None:
-    """Make schedule `name` fire as `snapshot` (an audit after-snapshot) says: its rule
-    and policies; its name, target and pause state stay as they are."""
+    """Make schedule `name` fire as `snapshot` (an audit after-snapshot) says: its rule,
+    policies and exclusion calendar (when the snapshot recorded one: older ones did not);
+    its name, target and pause state stay as they are."""
     changes: dict[str, Any] = {}
     for column in SNAPSHOT_COLUMNS:
         key = "every_seconds" if column == "interval_seconds" else column
@@ -737,14 +769,25 @@ def apply_snapshot(
             if value is not None and key in _RESTORED_TYPES:
                 value = _RESTORED_TYPES[key](value)
             changes[key] = value
-    update_schedule(conn, name, changes, actor=actor, action=action)
+    if CALENDAR in snapshot:
+        changes[CALENDAR] = snapshot[CALENDAR]
+    try:
+        update_schedule(conn, name, changes, actor=actor, action=action)
+    except NoSuchCalendar:
+        raise NoSuchCalendar(
+            f"that version names the exclusion calendar {snapshot[CALENDAR]!r}, which "
+            f"no longer exists: create it again, or edit the schedule instead"
+        ) from None
 
 
 versions.register(
     versions.Kind(
         "schedule",
-        ("schedule.create", "schedule.update"),
+        # A calendar chosen on the calendar's page is audited with the calendar alone.
+        ("schedule.create", "schedule.update", "schedule.calendar"),
         apply_snapshot,
         ignored=frozenset({"active", "paused_note", "paused_until"}),
+        partial=frozenset({"schedule.calendar"}),
+        recorded_later={CALENDAR: "exclusion calendar"},
     )
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -46,6 +46,12 @@ class Kind:
     apply: Apply
     # Snapshot fields that are state, not definition (a pause): neither compared nor restored.
     ignored: frozenset[str] = frozenset()
+    # Actions whose after-snapshot holds only the fields they changed (older rows of a kind
+    # that now records everything): read as the version before with those fields changed.
+    partial: frozenset[str] = frozenset()
+    # Fields recorded only since some release, with what a person calls them: a version
+    # without one cannot restore it, and is neither compared on it nor blamed for it.
+    recorded_later: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def rollback_action(self) -> str:
@@ -84,6 +90,9 @@ class Version:
     snapshot: dict[str, Any]
     changes: list[Change]  # against the version before it (everything for the first)
     current: bool
+    # What this version did not record (recorded later), as a person calls it: a rollback
+    # to it leaves those as they are.
+    unrecorded: tuple[str, ...] = ()
 
 
 def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[Change]:
@@ -118,13 +127,32 @@ def history(conn: Conn, target_type: str, target_id: str) -> list[Version]:
     previous: dict[str, Any] | None = None
     for number, row in enumerate(rows, start=1):
         after = {k: v for k, v in row["details"]["after"].items() if k not in kind.ignored}
+        compared = previous
+        if row["action"] in kind.partial and previous is not None:
+            after = {**previous, **after}
+            # What the change found is in its own before, recorded or not in the version before.
+            compared = {**previous, **(row["details"].get("before") or {})}
+        missing = tuple(label for f, label in kind.recorded_later.items() if f not in after)
         versions.append(
             Version(row["id"], number, row["at"], row["actor"], row["action"], after,
-                    diff(previous, after), current=number == len(rows))
+                    _diff_recorded(kind, compared, after), current=number == len(rows),
+                    unrecorded=missing)
         )  # fmt: skip
         previous = after
     versions.reverse()
     return versions
+
+
+def _diff_recorded(
+    kind: Kind, before: Mapping[str, Any] | None, after: Mapping[str, Any]
+) -> list[Change]:
+    """`diff`, leaving out a later-recorded field that either side did not record: its
+    value there is unknown, not absent."""
+    unknown = {
+        f for f in kind.recorded_later
+        if f not in after or (before is not None and f not in before)
+    }  # fmt: skip
+    return [c for c in diff(before, after) if c.field not in unknown]
 
 
 def rollback(

@@ -361,16 +361,17 @@ def _write(
     with conn.transaction():
         if name is None:
             schedules.create_schedule(conn, spec, actor=actor)
-        else:
+            calendars.assign(conn, spec.name, calendar, actor=actor)
+        else:  # one change, one version: the calendar with the rest
             changes = {f: getattr(spec, f) for f in schedules.EDITABLE}
+            changes[schedules.CALENDAR] = calendar
             schedules.update_schedule(conn, name, changes, actor=actor)
-        calendars.assign(conn, name or spec.name, calendar, actor=actor)
 
 
 def _error_field(exc: FormError | ScheduleError | CalendarError, values: dict[str, Any]) -> str:
     if isinstance(exc, FormError):
         return exc.field
-    if isinstance(exc, CalendarError):
+    if isinstance(exc, (CalendarError, schedules.NoSuchCalendar)):
         return "calendar"
     return _field_of(str(exc), values)
 
