@@ -187,7 +187,8 @@ def create_schedule(
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
         after = snapshot_of(conn, spec.name)
-        audit.record(conn, actor, "schedule.create", "schedule", spec.name, after=after)
+        audit.record(conn, actor, "schedule.create", "schedule", spec.name, after=after,
+                     subject_id=row["id"])  # fmt: skip
     return Created(row["id"], first.at, warnings + job_warnings)
 
 
@@ -273,7 +274,8 @@ def update_schedule(
             changed.append(CALENDAR)
         if changed:
             after = snapshot_of(conn, name)
-            audit.record(conn, actor, action, "schedule", name, before=before, after=after)
+            audit.record(conn, actor, action, "schedule", name, before=before, after=after,
+                         subject_id=row["id"])  # fmt: skip
     return Updated(next_fire_time, changed, warnings)
 
 
@@ -528,7 +530,7 @@ def pause(
             raise ScheduleError("the pause must end in the future")
         params = {"id": row["id"], "note": note, "until": until, "now": now}
         conn.execute(query("schedules", "schedule_pause"), params)
-        _audit_change(conn, actor, "schedule.pause", before)
+        _audit_change(conn, actor, "schedule.pause", row["id"], before)
 
 
 def resume(
@@ -541,7 +543,7 @@ def resume(
         cursor = conn.execute(query("schedules", "schedule_resume"), {"id": row["id"], "now": now})
         if cursor.rowcount != 1:
             return False
-        _audit_change(conn, actor, "schedule.resume", before)
+        _audit_change(conn, actor, "schedule.resume", row["id"], before)
         return True
 
 
@@ -565,7 +567,8 @@ def run_now(
         )
         record_fires(conn, [record], now)
         run = {"run_id": started.run_id, "dag_run_id": started.dag_run_id, "fire_time": at}
-        audit.record(conn, actor, "schedule.run_now", "schedule", name, after=run)
+        audit.record(conn, actor, "schedule.run_now", "schedule", name, after=run,
+                     subject_id=row["id"])  # fmt: skip
         return started
 
 
@@ -580,15 +583,18 @@ def delete(conn: Conn, name: str, *, actor: str = SYSTEM_ACTOR) -> None:
             conn.execute(
                 query("job_definitions", "job_definition_delete_unused"), {"id": row["job_id"]}
             )
-        audit.record(conn, actor, "schedule.delete", "schedule", name, before=before)
+        audit.record(conn, actor, "schedule.delete", "schedule", name, before=before,
+                     subject_id=row["id"])  # fmt: skip
 
 
-def _audit_change(conn: Conn, actor: str, action: str, before: Mapping[str, Any]) -> None:
+def _audit_change(
+    conn: Conn, actor: str, action: str, schedule_id: uuid.UUID, before: Mapping[str, Any]
+) -> None:
     """Audit a change of a schedule (`before`: its snapshot), read again for the after."""
     name = before["name"]
-    audit.record(
-        conn, actor, action, "schedule", name, before=dict(before), after=snapshot_of(conn, name)
-    )
+    after = snapshot_of(conn, name)
+    audit.record(conn, actor, action, "schedule", name, before=dict(before), after=after,
+                 subject_id=schedule_id)  # fmt: skip
 
 
 # What a schedule's audit snapshot holds: its rule, policies, target and pause state (and
@@ -786,6 +792,7 @@ versions.register(
         # A calendar chosen on the calendar's page is audited with the calendar alone.
         ("schedule.create", "schedule.update", "schedule.calendar"),
         apply_snapshot,
+        ("schedules", "schedule_by_name"),
         ignored=frozenset({"active", "paused_note", "paused_until"}),
         partial=frozenset({"schedule.calendar"}),
         recorded_later={CALENDAR: "exclusion calendar"},
