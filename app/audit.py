@@ -4,13 +4,15 @@ Domain functions that change something a person asked for call `record` in the s
 transaction as the change, so the log never claims a change that was rolled back, nor
 misses one that was made.
 
-    record(conn, "alice", "job.update", "job", "nightly", before={...}, after={...})
+    record(conn, "alice", "job.update", "job", "nightly", before={...}, after={...},
+           subject_id=job_id)
 """
 
 from __future__ import annotations
 
 import getpass
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,9 +48,11 @@ def record(
     before: Any = None,
     after: Any = None,
     now: datetime | None = None,
+    subject_id: uuid.UUID | None = None,
 ) -> None:
     """One audit row; `before` / `after` are JSON-able snapshots (None: did not exist).
-    `now` stamps it (None: the database clock)."""
+    `now` stamps it (None: the database clock). `subject_id` is the target's stable id,
+    which its version history follows through renames (`target_id` is the name)."""
     details = {"before": before, "after": after}
     conn.execute(
         query("audit", "audit_insert"),
@@ -57,6 +61,7 @@ def record(
             "action": action,
             "target_type": target_type,
             "target_id": target_id,
+            "subject_id": subject_id,
             "details": Jsonb(details, dumps=_dumps),
             "now": now,
         },

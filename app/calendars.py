@@ -327,5 +327,5 @@ def assign(
         audit.record(
             conn, actor, "schedule.calendar", "schedule", row["name"],
             before={"calendar": row["calendar_name"]},
-            after={"calendar": target["name"] if target else None},
+            after={"calendar": target["name"] if target else None}, subject_id=row["id"],
         )  # fmt: skip

@@ -312,6 +312,20 @@ def next_fire(rule: Recurrence, after: datetime) -> Fire | None:
     return next(fires_after(rule, after), None)
 
 
+def fire_past_latest(rule: Recurrence, after: datetime) -> Fire | None:
+    """Why `next_fire` found nothing, when the reason is `limits.LATEST`: the rule's first
+    fire after `after`, which lies at or past LATEST (and within the rule's own end).
+    None when the rule has a fire before LATEST, ends first, or never matches at all
+    (30 February)."""
+    if rule.start is not None and after < rule.start:
+        after = rule.start - EPSILON
+    fires = _interval_fires(rule, after) if rule.cron is None else _cron_fires(rule, after)
+    fire = next(fires, None)
+    if fire is None or fire.at < LATEST or (rule.end is not None and fire.at > rule.end):
+        return None
+    return fire
+
+
 def fires_between(rule: Recurrence, start: datetime, end: datetime) -> Iterator[Fire]:
     """Fires at or after `start` and strictly before `end`."""
     for fire in fires_after(rule, start - EPSILON):

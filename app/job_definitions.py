@@ -203,12 +203,14 @@ def create(conn: Conn, spec: JobSpec, *, actor: str, allow_dangerous: bool = Tru
     with conn.transaction():
         warnings = _check_handler(conn, spec.handler)
         _check_args(conn, spec)
+        job_id = uuid.uuid4()
         created = conn.execute(
-            query("job_definitions", "job_definition_insert"), _params(spec, uuid.uuid4())
+            query("job_definitions", "job_definition_insert"), _params(spec, job_id)
         ).fetchone()
         if created is None:
             raise JobError(f"a job named {spec.name.strip()!r} already exists", "name")
-        audit.record(conn, actor, "job.create", "job", spec.name.strip(), after=_snapshot(spec))
+        audit.record(conn, actor, "job.create", "job", spec.name.strip(), after=_snapshot(spec),
+                     subject_id=job_id)  # fmt: skip
     return warnings
 
 
@@ -257,6 +259,7 @@ def update(
             before=_snapshot(before),
             after=_snapshot(spec),
             now=now,
+            subject_id=before["id"],
         )
     return warnings
 
@@ -270,7 +273,14 @@ def apply_snapshot(
     update(conn, name, JobSpec(name=name, **fields), actor=actor, action=action)
 
 
-versions.register(versions.Kind("job", ("job.create", "job.update"), apply_snapshot))
+versions.register(
+    versions.Kind(
+        "job",
+        ("job.create", "job.update"),
+        apply_snapshot,
+        ("job_definitions", "job_definition_by_name"),
+    )
+)
 
 
 def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -> list[str]:
@@ -298,6 +308,7 @@ def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -
             "job",
             name,
             before={**_snapshot(row), "schedules": row["schedule_names"]},
+            subject_id=row["id"],
         )
     return list(row["schedule_names"])
 

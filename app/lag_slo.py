@@ -105,7 +105,7 @@ def set_threshold(conn: Conn, schedule: str, seconds: int | None, *, actor: str)
         audit.record(
             conn, actor, "schedule.lag_slo", "schedule", schedule,
             before={"lag_slo_seconds": row["lag_slo_seconds"]},
-            after={"lag_slo_seconds": seconds},
+            after={"lag_slo_seconds": seconds}, subject_id=row["id"],
         )  # fmt: skip
     return seconds
 

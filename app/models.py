@@ -720,6 +720,8 @@ class AuditEntry(SQLModel, table=True):
     """Who changed what, when: every change a person makes through Sundial."""
 
     __tablename__ = "audit_log"
+    # A thing's version history, newest first (app.versions).
+    __table_args__ = (sa.Index("ix_audit_log_subject", "target_type", "subject_id", "id"),)
 
     id: int | None = Field(
         default=None,
@@ -729,7 +731,11 @@ class AuditEntry(SQLModel, table=True):
     actor: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     action: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     target_type: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    # The target's name when the change was made, as a person reads it.
     target_id: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    # The target's stable id (a job, schedule or workflow keeps it through a rename; one
+    # created again under an old name gets a new one): what its version history is keyed by.
+    subject_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     details: dict[str, Any] = _jsonb("{}")
 
 

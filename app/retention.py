@@ -1,7 +1,7 @@
-"""Deleting the history of ended runs once their retention has passed (the reaper calls
-this every few minutes). Not a transition: no run changes status, runs that ended long
-ago go, with their attempts; a DAG run goes whole. The statements are in
-`app/sql/retention.sql`.
+"""Deleting the history of ended runs once their retention has passed, and the sign-ins
+that can no longer be used (the reaper calls this every few minutes). Not a transition: no
+run changes status, runs that ended long ago go, with their attempts; a DAG run goes whole.
+The statements are in `app/sql/retention.sql`.
 """
 
 from __future__ import annotations
@@ -40,3 +40,21 @@ def prune(
         dags = conn.execute(query("retention", "dag_run_prune"), params).fetchone()
     assert lone is not None and dags is not None
     return Pruned(int(lone["runs"]), int(dags["dag_runs"]), int(dags["runs"]))
+
+
+@dataclass(frozen=True, slots=True)
+class PrunedSignIns:
+    sessions: int  # expired web sessions deleted
+    links: int  # expired sign-in links deleted
+
+
+def prune_sign_ins(conn: Conn, *, now: datetime | None = None, limit: int = 1000) -> PrunedSignIns:
+    """Delete up to `limit` web sessions and `limit` sign-in links that expired by `now`
+    (None: the database clock). Signing out deletes a session at once; these are the ones
+    nobody signed out of, and links nobody used."""
+    params = {"now": now, "limit": limit}
+    with conn.transaction():
+        sessions = conn.execute(query("retention", "session_prune"), params).fetchone()
+        links = conn.execute(query("retention", "sign_in_link_prune"), params).fetchone()
+    assert sessions is not None and links is not None
+    return PrunedSignIns(int(sessions["sessions"]), int(links["links"]))

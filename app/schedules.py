@@ -30,6 +30,7 @@ from app.cron import (
     Fire,
     Recurrence,
     RecurrenceError,
+    fire_past_latest,
     fires_after,
     next_fire,
     parse_cron,
@@ -67,6 +68,10 @@ _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 class ScheduleError(UsageError):
     """A schedule operation cannot be done as asked; the message says why."""
+
+
+class NoSuchCalendar(ScheduleError):
+    """The exclusion calendar asked for does not exist (or no longer does)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +188,8 @@ def create_schedule(
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
             raise ScheduleError(f"a schedule named {spec.name!r} already exists")
         after = snapshot_of(conn, spec.name)
-        audit.record(conn, actor, "schedule.create", "schedule", spec.name, after=after)
+        audit.record(conn, actor, "schedule.create", "schedule", spec.name, after=after,
+                     subject_id=row["id"])  # fmt: skip
     return Created(row["id"], first.at, warnings + job_warnings)
 
 
@@ -214,6 +220,8 @@ EDITABLE = frozenset(
         "auto_pause_after",
     }
 )
+# `update_schedule` also changes the exclusion calendar a schedule names (by its name).
+CALENDAR = "calendar"
 # Columns of the rule itself: changing one recomputes the next fire.
 _RULE_COLUMNS = frozenset(
     {"cron", "interval_seconds", "timezone", "start_at", "end_at", "dst_skipped", "dst_repeated"}
@@ -235,15 +243,16 @@ def update_schedule(
     fire is the new rule's first after now, and fires the old rule had due but not yet
     made are not made. Policies alone leave the next fire where it is. A paused schedule
     stays paused; the ledger is kept."""
-    unknown = sorted(set(changes) - EDITABLE)
+    unknown = sorted(set(changes) - EDITABLE - {CALENDAR})
     if unknown:
         raise ScheduleError(f"a schedule's {', '.join(unknown)} cannot be changed here")
+    timing = {k: v for k, v in changes.items() if k != CALENDAR}
     with conn.transaction():
         row = _lock(conn, name)
         before = snapshot_of(conn, name)
         refuse_disabled_handlers(conn, job_id=row["job_id"], workflow_id=row["workflow_id"])
         at = db_now(conn, now)
-        spec = replace(_spec_of(row), **changes)
+        spec = replace(_spec_of(row), **timing)
         if changes.get("cron") is not None:
             spec = replace(spec, every_seconds=None)
         if changes.get("every_seconds") is not None:
@@ -262,9 +271,32 @@ def update_schedule(
         if changed:
             params = {**new, "id": row["id"], "next_fire_time": next_fire_time, "now": now}
             conn.execute(query("schedules", "schedule_update"), params)
+        if CALENDAR in changes and _set_calendar(conn, row, changes[CALENDAR], now):
+            changed.append(CALENDAR)
+        if changed:
             after = snapshot_of(conn, name)
-            audit.record(conn, actor, action, "schedule", name, before=before, after=after)
+            audit.record(conn, actor, action, "schedule", name, before=before, after=after,
+                         subject_id=row["id"])  # fmt: skip
     return Updated(next_fire_time, changed, warnings)
+
+
+def _set_calendar(
+    conn: Conn, row: Mapping[str, Any], calendar: str | None, now: datetime | None
+) -> bool:
+    """Make the (locked) schedule `row` name exclusion calendar `calendar` (None: none);
+    False when it already did."""
+    calendar_id = None
+    if calendar is not None:
+        found = conn.execute(query("calendars", "calendar_by_name"), {"name": calendar})
+        named = found.fetchone()
+        if named is None:
+            raise NoSuchCalendar(f"there is no exclusion calendar named {calendar!r}")
+        calendar_id = named["id"]
+    if calendar_id == row["calendar_id"]:
+        return False
+    params = {"id": row["id"], "calendar_id": calendar_id, "now": now}
+    conn.execute(query("calendars", "schedule_set_calendar"), params)
+    return True
 
 
 def _spec_of(row: Mapping[str, Any]) -> ScheduleSpec:
@@ -373,11 +405,20 @@ def _schedule_row(spec: ScheduleSpec, created_at: datetime) -> dict[str, Any]:
 
 
 def _never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> str:
+    """Why `rule` has no fire after `now`, in the words of what is true."""
     if spec.end_at is not None and spec.end_at <= now:
         return f"the schedule would never fire: its end {spec.end_at:%Y-%m-%d %H:%M} UTC has passed"
+    unbounded = replace(rule, end=None)
     if spec.end_at is not None:
-        if next_fire(replace(rule, end=None), now) is not None:
+        if next_fire(unbounded, now) or fire_past_latest(unbounded, now):
             return "the schedule would never fire: its end comes before its first fire"
+    beyond = fire_past_latest(rule, now)
+    if beyond is not None:
+        return (
+            f"the schedule's next fire would be {beyond.local:%Y-%m-%d %H:%M} ({spec.timezone}), "
+            f"past the latest date Sundial schedules: fires must come before "
+            f"{limits.LATEST:%Y-%m-%d} (UTC)"
+        )
     return f"cron expression {spec.cron!r} never fires: no date matches it within 9 years"
 
 
@@ -490,7 +531,7 @@ def pause(
             raise ScheduleError("the pause must end in the future")
         params = {"id": row["id"], "note": note, "until": until, "now": now}
         conn.execute(query("schedules", "schedule_pause"), params)
-        _audit_change(conn, actor, "schedule.pause", before)
+        _audit_change(conn, actor, "schedule.pause", row["id"], before)
 
 
 def resume(
@@ -503,7 +544,7 @@ def resume(
         cursor = conn.execute(query("schedules", "schedule_resume"), {"id": row["id"], "now": now})
         if cursor.rowcount != 1:
             return False
-        _audit_change(conn, actor, "schedule.resume", before)
+        _audit_change(conn, actor, "schedule.resume", row["id"], before)
         return True
 
 
@@ -527,7 +568,8 @@ def run_now(
         )
         record_fires(conn, [record], now)
         run = {"run_id": started.run_id, "dag_run_id": started.dag_run_id, "fire_time": at}
-        audit.record(conn, actor, "schedule.run_now", "schedule", name, after=run)
+        audit.record(conn, actor, "schedule.run_now", "schedule", name, after=run,
+                     subject_id=row["id"])  # fmt: skip
         return started
 
 
@@ -542,18 +584,22 @@ def delete(conn: Conn, name: str, *, actor: str = SYSTEM_ACTOR) -> None:
             conn.execute(
                 query("job_definitions", "job_definition_delete_unused"), {"id": row["job_id"]}
             )
-        audit.record(conn, actor, "schedule.delete", "schedule", name, before=before)
+        audit.record(conn, actor, "schedule.delete", "schedule", name, before=before,
+                     subject_id=row["id"])  # fmt: skip
 
 
-def _audit_change(conn: Conn, actor: str, action: str, before: Mapping[str, Any]) -> None:
+def _audit_change(
+    conn: Conn, actor: str, action: str, schedule_id: uuid.UUID, before: Mapping[str, Any]
+) -> None:
     """Audit a change of a schedule (`before`: its snapshot), read again for the after."""
     name = before["name"]
-    audit.record(
-        conn, actor, action, "schedule", name, before=dict(before), after=snapshot_of(conn, name)
-    )
+    after = snapshot_of(conn, name)
+    audit.record(conn, actor, action, "schedule", name, before=dict(before), after=after,
+                 subject_id=schedule_id)  # fmt: skip
 
 
-# What a schedule's audit snapshot holds: its rule, policies, target and pause state.
+# What a schedule's audit snapshot holds: its rule, policies, target and pause state (and
+# its exclusion calendar, by name).
 SNAPSHOT_COLUMNS = (
     "cron", "interval_seconds", "timezone", "start_at", "end_at", "overlap", "catchup",
     "catchup_limit", "catchup_window_seconds", "exact_minute", "spread_seconds",
@@ -567,7 +613,8 @@ def snapshot_of(conn: Conn, name: str) -> dict[str, Any]:
     if row is None:
         raise ScheduleError(f"there is no schedule named {name!r}")
     values = {column: row[column] for column in SNAPSHOT_COLUMNS}
-    return {"name": name, **values, "job": row["job_name"], "workflow": row["workflow_name"]}
+    return {"name": name, **values, "job": row["job_name"], "workflow": row["workflow_name"],
+            CALENDAR: row["calendar_name"]}  # fmt: skip
 
 
 def _find(conn: Conn, name: str) -> dict[str, Any]:
@@ -710,8 +757,9 @@ _RESTORED_TYPES: dict[str, Callable[[Any], Any]] = {
 def apply_snapshot(
     conn: Conn, name: str, snapshot: Mapping[str, Any], *, actor: str, action: str
 ) -> None:
-    """Make schedule `name` fire as `snapshot` (an audit after-snapshot) says: its rule
-    and policies; its name, target and pause state stay as they are."""
+    """Make schedule `name` fire as `snapshot` (an audit after-snapshot) says: its rule,
+    policies and exclusion calendar (when the snapshot recorded one: older ones did not);
+    its name, target and pause state stay as they are."""
     changes: dict[str, Any] = {}
     for column in SNAPSHOT_COLUMNS:
         key = "every_seconds" if column == "interval_seconds" else column
@@ -720,14 +768,26 @@ def apply_snapshot(
             if value is not None and key in _RESTORED_TYPES:
                 value = _RESTORED_TYPES[key](value)
             changes[key] = value
-    update_schedule(conn, name, changes, actor=actor, action=action)
+    if CALENDAR in snapshot:
+        changes[CALENDAR] = snapshot[CALENDAR]
+    try:
+        update_schedule(conn, name, changes, actor=actor, action=action)
+    except NoSuchCalendar:
+        raise NoSuchCalendar(
+            f"that version names the exclusion calendar {snapshot[CALENDAR]!r}, which "
+            f"no longer exists: create it again, or edit the schedule instead"
+        ) from None
 
 
 versions.register(
     versions.Kind(
         "schedule",
-        ("schedule.create", "schedule.update"),
+        # A calendar chosen on the calendar's page is audited with the calendar alone.
+        ("schedule.create", "schedule.update", "schedule.calendar"),
         apply_snapshot,
+        ("schedules", "schedule_by_name"),
         ignored=frozenset({"active", "paused_note", "paused_until"}),
+        partial=frozenset({"schedule.calendar"}),
+        recorded_later={CALENDAR: "exclusion calendar"},
     )
 )

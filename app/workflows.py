@@ -148,6 +148,7 @@ def define(
             spec.name,
             before=before,
             after=snapshot(spec),
+            subject_id=workflow_id,
         )
     return workflow_id
 
@@ -324,7 +325,8 @@ def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -
         for schedule in schedules:  # each audited as its own deletion
             delete_schedule(conn, schedule, actor=actor)
         conn.execute(query("workflows", "workflow_delete"), {"id": row["id"]})
-        audit.record(conn, actor, "workflow.delete", "workflow", name, before=before)
+        audit.record(conn, actor, "workflow.delete", "workflow", name, before=before,
+                     subject_id=row["id"])  # fmt: skip
     return schedules
 
 
@@ -424,7 +426,8 @@ def run_now(
         )
         if actor is not None:
             after = {"dag_run_id": str(dag.id), "runs": dag.run_ids}
-            audit.record(conn, actor, "workflow.run", "workflow", name, after=after)
+            audit.record(conn, actor, "workflow.run", "workflow", name, after=after,
+                         subject_id=row["id"])  # fmt: skip
     return dag
 
 
@@ -439,4 +442,11 @@ def apply_snapshot(
     define(conn, spec, actor=actor, replace=True, action=action)
 
 
-versions.register(versions.Kind("workflow", ("workflow.create", "workflow.update"), apply_snapshot))
+versions.register(
+    versions.Kind(
+        "workflow",
+        ("workflow.create", "workflow.update"),
+        apply_snapshot,
+        ("workflows", "workflow_by_name"),
+    )
+)

@@ -6,7 +6,8 @@ lease expires the reaper hands the run to another worker (or ends it when its at
 are exhausted, or when it was cancelled). It also raises the effective priority of runs
 that have waited too long, so low-priority work cannot starve. Every few minutes it
 deletes the history past its retention (SUNDIAL_KEEP_RUNS_DAYS, SUNDIAL_KEEP_FAILED_DAYS,
-SUNDIAL_KEEP_FIRES_DAYS), a bounded amount per pass so reaping leases is never held up.
+SUNDIAL_KEEP_FIRES_DAYS) and the web sessions and sign-in links that expired, a bounded
+amount per pass so reaping leases is never held up.
 Each pass adds the run endings of the minutes closed since to the per-job statistics
 roll-up (`app.job_stats.fill`: a no-op read when no minute closed).
 
@@ -48,6 +49,8 @@ class PrunedHistory:
     runs: int = 0  # DAG steps included
     dag_runs: int = 0
     fires: int = 0
+    sessions: int = 0  # expired web sessions
+    sign_in_links: int = 0  # expired sign-in links
 
 
 @dataclass(frozen=True)
@@ -121,13 +124,23 @@ class Reaper:
                 fires += count
                 if self._fires_after is None:  # walked every schedule: start over next pass
                     break
-        pruned = PrunedHistory(pruned_runs, pruned_dags, fires)
+        sessions = links = 0
+        for _ in range(PRUNE_BATCHES):
+            signed = retention.prune_sign_ins(conn, now=now, limit=PRUNE_BATCH)
+            sessions += signed.sessions
+            links += signed.links
+            if signed.sessions < PRUNE_BATCH and signed.links < PRUNE_BATCH:
+                break
+        pruned = PrunedHistory(pruned_runs, pruned_dags, fires, sessions, links)
         if pruned != PrunedHistory():
             log.info(
-                "pruned history: %d runs (%d DAG runs), %d ledger rows",
+                "pruned history: %d runs (%d DAG runs), %d ledger rows, "
+                "%d expired sessions, %d expired sign-in links",
                 pruned.runs,
                 pruned.dag_runs,
                 pruned.fires,
+                pruned.sessions,
+                pruned.sign_in_links,
             )
         return pruned
 

@@ -1,10 +1,10 @@
 -- The audit log: every change a person makes, with who, when, what, before -> after.
 
 -- name: audit_insert
-INSERT INTO audit_log (at, actor, action, target_type, target_id, details)
+INSERT INTO audit_log (at, actor, action, target_type, target_id, subject_id, details)
 VALUES (
     coalesce(%(now)s::timestamptz, now()),
-    %(actor)s, %(action)s, %(target_type)s, %(target_id)s, %(details)s
+    %(actor)s, %(action)s, %(target_type)s, %(target_id)s, %(subject_id)s, %(details)s
 )
 RETURNING id;
 

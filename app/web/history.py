@@ -31,6 +31,7 @@ class Entry:
     current: bool
     changes: list[versions.Change]
     snapshot: Mapping[str, Any]
+    unrecorded: tuple[str, ...] = ()  # what this version cannot restore: it was not recorded
 
 
 def entries(
@@ -44,7 +45,17 @@ def entries(
         shape = readable(v.snapshot) if readable else v.snapshot
         changes = versions.diff(previous, shape) if readable else _worded(v.changes)
         result.append(
-            Entry(v.id, v.number, v.at, v.actor, v.action, v.current, changes, v.snapshot)
+            Entry(
+                v.id,
+                v.number,
+                v.at,
+                v.actor,
+                v.action,
+                v.current,
+                changes,
+                v.snapshot,
+                v.unrecorded,
+            )
         )
         previous = shape
     return result[::-1]

@@ -68,9 +68,9 @@ CHOICE_FIELDS = ("preset", "every_minutes", "minute", "at", "cron", "every", "un
 # Which form field a domain refusal concerns, by the words of its message.
 _FIELD_WORDS = (
     ("already exists", "name"), ("schedule name", "name"), ("time zone", "timezone"),
-    ("cron", "cron"), ("never fire", "cron"), ("interval", "every"), ("catch-up", "catchup"),
-    ("spread", "spread_seconds"), ("auto-pause", "auto_pause_after"), ("workflow", "workflow"),
-    ("job", "job"), ("handler", "handler"), ("args", "args"),
+    ("cron", "cron"), ("never fire", "cron"), ("latest date", "cron"), ("interval", "every"),
+    ("catch-up", "catchup"), ("spread", "spread_seconds"), ("auto-pause", "auto_pause_after"),
+    ("workflow", "workflow"), ("job", "job"), ("handler", "handler"), ("args", "args"),
 )  # fmt: skip
 FLASHES = {
     "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
@@ -357,16 +357,17 @@ def _write(
     with conn.transaction():
         if name is None:
             schedules.create_schedule(conn, spec, actor=actor)
-        else:
+            calendars.assign(conn, spec.name, calendar, actor=actor)
+        else:  # one change, one version: the calendar with the rest
             changes = {f: getattr(spec, f) for f in schedules.EDITABLE}
+            changes[schedules.CALENDAR] = calendar
             schedules.update_schedule(conn, name, changes, actor=actor)
-        calendars.assign(conn, name or spec.name, calendar, actor=actor)
 
 
 def _error_field(exc: FormError | ScheduleError | CalendarError, values: dict[str, Any]) -> str:
     if isinstance(exc, FormError):
         return exc.field
-    if isinstance(exc, CalendarError):
+    if isinstance(exc, (CalendarError, schedules.NoSuchCalendar)):
         return "calendar"
     return _field_of(str(exc), values)
 

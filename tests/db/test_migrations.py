@@ -1,12 +1,14 @@
 """Migrations produce exactly the schema the models declare, and re-running is a no-op."""
 
 import re
+import uuid
 from typing import Any
 
 import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from psycopg.types.json import Jsonb
 from sqlmodel import SQLModel
 
 import app.models  # noqa: F401  (registers the tables)
@@ -133,3 +135,40 @@ def _schema_fingerprint(url: str) -> list[tuple[Any, ...]]:
                 "ORDER BY indexname"
             ).fetchall()
         )
+
+
+def test_0016_carries_version_history_over_to_stable_ids_through_renames(
+    empty_db_url: str,
+) -> None:
+    """Audit rows written before 0016 (keyed by name) get the id of the thing they were
+    about: followed through a rename, apart from a deleted thing of the same name."""
+    migrate.upgrade(empty_db_url, "0015")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        renamed, new_a = uuid.uuid4(), uuid.uuid4()
+        conn.execute(
+            "INSERT INTO job_definitions (id, name, handler) VALUES (%s, 'B', 'noop'),"
+            " (%s, 'A', 'noop')",
+            (renamed, new_a),
+        )
+        log = [  # (action, target, before name, after name), oldest first
+            ("job.create", "B", None, "B"),  # an older B, deleted below
+            ("job.delete", "B", "B", None),
+            ("job.create", "A", None, "A"),
+            ("job.update", "A", "A", "A"),
+            ("job.update", "B", "A", "B"),  # A renamed to B
+            ("job.create", "A", None, "A"),  # a new A
+            ("job.rollback", "B", "B", "B"),
+        ]
+        for action, target, before, after in log:
+            conn.execute(
+                "INSERT INTO audit_log (actor, action, target_type, target_id, details)"
+                " VALUES ('alice', %s, 'job', %s, %s)",
+                (action, target, Jsonb({"before": before and {"name": before},
+                                        "after": after and {"name": after}})),
+            )  # fmt: skip
+    migrate.upgrade(empty_db_url)
+    with psycopg.connect(empty_db_url) as conn:
+        subjects = [r[0] for r in conn.execute("SELECT subject_id FROM audit_log ORDER BY id")]
+    old_b = subjects[0]
+    assert subjects == [old_b, old_b, renamed, renamed, renamed, new_a, renamed]
+    assert old_b is not None and old_b not in (renamed, new_a)

@@ -1,5 +1,6 @@
 """The reaper prunes history past its retention, and nothing else: runs that ended (dead
-letters kept longer), whole DAG runs only once every step ended, the fire ledger."""
+letters kept longer), whole DAG runs only once every step ended, the fire ledger, and the
+sessions and sign-in links that expired without anyone signing out."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from app import runs, schedules
+from app import runs, schedules, users
 from app.config import Settings
 from app.fires import FireOutcome
 from app.jobs import Outcome, OutcomeStatus
@@ -147,3 +148,74 @@ def test_a_pass_prunes_batch_after_batch_up_to_its_bound(
     assert keeper.prune(conn, later).runs == 6  # three full batches: the bound of a pass
     assert keeper.prune(conn, later).runs == 1
     assert run_ids(conn) == set()
+
+
+# ---- sign-ins nobody ended ------------------------------------------------------------------
+
+SECRET = "retention-test-secret"
+HOUR = timedelta(hours=1)
+
+
+def sign_in_counts(conn: Conn) -> tuple[int, int]:
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM web_sessions) AS sessions,"
+        " (SELECT count(*) FROM sign_in_links) AS links"
+    ).fetchone()
+    assert row is not None
+    return row["sessions"], row["links"]
+
+
+def test_expired_sessions_and_sign_in_links_go_without_anyone_signing_out(conn: Conn) -> None:
+    alice = users.create_user(conn, "alice", "correct horse battery", "viewer", actor="test")
+    now = db_now(conn)
+    kept = users.start_session(conn, alice, SECRET, now=now)
+    for hours in (0, 1, 2):  # three browsers closed without signing out
+        users.start_session(conn, alice, SECRET, now=now - 24 * HOUR + hours * HOUR)
+    # (Making a link drops the links expired by then: the older ones are made last.)
+    fresh = users.create_sign_in_link(conn, alice, SECRET, now=now)
+    used = users.create_sign_in_link(conn, alice, SECRET, now=now - HOUR)
+    users.create_sign_in_link(conn, alice, SECRET, now=now - HOUR)  # never used
+    assert users.use_sign_in_link(conn, used, SECRET, now=now - HOUR) == alice
+    assert sign_in_counts(conn) == (4, 2)
+    keeper = Reaper(settings())
+
+    assert keeper.prune(conn, now) == PrunedHistory(sessions=3, sign_in_links=1)
+    assert sign_in_counts(conn) == (1, 1)
+    assert users.session_user(conn, kept, SECRET, now=now) == alice
+    assert users.use_sign_in_link(conn, fresh, SECRET, now=now) == alice
+    # Twelve hours on, the last session has expired too.
+    later = now + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
+    assert keeper.prune(conn, later) == PrunedHistory(sessions=1)
+    assert sign_in_counts(conn) == (0, 0)
+
+
+def test_a_retention_of_none_still_drops_expired_sessions(conn: Conn) -> None:
+    alice = users.create_user(conn, "alice", "correct horse battery", "viewer", actor="test")
+    users.start_session(conn, alice, SECRET)
+    forever = settings(keep_runs_days=None, keep_failed_days=None, keep_fires_days=None)
+    later = db_now(conn) + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
+    assert Reaper(forever).prune(conn, later) == PrunedHistory(sessions=1)
+
+
+def test_expired_sessions_go_batch_after_batch_up_to_its_bound(
+    conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = users.create_user(conn, "alice", "correct horse battery", "viewer", actor="test")
+    for _ in range(7):
+        users.start_session(conn, alice, SECRET)
+    monkeypatch.setattr(reaper, "PRUNE_BATCH", 2)
+    monkeypatch.setattr(reaper, "PRUNE_BATCHES", 3)
+    keeper = Reaper(settings())
+    later = db_now(conn) + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
+    assert keeper.prune(conn, later).sessions == 6  # three full batches: the bound of a pass
+    assert keeper.prune(conn, later).sessions == 1
+    assert sign_in_counts(conn) == (0, 0)
+
+
+def test_the_reaper_tick_prunes_sign_ins_on_the_clock_it_is_given(conn: Conn) -> None:
+    alice = users.create_user(conn, "alice", "correct horse battery", "viewer", actor="test")
+    users.start_session(conn, alice, SECRET)
+    users.create_sign_in_link(conn, alice, SECRET)
+    later = db_now(conn) + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
+    report = Reaper(settings()).run_once(conn, later)
+    assert report.pruned == PrunedHistory(sessions=1, sign_in_links=1)

@@ -310,6 +310,7 @@ def test_a_paused_schedule_stays_paused_when_updated(conn: Conn) -> None:
         ({"catchup_limit": 3}, "needs catch-up on"),
         ({"end_at": NOW - timedelta(days=1)}, "has passed"),
         ({"handler": "fail"}, "handler cannot be changed here"),
+        ({"cron": "0 4 * * *", "calendar": "Atlantis"}, "no exclusion calendar named 'Atlantis'"),
     ],
 )
 def test_a_bad_update_changes_nothing(conn: Conn, changes: dict[str, Any], message: str) -> None:

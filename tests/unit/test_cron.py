@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from app import cron
+from app import cron, limits
 from app.cron import (
     EPSILON,
     DstRepeated,
@@ -629,3 +629,57 @@ def test_one_microsecond_after_a_fire_no_longer_includes_it() -> None:
 )
 def test_an_instant_past_the_supported_range_has_no_fires_and_no_error(rule: Recurrence) -> None:
     assert list(fires_after(rule, datetime.max.replace(tzinfo=UTC))) == []
+
+
+# ---- the latest supported date ---------------------------------------------------------
+
+
+def test_a_fire_past_the_latest_date_is_named_not_taken_for_never() -> None:
+    rule = Recurrence.from_cron("0 0 29 2 *", "UTC")
+    # 2200 is not a leap year: from 2196 the next 29 February is in 2204, past LATEST.
+    assert next_fire(rule, utc("2196-03-01T00:00")) is None
+    beyond = cron.fire_past_latest(rule, utc("2196-03-01T00:00"))
+    assert beyond is not None and beyond.at == utc("2204-02-29T00:00")
+    assert f"{beyond.local:%Y-%m-%d %H:%M}" == "2204-02-29 00:00"
+
+
+def test_the_first_instant_of_the_latest_date_is_already_past_it() -> None:
+    rule = Recurrence.from_cron("0 0 1 1 *", "UTC")
+    beyond = cron.fire_past_latest(rule, utc("2199-06-01T00:00"))
+    assert beyond is not None and beyond.at == limits.LATEST
+
+
+def test_an_interval_past_the_latest_date_is_named() -> None:
+    rule = Recurrence.every(86400 * 365, utc("2190-01-01T00:00"))
+    # Its fires fall on 30 December: 2199's is the last before LATEST.
+    assert next_fire(rule, utc("2199-12-31T00:00")) is None
+    beyond = cron.fire_past_latest(rule, utc("2199-12-31T00:00"))
+    assert beyond is not None and beyond.at == utc("2200-12-30T00:00")
+
+
+def test_a_start_after_now_counts_from_the_start() -> None:
+    rule = Recurrence.from_cron("0 0 1 1 *", "UTC", start=utc("2199-06-01T00:00"))
+    beyond = cron.fire_past_latest(rule, utc("2026-01-01T00:00"))
+    assert beyond is not None and beyond.at == utc("2200-01-01T00:00")
+
+
+@pytest.mark.parametrize(
+    ("after", "end"),
+    [
+        ("2026-01-01T00:00", None),  # it fires before LATEST: nothing to explain
+        ("2196-03-01T00:00", "2199-01-01T00:00"),  # its own end comes first
+    ],
+)
+def test_no_fire_past_the_latest_date_when_something_else_decides(
+    after: str, end: str | None
+) -> None:
+    rule = Recurrence.from_cron("0 0 29 2 *", "UTC", end=utc(end) if end else None)
+    assert cron.fire_past_latest(rule, utc(after)) is None
+
+
+@pytest.mark.parametrize("expression", ["0 0 31 2 *", "0 0 30 2 *"])
+def test_a_cron_that_never_fires_has_no_fire_past_the_latest_date_either(
+    expression: str,
+) -> None:
+    rule = Recurrence.from_cron(expression, "UTC")
+    assert cron.fire_past_latest(rule, utc("2196-03-01T00:00")) is None

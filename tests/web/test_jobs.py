@@ -228,3 +228,30 @@ def test_the_jobs_list_comes_in_pages_and_filters_by_name_or_handler(
     assert names(only_noop) == ["audit", "bill"] and "3 jobs" in only_noop
     assert "No job matches" in client.get("/jobs?q=nothing-like-it").text
     assert names(client.get("/jobs?q=%25").text) == []  # a % is a character, not a wildcard
+
+
+def test_a_renamed_job_shows_its_versions_under_its_new_name_and_a_new_one_starts_afresh(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    client = as_role("editor")
+    post(client, "/jobs", {**FORM, "name": "A"})
+    post(client, "/jobs/A", {**FORM, "name": "A", "priority": "5"})
+    renamed = post(client, "/jobs/A", {**FORM, "name": "B", "priority": "5"})
+    assert renamed.status_code == 303
+    post(client, "/jobs", {**FORM, "name": "A", "args": '{"fresh": true}'})
+
+    b = client.get("/jobs/B/history").text
+    assert "Version 3 (current)" in b and "<del>A</del>" in b and "<ins>B</ins>" in b
+    a = client.get("/jobs/A/history").text
+    assert "Version 1 (current)" in a and "Version 2" not in a
+    first = conn.execute(
+        "SELECT id FROM audit_log WHERE action = 'job.create' ORDER BY id"
+    ).fetchone()["id"]
+    back = post(client, "/jobs/B/rollback", {"version": str(first)})
+    assert back.status_code == 303
+    rows = conn.execute("SELECT name, priority, args FROM job_definitions ORDER BY name").fetchall()
+    assert [(r["name"], r["priority"], r["args"]) for r in rows] == [
+        ("A", 1, {"fresh": True}),
+        ("B", 1, {"a": 1}),
+    ]
+    assert post(client, "/jobs/A/rollback", {"version": str(first)}).status_code == 422

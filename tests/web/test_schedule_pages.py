@@ -323,6 +323,92 @@ def test_history_shows_each_change_and_rollback_restores_the_old_rule(
     assert missing.status_code == 422 and "has no version 999999" in missing.text
 
 
+def calendar_of(conn: Conn) -> str | None:
+    row = conn.execute(
+        "SELECT c.name FROM schedules s LEFT JOIN exclusion_calendars c ON c.id = s.calendar_id"
+    ).fetchone()
+    return row["name"]
+
+
+def version_ids(conn: Conn) -> list[int]:
+    rows = conn.execute(
+        "SELECT id FROM audit_log WHERE target_type = 'schedule' AND action <> 'schedule.pause'"
+        " ORDER BY id"
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
+def test_rollback_restores_the_exclusion_calendar_of_that_version(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    for country in ("DE", "FR"):
+        calendars.create(conn, CalendarSpec(country, country=country), actor="test")
+    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job))
+    calendars.assign(conn, "nightly", "DE", actor="alice")  # chosen on the calendar's page
+    schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}, actor="alice")
+    calendars.assign(conn, "nightly", "FR", actor="bob")
+    created, with_de, four_am, with_fr = version_ids(conn)
+    client = as_role("editor")
+    page = client.get("/schedules/nightly/history").text
+    assert "Version 4 (current)" in page and "<del>DE</del>" in page and "<ins>FR</ins>" in page
+
+    back = post(client, "/schedules/nightly/rollback", {"version": str(four_am)})
+    assert back.headers["location"] == "/schedules/nightly?done=rolled-back"
+    row = conn.execute("SELECT cron FROM schedules").fetchone()
+    assert (row["cron"], calendar_of(conn)) == ("0 4 * * *", "DE")
+    post(client, "/schedules/nightly/rollback", {"version": str(created)})
+    row = conn.execute("SELECT cron FROM schedules").fetchone()
+    assert (row["cron"], calendar_of(conn)) == ("30 2 * * *", None)
+    post(client, "/schedules/nightly/rollback", {"version": str(with_de)})
+    assert calendar_of(conn) == "DE"
+    rollback = conn.execute(
+        "SELECT details FROM audit_log WHERE action = 'schedule.rollback' ORDER BY id DESC"
+    ).fetchone()["details"]
+    assert (rollback["before"]["calendar"], rollback["after"]["calendar"]) == (None, "DE")
+    # A version naming a calendar deleted since cannot restore it, and says so.
+    calendars.delete(conn, "FR", actor="test")
+    refused = post(client, "/schedules/nightly/rollback", {"version": str(with_fr)})
+    assert refused.status_code == 422
+    assert "names the exclusion calendar &#39;FR&#39;, which no longer exists" in refused.text
+    assert calendar_of(conn) == "DE"
+
+
+def test_a_version_from_before_calendars_were_recorded_says_it_leaves_the_calendar(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    calendars.create(conn, CalendarSpec("DE", country="DE"), actor="test")
+    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job))
+    schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}, actor="alice")
+    # Versions written before snapshots held the calendar.
+    conn.execute("UPDATE audit_log SET details = details #- '{after,calendar}' #- "
+                 "'{before,calendar}' WHERE target_type = 'schedule'")  # fmt: skip
+    calendars.assign(conn, "nightly", "DE", actor="alice")
+    created = version_ids(conn)[0]
+    client = as_role("editor")
+    page = client.get("/schedules/nightly/history").text
+    assert page.count("This version did not record its exclusion calendar") == 2
+    assert "rolling back to it leaves that as it is now" in page
+    assert "<ins>DE</ins>" in page and "<del>" not in page.split("Version 3")[1].split("</li>")[0]
+    post(client, "/schedules/nightly/rollback", {"version": str(created)})
+    row = conn.execute("SELECT cron FROM schedules").fetchone()
+    assert (row["cron"], calendar_of(conn)) == ("30 2 * * *", "DE")
+
+
+def test_saving_the_edit_form_with_another_calendar_is_one_version(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+    client = as_role("editor")
+    post(client, "/schedules", FORM)
+    post(client, "/schedules/morning%20report/edit", {**FORM, "calendar": "Germany"})
+    assert actions(conn) == [("editor", "schedule.create"), ("editor", "schedule.update")]
+    update = conn.execute(
+        "SELECT details FROM audit_log WHERE action = 'schedule.update'"
+    ).fetchone()["details"]
+    assert (update["before"]["calendar"], update["after"]["calendar"]) == (None, "Germany")
+    assert calendar_of(conn) == "Germany"
+
+
 def test_the_list_filters_and_shows_the_next_fire_in_the_viewers_zone(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
