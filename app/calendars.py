@@ -146,7 +146,8 @@ def get(conn: Conn, name: str) -> dict[str, Any]:
     params = {"calendar_id": row["id"]}
     windows = conn.execute(query("calendars", "calendar_windows"), params).fetchall()
     used_by = conn.execute(query("calendars", "calendar_schedules"), params).fetchall()
-    return {**row, "windows": windows, "schedules": [r["name"] for r in used_by]}
+    return {**row, "windows": windows, "schedules": [r["name"] for r in used_by],
+            "schedule_ids": [r["id"] for r in used_by]}  # fmt: skip
 
 
 def calendar_named(conn: Conn, name: str) -> Calendar:
@@ -237,7 +238,8 @@ def update(
 
 
 def delete(conn: Conn, name: str, *, actor: str) -> None:
-    """Delete a calendar and its windows; the schedules that named it name none."""
+    """Delete a calendar and its windows; the schedules that named it name none (each
+    schedule's change is audited too, so its versions say so)."""
     with conn.transaction():
         row = _find(conn, name, lock=True)
         details = get(conn, name)
@@ -248,6 +250,14 @@ def delete(conn: Conn, name: str, *, actor: str) -> None:
         }
         conn.execute(query("calendars", "calendar_delete"), {"id": row["id"]})
         audit.record(conn, actor, "calendar.delete", "calendar", row["name"], before=before)
+        for schedule, schedule_id in zip(
+            details["schedules"], details["schedule_ids"], strict=True
+        ):
+            audit.record(
+                conn, actor, "schedule.calendar", "schedule", schedule,
+                before={"calendar": row["name"]}, after={"calendar": None},
+                subject_id=schedule_id,
+            )  # fmt: skip
 
 
 def _window_snapshot(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,8 +51,8 @@ WHERE calendar_id = %(calendar_id)s
 ORDER BY starts_at, id;
 
 -- name: calendar_schedules
--- The names of the schedules that name a calendar.
-SELECT name FROM schedules WHERE calendar_id = %(calendar_id)s ORDER BY name;
+-- The schedules that name a calendar (id and name).
+SELECT id, name FROM schedules WHERE calendar_id = %(calendar_id)s ORDER BY name;
 
 -- name: window_insert
 INSERT INTO blackout_windows (calendar_id, name, starts_at, ends_at, timezone)

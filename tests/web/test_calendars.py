@@ -93,6 +93,19 @@ def test_an_editor_applies_a_calendar_to_a_schedule_and_deletes_it(
     assert post(client, path + "/delete", {}, path).status_code == 303
     row = conn.execute("SELECT calendar_id FROM schedules WHERE name = 'nightly'").fetchone()
     assert row is not None and row["calendar_id"] is None
+    # the schedule's own history says it lost the calendar, and when
+    changes = conn.execute(
+        "SELECT actor, details FROM audit_log WHERE target_type = 'schedule' "
+        "AND action = 'schedule.calendar' ORDER BY id"
+    ).fetchall()
+    assert [(c["actor"], c["details"]["after"]) for c in changes] == [
+        ("editor", {"calendar": "Holidays <b>"}),
+        ("editor", {"calendar": None}),
+    ]
+    history = client.get("/schedules/nightly/history").text
+    newest = history[history.find("Version 3 (current)") : history.find("Version 2")]
+    assert "calendar by editor" in newest and "Holidays &lt;b&gt;" in newest
+    assert "(removed)" in newest
 
 
 def test_the_forecast_fragment_draws_the_edited_schedule_apart(
