@@ -280,7 +280,7 @@ def _send_release_and_claim(
         "lease_seconds": claim.lease_seconds,
         **_now(now),
     }
-    return conn.execute(query("runs", "run_unblock_downstream"), params)
+    return conn.execute(query("runs", "run_unblock"), params)
 
 
 def _claimed_jobs(released: Cursor) -> list[JobSpec]:
@@ -687,10 +687,10 @@ def _settle_downstream(
     upstream's ending from its dependents' release: a DAG never stays stuck.
     """
     if completed:
-        params = {"ids": list(completed), "claim_limit": None, **_now(now)}
-        released = conn.execute(query("runs", "run_unblock"), params).fetchall()
+        params = {"ids": list(completed), "claim_limit": 0, "worker": None, **_now(now)}
+        released = conn.execute(query("runs", "run_unblock"), {**params, "lease_seconds": None})
         TRANSITIONS.labels("run_unblock").inc(
-            sum(r["status"] == RunStatus.PENDING for r in released)
+            sum(r["status"] == RunStatus.PENDING for r in released.fetchall())
         )
     if ended:
         skipped = conn.execute(

@@ -286,50 +286,15 @@ FROM stale WHERE r.id = stale.id AND r.status = 'pending'
 RETURNING r.id, r.priority;
 
 -- name: run_unblock
--- blocked -> pending: dependents of runs that just completed, in the same transaction as
--- that completion. Each loses one remaining upstream per completed edge; the one that
--- reaches 0 is released. Rows are locked in id order first, so finishes that release
--- shared dependents at the same time queue up instead of deadlocking. Workers are woken
--- for the released steps, except the %(claim_limit)s due ones (if not null) that the
--- finishing worker claims itself.
-WITH edges AS (
-    SELECT d.run_id, count(*)::int AS n
-    FROM job_run_deps d
-    WHERE d.depends_on = ANY(%(ids)s::bigint[])
-    GROUP BY d.run_id
-), locked AS (
-    -- By primary key (ARRAY): a plan scanning every blocked run would make a long chain
-    -- cost O(length) per step.
-    SELECT r.id FROM job_runs r
-    WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
-    ORDER BY r.id
-    FOR UPDATE
-), released AS (
-    UPDATE job_runs r
-    SET upstream_remaining = r.upstream_remaining - e.n,
-        status = CASE WHEN r.upstream_remaining = e.n THEN 'pending' ELSE 'blocked' END,
-        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
-                      ELSE r.run_at END
-    FROM edges e
-    WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
-    RETURNING r.id, r.status, r.run_at <= coalesce(%(now)s::timestamptz, now()) AS due
-)
-SELECT released.id, released.status FROM released
-LEFT JOIN (
-    SELECT pg_notify('sundial_runs', '')
-    WHERE %(claim_limit)s::int IS NULL
-       OR (SELECT count(*) FILTER (WHERE due) > %(claim_limit)s::int
-                  OR count(*) FILTER (WHERE NOT due) > 0
-           FROM released WHERE status = 'pending')
-) AS wake ON true;
-
--- name: run_unblock_downstream
--- blocked -> pending | blocked | running: run_unblock for a worker recording completions,
--- which starts at once, in the same transaction, up to %(claim_limit)s of the steps they
--- free that are due (highest priority first, then oldest), leased to it with the lease
--- and fencing token run_claim gives (attempt + 1): the next step of a chain starts
+-- blocked -> pending | blocked | running: dependents of runs that just completed, in the
+-- same transaction as that completion. Each loses one remaining upstream per completed
+-- edge; one that reaches 0 is released. Rows are locked in id order first, so finishes
+-- that release shared dependents at the same time queue up instead of deadlocking. A
+-- worker recording the completions starts at once up to %(claim_limit)s of the released
+-- steps that are due (highest priority first, then oldest), leased to %(worker)s with the
+-- lease and fencing token run_claim gives (attempt + 1): the next step of a chain starts
 -- without a notification, another claim or a second write of its row. Workers are woken
--- for freed steps left pending; the dashboard is told of steps started.
+-- for released steps left pending; the dashboard is told of steps started.
 WITH edges AS (
     SELECT d.run_id, count(*)::int AS n
     FROM job_run_deps d
