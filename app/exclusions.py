@@ -138,11 +138,11 @@ def exclude(plan: Plan, calendar: Calendar, zone: ZoneInfo) -> Plan:
         detail = f"{reason} (calendar {calendar.name!r})"
         if entry.fire.note:
             detail = f"{entry.fire.note}; {detail}"
-        entries.append(replace(entry, outcome=FireOutcome.EXCLUDED, detail=detail, run_at=None))
+        entries.append(entry._replace(outcome=FireOutcome.EXCLUDED, detail=detail, run_at=None))
     if not changed:
         return plan
     entries = [
-        replace(e, covered_by=None, detail=f"{e.detail}; that fire was excluded, so none ran")
+        e._replace(covered_by=None, detail=f"{e.detail}; that fire was excluded, so none ran")
         if e.outcome is FireOutcome.COALESCED and e.covered_by in stopped
         else e
         for e in entries

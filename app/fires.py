@@ -30,10 +30,11 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
+from typing import NamedTuple
 
 from app.cron import (
     EPSILON,
@@ -107,9 +108,11 @@ class PlanLimits:
     count_cap: int = DEFAULT_COUNT_CAP
 
 
-@dataclass(frozen=True, slots=True)
-class DueSchedule:
-    """A schedule as the trigger locked it, reduced to what the policies need."""
+class DueSchedule(NamedTuple):
+    """A schedule as the trigger locked it, reduced to what the policies need.
+
+    (A named tuple, like `Fire`: the trigger makes one per due schedule, and a frozen
+    dataclass costs several times more to create.)"""
 
     id: uuid.UUID
     rule: Recurrence
@@ -125,10 +128,9 @@ class DueSchedule:
     has_queued_fire: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
+class LedgerEntry(NamedTuple):
     """One fire and its outcome. ENQUEUED entries carry the `run_at` of the run to create;
-    COALESCED ones name the fire whose run covers them."""
+    COALESCED ones name the fire whose run covers them. (A named tuple: one per fire.)"""
 
     fire: Fire
     outcome: FireOutcome
@@ -271,16 +273,16 @@ def _apply_overlap(
     if blocked and policy is OverlapPolicy.QUEUE:
         newest = entries[-1]
         if schedule.has_queued_fire:
-            entries[-1] = replace(newest, detail=f"{newest.detail}; a fire is already queued")
+            entries[-1] = newest._replace(detail=f"{newest.detail}; a fire is already queued")
         else:
             reason = f"queued behind run {running}"
             entries[-1] = _entry(newest.fire, FireOutcome.QUEUED, reason)
     if blocked and policy is OverlapPolicy.CANCEL:
         plan.cancel_run_ids = list(active_run_ids)
         reason = f"cancelled the previous run {running}"
-        entries = [replace(e, detail=_join(e.detail, reason)) for e in entries]
+        entries = [e._replace(detail=_join(e.detail, reason)) for e in entries]
     if coalesced:
-        entries[-1] = replace(entries[-1], coalesced_count=coalesced)
+        entries[-1] = entries[-1]._replace(coalesced_count=coalesced)
     plan.entries += entries
 
 
@@ -312,7 +314,7 @@ def _backlog(
     unlisted, exact = count_fires(rule, start, listed[0].at, limits.count_cap)
     if unlisted:
         more = f"{unlisted}{'' if exact else '+'} earlier fires since {start:%Y-%m-%d %H:%M} UTC"
-        entries[0] = replace(entries[0], detail=_join(entries[0].detail, f"and {more}"))
+        entries[0] = entries[0]._replace(detail=_join(entries[0].detail, f"and {more}"))
     return entries, len(listed) + unlisted
 
 

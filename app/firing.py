@@ -7,9 +7,10 @@ Use: the trigger (`app.services.trigger`) holds the leader lease and calls, per 
 `release_queued` and, batch after batch, `fire_batch`; "run now" (`app.schedules`) calls
 `start_fires` and `record_fires`. A batch locks due schedules (`FOR UPDATE SKIP LOCKED`),
 decides their fires by the pure policies of `app.fires` over the fire times of
-`app.cron`, and in ONE transaction creates the runs (through `app.runs.submit_fires` or
-`submit_workflow_fires`: nothing here writes a run), writes the ledger and moves
-`next_fire_time` forward (compare-and-set: it only moves forward).
+`app.cron`, and in ONE transaction moves `next_fire_time` forward (compare-and-set: it
+only moves forward), creates the runs (through `app.runs.submit_fire_rows` or
+`submit_workflow_fires`: nothing here writes a run) and writes the ledger; the three
+writes read one JSON document of the batch's fire rows (`fire_batch_rows`).
 
     cursor = DueCursor(now, limit=2000)
     while not cursor.exhausted:
@@ -175,17 +176,20 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
         for _, plan in plans:
             for run_id in plan.cancel_run_ids:
                 runs.cancel(conn, run_id)
-        # Pipelined: the advance goes out with the runs; the ledger, sent once their ids
-        # are back, names them by id (and finds older runs by fire time). Errors still end
-        # the transaction (they are raised when the pipeline syncs, before the commit).
+        flows = _workflow_starts(plans)
+        fires = json_rows(fire_batch_rows(plans))
+        # Pipelined, one document for the three writes: the advance, the runs (DAG runs
+        # first, when workflow schedules fired), then the ledger, which finds the runs
+        # just made by fire time. Errors still end the transaction (they are raised when
+        # the pipeline syncs, before the commit).
         with conn.pipeline():
-            _advance(conn, plans)
-            started = _start(conn, plans, shapes)
-            records = _ledger(plans, started)
-            write_fire_rows(conn, fire_rows(records), now)
+            conn.execute(query("firing", "schedule_advance_many"), {"schedules": fires})
+            dag_runs = start_fires(conn, flows, shapes) if flows else []
+            created = runs.submit_fire_rows(conn, fires)
+            conn.execute(query("firing", "fire_record_many"), {"fires": fires, "now": now})
+        made = created() + sum(1 for s in dag_runs if s.dag_run_id)
     _log_catchups(plans)
-    created = sum(1 for s in started.values() if s.run_id or s.dag_run_id)
-    return Batch(len(rows), len(records), created)
+    return Batch(len(rows), sum(len(plan.entries) for _, plan in plans), made)
 
 
 def _plan(
@@ -226,37 +230,59 @@ def _exclude(conn: Conn, plans: Planned) -> Planned:
     ]
 
 
-def _start(
-    conn: Conn, plans: Planned, shapes: Mapping[uuid.UUID, Shape]
-) -> dict[tuple[uuid.UUID, datetime], Started]:
-    """Create the runs (or DAG runs) of the fires the plans enqueue; what each fire, by
-    (schedule id, fire time), created."""
-    starts = [
+def _workflow_starts(plans: Planned) -> list[Start]:
+    """The DAG runs that workflow schedules' fires ask for (a job schedule's runs go with
+    the batch's fire rows)."""
+    return [
         Start(row, entry.fire.at, entry.run_at or entry.fire.at)
         for row, plan in plans
+        if row["workflow_id"] is not None
         for entry in plan.runs_wanted
     ]
-    started = start_fires(conn, starts, shapes)
-    return {
-        (start.schedule["id"], start.fire_time): made
-        for start, made in zip(starts, started, strict=True)
-    }
 
 
-def _advance(conn: Conn, plans: Planned) -> None:
+def fire_batch_rows(plans: Planned) -> list[dict[str, Any]]:
+    """The batch as JSON rows, one document for its three writes. Each row is a fire
+    (ledger; with `run_at` when it asks for a run, and the schedule's `job_id` for a job
+    schedule); the first row of each schedule also carries its move (`previous`,
+    `next_fire_time`, `resume`), and a schedule without fires gets a row with its move
+    only. Keys with nothing to say are left out (read as NULL)."""
     iso: dict[datetime, str] = {}
-    moves = [
-        {
-            "id": str(row["id"]),
+    rows: list[dict[str, Any]] = []
+    for row, plan in plans:
+        schedule_id = row["id_text"]
+        job_id = row["job_id_text"]
+        following = plan.next_fire_time
+        moved: dict[str, Any] = {
+            "schedule_id": schedule_id,
             "previous": iso_text(iso, row["next_fire_time"]),
-            "next_fire_time": (
-                None if plan.next_fire_time is None else iso_text(iso, plan.next_fire_time)
-            ),
-            "resume": plan.resume,
+            "next_fire_time": None if following is None else iso_text(iso, following),
         }
-        for row, plan in plans
-    ]
-    conn.execute(query("firing", "schedule_advance_many"), {"schedules": json_rows(moves)})
+        if plan.resume:
+            moved["resume"] = True
+        move: dict[str, Any] | None = moved
+        for entry in plan.entries:
+            fire = entry.fire
+            out = move if move is not None else {"schedule_id": schedule_id}
+            move = None
+            out["fire_time"] = fire_time = iso_text(iso, fire.at)
+            out["local_time"] = iso_text(iso, fire.local)
+            out["outcome"] = entry.outcome.value
+            if job_id is not None:
+                out["job_id"] = job_id
+            if entry.outcome is FireOutcome.ENQUEUED:
+                out["link"] = fire_time
+                out["run_at"] = iso_text(iso, entry.run_at or fire.at)
+            elif entry.covered_by is not None:
+                out["link"] = iso_text(iso, entry.covered_by)
+            if entry.coalesced_count:
+                out["coalesced_count"] = entry.coalesced_count
+            if entry.detail is not None:
+                out["detail"] = entry.detail
+            rows.append(out)
+        if move is not None:
+            rows.append(move)
+    return rows
 
 
 def _due(row: Mapping[str, Any]) -> DueSchedule:
@@ -283,34 +309,6 @@ _OVERLAP_POLICIES = {policy.value: policy for policy in OverlapPolicy}
 @lru_cache(maxsize=256)
 def _seconds(seconds: int) -> timedelta:
     return timedelta(seconds=seconds)
-
-
-def _ledger(
-    plans: Planned, started: Mapping[tuple[uuid.UUID, datetime], Started]
-) -> list[FireRecord]:
-    """The ledger rows of the plans. An enqueued fire links its own run, a coalesced one
-    the run of the fire that covered it: by id when `started` has it, else by fire time."""
-    records: list[FireRecord] = []
-    nothing = Started()
-    for row, plan in plans:
-        schedule_id = row["id"]
-        for entry in plan.entries:
-            fire = entry.fire
-            link = fire.at if entry.outcome is FireOutcome.ENQUEUED else entry.covered_by
-            run_id = None if link is None else started.get((schedule_id, link), nothing).run_id
-            records.append(
-                FireRecord(
-                    schedule_id,
-                    fire.at,
-                    fire.local,
-                    entry.outcome,
-                    link,
-                    entry.coalesced_count,
-                    detail=entry.detail,
-                    run_id=run_id,
-                )
-            )
-    return records
 
 
 def _log_catchups(plans: Planned) -> None:
@@ -438,13 +436,9 @@ class FireRecord:
 
 def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
     """Write ledger rows in one statement; fires already recorded are left alone."""
-    write_fire_rows(conn, fire_rows(records), now)
-
-
-def write_fire_rows(conn: Conn, rows: list[dict[str, Any]], now: datetime | None = None) -> None:
-    """`record_fires` for rows already made by `fire_rows`."""
-    if rows:
-        conn.execute(query("firing", "fire_record_many"), {"fires": json_rows(rows), "now": now})
+    if records:
+        rows = json_rows(fire_rows(records))
+        conn.execute(query("firing", "fire_record_many"), {"fires": rows, "now": now})
 
 
 def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:

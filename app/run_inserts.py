@@ -10,7 +10,7 @@ skipped) and calls these; the statements are in `app/sql/run_inserts.sql`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -273,3 +273,19 @@ def insert_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     SUBMITTED.inc(len(rows))
     created = {(schedule_id, fire_time): run_id for run_id, schedule_id, fire_time in rows}
     return [created.get((f.schedule_id, f.fire_time)) for f in fires]
+
+
+def insert_fire_rows(conn: Conn, fires_json: str) -> Callable[[], int]:
+    """(new) -> pending, one run per fire of the trigger's batch that asks for one (see
+    `run_submit_fire_rows`), queued on `conn`: in a pipeline it goes out with the
+    statements after it. Call the result, after the pipeline, for how many runs it made."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    cursor.execute(query("run_inserts", "run_submit_fire_rows"), {"fires": fires_json})
+
+    def created() -> int:
+        row = cursor.fetchone()
+        count = int(row[0]) if row else 0
+        SUBMITTED.inc(count)
+        return count
+
+    return created

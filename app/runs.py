@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -45,6 +45,7 @@ from app.run_inserts import (
     COPY_THRESHOLD,
     SUBMIT_CHUNK,
     copy_runs,
+    insert_fire_rows,
     insert_fires,
     insert_one,
     insert_runs,
@@ -205,6 +206,12 @@ def _existing_runs_for(
 def submit_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     """(new) -> pending, one run per fire; None where that fire already has a run."""
     return insert_fires(conn, fires)
+
+
+def submit_fire_rows(conn: Conn, fires_json: str) -> Callable[[], int]:
+    """(new) -> pending, one run per fire of a trigger batch's fire rows that asks for one;
+    call the result (after the pipeline it was queued in) for how many were created."""
+    return insert_fire_rows(conn, fires_json)
 
 
 # ---- worker: claim, heartbeat, finish, release -------------------------------------------

@@ -12,7 +12,8 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 -- schedule's DAG runs) and whether a fire is queued; schedules another trigger has locked
 -- are skipped, not waited for. Within a tick, batches resume after the last
 -- (next_fire_time, id) seen, so no batch rescans the index entries that earlier batches
--- left behind. `calendar_id` names the exclusion calendar, loaded once per batch.
+-- left behind. `calendar_id` names the exclusion calendar, loaded once per batch. The ids
+-- come as text too, the form in which the batch's writes send them back.
 WITH due AS (
     SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
            s.end_at, s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
@@ -29,6 +30,7 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 SELECT due.*,
+       due.id::text AS id_text, due.job_id::text AS job_id_text,
        coalesce(%(now)s::timestamptz, now()) AS now,
        -- Runs of a workflow fire carry the schedule too, so one lookup on the partial
        -- index of active scheduled runs covers job and workflow schedules alike.
@@ -44,17 +46,18 @@ FROM due;
 
 -- name: schedule_advance_many
 -- Move each schedule's next fire forward, never back (compare-and-set on the old value),
--- and end the pauses that expired (resumed at their expiry).
+-- and end the pauses that expired (resumed at their expiry). Reads the batch's fire rows
+-- (`app.firing.FireRows`): the one row per schedule that carries `previous` moves it.
 UPDATE schedules s
 SET next_fire_time = a.next_fire_time,
-    active = s.active OR a.resume,
+    active = s.active OR a.resume IS TRUE,
     paused_note = CASE WHEN a.resume THEN NULL ELSE s.paused_note END,
     paused_until = CASE WHEN a.resume THEN NULL ELSE s.paused_until END,
     paused_at = CASE WHEN a.resume THEN NULL ELSE s.paused_at END,
     resumed_at = CASE WHEN a.resume THEN s.paused_until ELSE s.resumed_at END
 FROM jsonb_to_recordset(%(schedules)s::jsonb)
-    AS a(id uuid, previous timestamptz, next_fire_time timestamptz, resume bool)
-WHERE s.id = a.id AND s.next_fire_time = a.previous
+    AS a(schedule_id uuid, previous timestamptz, next_fire_time timestamptz, resume bool)
+WHERE s.id = a.schedule_id AND a.previous IS NOT NULL AND s.next_fire_time = a.previous
   AND (a.next_fire_time IS NULL OR a.next_fire_time > a.previous);
 
 -- name: schedule_stop_broken
@@ -70,8 +73,9 @@ WHERE s.id = b.id;
 -- Write ledger rows; a fire already recorded (by another trigger) is left as it is. A row
 -- with a `link` fire time names the run (or a workflow schedule's DAG run) it links,
 -- created earlier in this transaction: an enqueued fire's own, or for a coalesced fire the
--- run of the fire that covered it; by its id when the row gives it (a run just created by
--- this batch), else found by fire time.
+-- run of the fire that covered it; by its id when the row gives it, else found by fire
+-- time (a row that names its schedule's job is not looked for among DAG runs). Rows of
+-- the trigger's batch (`app.firing.FireRows`) without a `fire_time` only move a schedule.
 INSERT INTO schedule_fires (
     schedule_id, fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual,
     detail, recorded_at, updated_at
@@ -83,15 +87,16 @@ SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome,
            SELECT r.id FROM job_runs r
            WHERE r.schedule_id = f.schedule_id AND r.fire_time = f.link AND r.dag_run_id IS NULL
        ) END,
-       CASE WHEN f.run_id IS NULL AND f.link IS NOT NULL THEN (
+       CASE WHEN f.run_id IS NULL AND f.job_id IS NULL AND f.link IS NOT NULL THEN (
            SELECT d.id FROM dag_runs d WHERE d.schedule_id = f.schedule_id AND d.fire_time = f.link
        ) END,
-       f.coalesced_count, f.manual, f.detail, coalesce(%(now)s::timestamptz, now()),
-       coalesce(%(now)s::timestamptz, now())
+       coalesce(f.coalesced_count, 0), coalesce(f.manual, false), f.detail,
+       coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
 FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
     schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text,
-    link timestamptz, coalesced_count int, manual bool, detail text, run_id bigint
+    link timestamptz, coalesced_count int, manual bool, detail text, run_id bigint, job_id uuid
 )
+WHERE f.fire_time IS NOT NULL
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 
 -- name: fire_lock_releasable

@@ -382,6 +382,15 @@ def test_downtime_with_catchup_all_backfills_each_fire_with_its_own_fire_time(
         utc("2026-05-01T10:00") + timedelta(hours=k) for k in range(5)
     ]
     assert outcomes(conn, sid) == ["enqueued"] * 5
+    # Each ledger row links the run of its own fire, and the schedule moved on once.
+    linked = conn.execute(
+        "SELECT f.fire_time = r.fire_time AS own FROM schedule_fires f "
+        "JOIN job_runs r ON r.id = f.run_id WHERE f.schedule_id = %s",
+        (sid,),
+    ).fetchall()
+    assert [r["own"] for r in linked] == [True] * 5
+    moved = conn.execute("SELECT next_fire_time FROM schedules WHERE id = %s", (sid,)).fetchone()
+    assert moved == {"next_fire_time": utc("2026-05-01T15:00")}
 
 
 def test_a_long_outage_on_every_minute_is_bounded(conn: Conn) -> None:
