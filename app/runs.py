@@ -273,13 +273,13 @@ class DownstreamClaim:
     jobs: list[JobSpec] = field(default_factory=list)
 
 
-def _send_release_and_claim(
+def _release_and_start(
     conn: Conn, worker: str, completed: Sequence[int], claim: DownstreamClaim, now: datetime | None
 ) -> Cursor:
     """blocked -> pending for the dependents of `completed` whose last upstream that was
     (as `_settle_downstream`), or -> running for up to `claim.limit` of them that are due,
-    leased to `worker`. Sent in the caller's pipeline without waiting: the result is read
-    (`_claimed_jobs`) once the transaction has committed, in the same round trip."""
+    leased to `worker`. Its result is read (`_claimed_jobs`) once the transaction has
+    committed: only then are those runs the worker's."""
     params = {
         "ids": list(completed),
         "claim_limit": claim.limit,
@@ -375,10 +375,7 @@ def finish_many(
     failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
     won: set[tuple[int, int]] = set()
     sent: Cursor | None = None
-    # One pipeline: BEGIN goes out with the first statement, and a DAG step's release and
-    # claim with the COMMIT (a finish waits for the server twice, not four times). A
-    # statement that fails still ends the transaction before anything is committed.
-    with conn.pipeline(), conn.transaction():
+    with conn.transaction():
         if completed:
             # Ids as array literals and results as one JSON object: building them costs a
             # fraction of adapting three Python lists element by element.
@@ -399,7 +396,7 @@ def finish_many(
             if claim_downstream is None:
                 _settle_downstream(conn, completed=in_dag, now=now)
             elif in_dag:
-                sent = _send_release_and_claim(conn, worker, in_dag, claim_downstream, now)
+                sent = _release_and_start(conn, worker, in_dag, claim_downstream, now)
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
