@@ -5,8 +5,10 @@
 Two shapes: `wide` (one root, 998 parallel steps, one sink) and `deep` (a chain). Steps are
 no-ops, so everything measured beyond zero is Sundial's own overhead: submit time, and the
 span from the first step's start to the last step's finish (for the chain, divided by its
-length: the cost of releasing and starting one dependent step). Medians over rounds. First
-lines: the machine's cores and a calibration figure (see `bench.machine`).
+length: the cost of releasing and starting one dependent step). Medians over rounds. Each
+round starts from emptied tables and refreshes their statistics after the submit, as
+autovacuum keeps them in a running database. First lines: the machine's cores and a
+calibration figure (see `bench.machine`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ def one_round(url: str, kind: str, size: int) -> tuple[float, float]:
         started = time.perf_counter()
         dag = runs.submit_dag(conn, nodes, edges)
         submit_seconds = time.perf_counter() - started
+        # Statistics as autovacuum keeps them in a running database: after the TRUNCATE
+        # above the planner would think the tables empty and walk every blocked step.
+        conn.execute("ANALYZE job_runs, job_run_deps")
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             row = conn.execute(
