@@ -691,8 +691,9 @@ def _settle_downstream(
     upstream's ending from its dependents' release: a DAG never stays stuck.
     """
     if completed:
-        params = {"ids": list(completed), "claim_limit": 0, "worker": None, **_now(now)}
-        released = conn.execute(query("runs", "run_unblock"), {**params, "lease_seconds": None})
+        # A release alone: a limit of 0 starts none of the steps (no worker to lease them to).
+        params = {"ids": list(completed), "claim_limit": 0, "worker": None, "lease_seconds": None}
+        released = conn.execute(query("runs", "run_unblock"), {**params, **_now(now)})
         TRANSITIONS.labels("run_unblock").inc(
             sum(r["status"] == RunStatus.PENDING for r in released.fetchall())
         )
