@@ -1,4 +1,5 @@
-"""Error pages: the database unreachable (503, fast), not found (404)."""
+"""Error pages: the database unreachable (503, fast), not found (404), an address holding
+text the database cannot read (400)."""
 
 from __future__ import annotations
 
@@ -39,8 +40,23 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return render(request, "shared/error.html", status_code=exc.status_code, detail=exc.detail)
 
 
+NUL_IN_ADDRESS = (
+    "The address holds a NUL character (%00), which Sundial cannot read: remove it and try again."
+)
+
+
+async def unreadable_address(request: Request, exc: Exception) -> Response:
+    """A NUL character (`%00`) in a path or filter reached the database, which cannot
+    store one: the person gets a 400 saying so. Any other data error is a fault (500)."""
+    params = request.query_params.multi_items()
+    if "\x00" not in request.url.path and not any("\x00" in k + v for k, v in params):
+        raise exc
+    return await http_error(request, HTTPException(400, NUL_IN_ADDRESS))
+
+
 handlers = {
     PoolTimeout: database_unavailable,
     psycopg.OperationalError: database_unavailable,
+    psycopg.DataError: unreadable_address,
     HTTPException: http_error,
 }
