@@ -1,5 +1,5 @@
-"""Error pages: the database unreachable (503, fast), not found (404), an address holding
-text the database cannot read (400)."""
+"""Error pages: the database unreachable (503, fast), not found (404), a request holding
+text the database cannot hold (400)."""
 
 from __future__ import annotations
 
@@ -40,23 +40,33 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return render(request, "shared/error.html", status_code=exc.status_code, detail=exc.detail)
 
 
-NUL_IN_ADDRESS = (
-    "The address holds a NUL character (%00), which Sundial cannot read: remove it and try again."
+NUL_IN_REQUEST = (
+    "The request holds a NUL character (%00 in an address, \\u0000 in text), which Sundial "
+    "cannot store or look up: remove it and try again."
 )
+# psycopg refuses such text itself, before sending it (its own words, not the server's);
+# the server refuses \u0000 inside JSON it turns into text with this SQLSTATE.
+_CLIENT_NUL = "PostgreSQL text fields cannot contain NUL"
+_UNTRANSLATABLE_CHARACTER = "22P05"
 
 
-async def unreadable_address(request: Request, exc: Exception) -> Response:
-    """A NUL character (`%00`) in a path or filter reached the database, which cannot
-    store one: the person gets a 400 saying so. Any other data error is a fault (500)."""
+async def unreadable_text(request: Request, exc: Exception) -> Response:
+    """A NUL character sent in a path, a filter, a form or a JSON body reached the
+    database, which cannot hold one: the person gets a 400 saying so. Any other data error
+    is a fault (500)."""
     params = request.query_params.multi_items()
-    if "\x00" not in request.url.path and not any("\x00" in k + v for k, v in params):
+    in_address = "\x00" in request.url.path or any("\x00" in k + v for k, v in params)
+    refused = str(exc).startswith(_CLIENT_NUL) or (
+        getattr(exc, "sqlstate", None) == _UNTRANSLATABLE_CHARACTER
+    )
+    if not (in_address or refused):
         raise exc
-    return await http_error(request, HTTPException(400, NUL_IN_ADDRESS))
+    return await http_error(request, HTTPException(400, NUL_IN_REQUEST))
 
 
 handlers = {
     PoolTimeout: database_unavailable,
     psycopg.OperationalError: database_unavailable,
-    psycopg.DataError: unreadable_address,
+    psycopg.DataError: unreadable_text,
     HTTPException: http_error,
 }
