@@ -24,9 +24,9 @@ class NamePage:
     next_after: str | None  # the last name on this page when there is a next one
 
     def links(self, path: str, kept: dict[str, str], after: str | None) -> dict[str, Any]:
-        """The page's rows, count and pager links for `path`: `kept` are the filters every
-        link keeps, `after` the name this page started after (a later page links back to
-        the first)."""
+        """The page's count and its pager links for `path` (`total`, `next_url`,
+        `first_url`): `kept` are the filters every link keeps, `after` the name this page
+        started after (a later page links back to the first)."""
         return {
             "total": self.total,
             "next_url": (
