@@ -276,15 +276,15 @@ def insert_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
 
 
 def insert_fire_rows(conn: Conn, fires_json: str) -> Callable[[], int]:
-    """(new) -> pending, one run per fire of the trigger's batch that asks for one (see
-    `run_submit_fire_rows`), queued on `conn`: in a pipeline it goes out with the
-    statements after it. Call the result, after the pipeline, for how many runs it made."""
+    """(new) -> pending, one run per fire of the trigger's batch that asks for one (the
+    statement of `insert_fires`), queued on `conn`: in a pipeline it goes out with the
+    statements after it. Call the result, after the pipeline, for how many runs it made
+    (counted, not read: the rows are never turned into Python objects)."""
     cursor = conn.cursor(row_factory=tuple_row)
-    cursor.execute(query("run_inserts", "run_submit_fire_rows"), {"fires": fires_json})
+    cursor.execute(query("run_inserts", "run_submit_fires"), {"fires": fires_json})
 
     def created() -> int:
-        row = cursor.fetchone()
-        count = int(row[0]) if row else 0
+        count = max(cursor.rowcount, 0)
         SUBMITTED.inc(count)
         return count
 

@@ -61,30 +61,10 @@ SELECT new.id, new.idempotency_key FROM new
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: run_submit_fires
--- (new) -> pending: one run per schedule fire, from the schedule's job definition as it is
--- now; a fire that already has a run is left alone.
-WITH new AS (
-    INSERT INTO job_runs (
-        schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
-        priority, base_priority, timeout_seconds, max_retries, status
-    )
-    SELECT
-        f.schedule_id, j.id, f.fire_time, f.run_at, j.handler, j.args, j.execution_model,
-        j.priority, j.priority, j.timeout_seconds, j.max_retries, 'pending'
-    FROM jsonb_to_recordset(%(fires)s::jsonb)
-        AS f(schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz)
-    JOIN job_definitions j ON j.id = f.job_id
-    ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
-    DO NOTHING
-    RETURNING id, schedule_id, fire_time
-)
-SELECT new.id, new.schedule_id, new.fire_time FROM new
-LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
-
--- name: run_submit_fire_rows
--- (new) -> pending: one run per schedule fire of the trigger's batch that asks for one (a
--- row with a `run_at` and the schedule's `job_id`), from the job definition as it is now;
--- a fire that already has a run is left alone. Says how many runs it created.
+-- (new) -> pending: one run per schedule fire that asks for one (a row with a `run_at` and
+-- the schedule's `job_id`: the trigger's batch of fire rows also holds rows that only move
+-- a schedule), from the job definition as it is now; a fire that already has a run is left
+-- alone.
 WITH new AS (
     INSERT INTO job_runs (
         schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
@@ -99,9 +79,9 @@ WITH new AS (
     WHERE f.run_at IS NOT NULL
     ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
     DO NOTHING
-    RETURNING 1
+    RETURNING id, schedule_id, fire_time
 )
-SELECT count(*) AS created FROM new
+SELECT new.id, new.schedule_id, new.fire_time FROM new
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: run_stage_prepare
