@@ -290,12 +290,19 @@ def _release_and_start(
     return conn.execute(query("runs", "run_unblock"), params)
 
 
-def _claimed_jobs(released: Cursor) -> list[JobSpec]:
+def _claimed_jobs(conn: Conn, released: Cursor) -> list[JobSpec]:
     rows = released.fetchall()
     TRANSITIONS.labels("run_unblock").inc(sum(r["status"] == RunStatus.PENDING for r in rows))
     started = [r for r in rows if r["status"] == RunStatus.RUNNING]
     TRANSITIONS.labels("run_claim").inc(len(started))
     started.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
+    unseen = [r for r in started if r["upstream_results"] is None]
+    if unseen:  # an upstream's finish committed while run_unblock waited: read them now
+        ids = [r["id"] for r in unseen]
+        fresh = conn.execute(query("run_reads", "run_upstream_results"), {"ids": ids}).fetchall()
+        results = {row["id"]: row["upstream_results"] for row in fresh}
+        for r in unseen:
+            r["upstream_results"] = results[r["id"]]
     return [
         JobSpec(
             run_id=r["id"],
@@ -422,7 +429,7 @@ def finish_many(
             TRANSITIONS.labels("run_fail").inc(len(rows))
             _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     if claim_downstream is not None and sent is not None:  # committed: leased to `worker`
-        claimed = _claimed_jobs(sent)
+        claimed = _claimed_jobs(conn, sent)
         claim_downstream.jobs += claimed
         claim_downstream.limit -= len(claimed)
     late = [f for f in completed if (f.run_id, f.attempt) not in won]

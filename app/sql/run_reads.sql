@@ -1,4 +1,4 @@
--- Read queries of runs for the `sundial` command and the Python client. They change
+-- Read queries of runs for the `sundial` command, the Python client and the worker. They change
 -- nothing; every statement that writes a run lives in runs.sql.
 
 -- name: run_by_id
@@ -14,3 +14,13 @@ FROM job_run_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
 -- The runs of one DAG run, in submit order.
 SELECT id, dag_node, status, attempt, started_at, finished_at, last_error
 FROM job_runs WHERE dag_run_id = %(dag_run_id)s ORDER BY id;
+
+-- name: run_upstream_results
+-- (read) DAG steps' upstream results, by step name (or run id), in a fresh snapshot.
+SELECT r.id, (
+    SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+    FROM job_runs u
+    WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
+) AS upstream_results
+FROM job_runs r
+WHERE r.id = ANY(%(ids)s::bigint[]);

@@ -328,10 +328,14 @@ WITH edges AS (
     WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
     RETURNING r.id, r.status, r.attempt, r.handler, r.args, r.execution_model,
               r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at,
-              -- A step started here reads its upstreams' results (completed earlier in
-              -- this transaction), by step name (or run id).
+              -- A step started here reads its upstreams' results, by step name (or run
+              -- id). This statement's snapshot predates its wait for the step's row lock:
+              -- an upstream completed by a finish that committed during that wait still
+              -- looks unfinished here. Then NULL (a started step has upstreams, so never
+              -- otherwise): the worker reads them again (run_reads.sql).
               CASE WHEN r.status = 'running' THEN (
-                  SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+                  SELECT CASE WHEN bool_and(u.status = 'completed')
+                              THEN jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result) END
                   FROM job_runs u
                   WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
               ) END AS upstream_results

@@ -370,6 +370,50 @@ def test_a_finish_starts_freed_steps_best_first_and_leaves_the_rest_to_others(
     assert fan_in.upstream_results == {"A": {"rows": 1}, "B": {"rows": 2}}
 
 
+def test_a_step_started_after_waiting_for_a_concurrent_finish_gets_every_upstream_result(
+    db_url: str, conn: Conn
+) -> None:
+    """Both upstreams of a fan-in complete at once on two workers. The second finish waits
+    for the first's lock on the fan-in, then releases and starts it: the step's upstream
+    results include the one committed during that wait (its statement's snapshot predates
+    it), not a null in its place."""
+    dag = runs.submit_dag(
+        conn,
+        {"x": NewRun("noop"), "y": NewRun("noop"), "fan_in": NewRun("noop")},
+        [("x", "fan_in"), ("y", "fan_in")],
+    )
+    x_done, y_done = claim_node(conn, dag, "x"), claim_node(conn, dag, "y")
+    claim = runs.DownstreamClaim(limit=5, lease_seconds=30)
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as other:
+        finishing_y = threading.Thread(
+            target=runs.finish_many,
+            args=(other, "wy", [Finish(y_done.run_id, y_done.attempt, Outcome.completed("y"))]),
+            kwargs={"claim_downstream": claim},
+        )
+        with conn.transaction():  # x's finish holds the fan-in's row lock until it commits
+            runs.finish_many(
+                conn, "wx", [Finish(x_done.run_id, x_done.attempt, Outcome.completed("x"))]
+            )
+            finishing_y.start()
+            wait_until_blocked_on_a_lock(conn)
+        finishing_y.join(timeout=10)
+    (fan_in,) = claim.jobs
+    assert fan_in.run_id == dag.run_ids["fan_in"]
+    assert fan_in.upstream_results == {"x": "x", "y": "y"}
+
+
+def wait_until_blocked_on_a_lock(conn: Conn) -> None:
+    for _ in range(500):
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if row and row["n"]:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("the other finish never waited for the row lock")
+
+
 def test_a_finish_that_rolls_back_hands_out_no_claimed_step(conn: Conn) -> None:
     dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
     done = claim_node(conn, dag, "A")
