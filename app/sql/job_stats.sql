@@ -3,7 +3,7 @@
 -- finished_at) and `job_stat_durations` (their log-scale duration histograms) are filled
 -- minute by minute once a minute has closed; `job_stat_window` holds each job's sums over
 -- the window, so the page reads one row per job however many runs ended. Filling reads
--- the runs of the closed minutes only, through ix_job_runs_finished_handler; nothing is
+-- the runs of the closed minutes only, through the two indexes of ended runs; nothing is
 -- written when a run finishes. A job is its definition's id, or the nil UUID for runs
 -- submitted without one (`job_key`), with the run's handler.
 
@@ -49,6 +49,8 @@ SELECT coalesce(job_id, '00000000-0000-0000-0000-000000000000'::uuid), handler,
        max(extract(epoch FROM finished_at - started_at)::float8)
 FROM job_runs
 WHERE finished_at >= %(since)s AND finished_at < %(until)s
+  -- an ending is in one of the two indexes of ended runs (BitmapOr of both)
+  AND (status IN ('completed', 'cancelled', 'skipped') OR status IN ('failed', 'timed_out'))
 GROUP BY 1, 2, 3
 ON CONFLICT (job_key, handler, hour) DO UPDATE SET
     runs = h.runs + excluded.runs,
@@ -70,6 +72,8 @@ SELECT coalesce(job_id, '00000000-0000-0000-0000-000000000000'::uuid), handler,
        count(*)
 FROM job_runs
 WHERE finished_at >= %(since)s AND finished_at < %(until)s AND started_at IS NOT NULL
+  -- an ending is in one of the two indexes of ended runs (BitmapOr of both)
+  AND (status IN ('completed', 'cancelled', 'skipped') OR status IN ('failed', 'timed_out'))
 GROUP BY 1, 2, 3, 4
 ON CONFLICT (job_key, handler, hour, bucket) DO UPDATE SET n = d.n + excluded.n;
 
@@ -84,6 +88,7 @@ WITH changed AS (
            handler
     FROM job_runs
     WHERE finished_at >= %(since)s AND finished_at < %(until)s
+      AND (status IN ('completed', 'cancelled', 'skipped') OR status IN ('failed', 'timed_out'))
     UNION
     SELECT job_key, handler FROM job_stat_hours WHERE hour < %(window_start)s
 ), sums AS (

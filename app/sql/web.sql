@@ -16,7 +16,8 @@ SELECT 1 AS ok;
 
 -- name: overview_run_counts
 -- Runs by status, each count stopping at %(cap)s (shown as "10,000+"): exact where it
--- matters to on-call, and never a scan of the whole history (index ix_job_runs_status_id).
+-- matters to on-call, and never a scan of the whole history: each status has an index of
+-- its own rows (dispatch, lease, blocked, rare statuses) or, completed, is the bulk of them.
 SELECT s.status,
        (SELECT count(*) FROM (SELECT FROM job_runs r WHERE r.status = s.status
                               LIMIT %(cap)s) AS capped) AS n
