@@ -22,12 +22,13 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from app import limits
@@ -62,7 +63,6 @@ from app.sql import query
 from app.states import ACTIVE, RunStatus
 
 log = logging.getLogger(__name__)
-Cursor = psycopg.Cursor[dict[str, Any]]
 
 
 _decode_json = json.JSONDecoder().decode
@@ -149,15 +149,19 @@ def submit_many(
     return _submitted(runs, rows, existing)
 
 
+def _outside_transaction(conn: Conn) -> bool:
+    """True on an autocommit connection outside any transaction: a statement sent now
+    commits on its own (inside a caller's transaction, a savepoint keeps it undoable)."""
+    return conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def _one_statement_suffices(conn: Conn, unkeyed: list[NewRun], keyed: list[NewRun]) -> bool:
-    """True when the submit is a single INSERT that needs no transaction around it: an
-    autocommit connection outside any transaction (a caller's transaction keeps its
-    savepoint), one JSON chunk, and at most one key (a clash found after the INSERT then
-    leaves nothing written; with more runs, one clash must undo the others)."""
+    """True when the submit is a single INSERT that needs no transaction around it:
+    outside any transaction, one JSON chunk, and at most one key (a clash found after the
+    INSERT then leaves nothing written; with more runs, one clash must undo the others)."""
     total = len(unkeyed) + len(keyed)
     return (
-        conn.autocommit
-        and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        _outside_transaction(conn)
         and len(unkeyed) < COPY_THRESHOLD
         and total <= SUBMIT_CHUNK
         and (not keyed or total == 1)
@@ -273,31 +277,50 @@ class DownstreamClaim:
     jobs: list[JobSpec] = field(default_factory=list)
 
 
-def _release_and_start(
-    conn: Conn, worker: str, completed: Sequence[int], claim: DownstreamClaim, now: datetime | None
-) -> Cursor:
-    """blocked -> pending for the dependents of `completed` whose last upstream that was
-    (as `_settle_downstream`), or -> running for up to `claim.limit` of them that are due,
-    leased to `worker`. Its result is read (`_claimed_jobs`) once the transaction has
-    committed: only then are those runs the worker's."""
-    params = {
-        "ids": list(completed),
-        "claim_limit": claim.limit,
-        "worker": worker,
-        "lease_seconds": claim.lease_seconds,
-        **_now(now),
-    }
-    return conn.execute(query("runs", "run_unblock"), params)
-
-
-def _claimed_jobs(conn: Conn, released: Cursor) -> list[JobSpec]:
-    rows = released.fetchall()
-    TRANSITIONS.labels("run_unblock").inc(sum(r["status"] == RunStatus.PENDING for r in rows))
+def _complete(
+    conn: Conn,
+    worker: str,
+    completed: Sequence[Finish],
+    claim: DownstreamClaim | None,
+    now: datetime | None,
+    *,
+    completed_before: Sequence[int] = (),
+) -> tuple[set[tuple[int, int]], list[dict[str, Any]]]:
+    """running -> completed for `completed`, and blocked -> pending for the dependents
+    whose last upstream that was (or one of `completed_before`), or -> running for up to
+    `claim.limit` of them that are due, leased to `worker`: one statement. Returns the
+    attempts recorded and the steps started, which are the worker's only once the
+    caller's transaction (if any) commits."""
+    with conn.cursor(row_factory=dict_row) as cursor:
+        rows = cursor.execute(
+            query("runs", "run_complete_many"),
+            {
+                "worker": worker,
+                # Ids as array literals and results as one JSON object: building them costs
+                # a fraction of adapting three Python lists element by element.
+                "ids": _int_array([f.run_id for f in completed]),
+                "attempts": _int_array([f.attempt for f in completed]),
+                "results": _results_json(completed),
+                "completed_before": _int_array(list(completed_before)),
+                # A release alone starts nothing: no worker to lease the steps to.
+                "claim_limit": claim.limit if claim else 0,
+                "lease_seconds": claim.lease_seconds if claim else None,
+                **_now(now),
+            },
+        ).fetchall()
+    recorded = {(r["id"], r["attempt"]) for r in rows if r["status"] == RunStatus.COMPLETED}
     started = [r for r in rows if r["status"] == RunStatus.RUNNING]
+    TRANSITIONS.labels("run_complete").inc(len(recorded))
+    TRANSITIONS.labels("run_unblock").inc(sum(r["status"] == RunStatus.PENDING for r in rows))
     TRANSITIONS.labels("run_claim").inc(len(started))
-    started.sort(key=lambda r: (-r["priority"], r["run_at"]))  # start in claim order
+    return recorded, started
+
+
+def _started_jobs(conn: Conn, started: list[dict[str, Any]]) -> list[JobSpec]:
+    """The steps `_complete` started, in claim order, as jobs for the worker."""
+    started.sort(key=lambda r: (-r["priority"], r["run_at"]))
     unseen = [r for r in started if r["upstream_results"] is None]
-    if unseen:  # an upstream's finish committed while run_unblock waited: read them now
+    if unseen:  # an upstream's finish committed while the statement waited: read them now
         ids = [r["id"] for r in unseen]
         fresh = conn.execute(query("run_reads", "run_upstream_results"), {"ids": ids}).fetchall()
         results = {row["id"]: row["upstream_results"] for row in fresh}
@@ -375,35 +398,19 @@ def finish_many(
     """Record how attempts ended: running -> completed, or -> pending (retry) / failed /
     timed_out / cancelled. Returns the finishes that won; the rest lost their fence.
 
-    Completions and failures go in (at most) two statements, in one transaction; with
-    `claim_downstream`, the DAG steps the completions release are claimed in it too.
+    Completions and failures go in (at most) two statements, in one transaction (none
+    for completions alone); with `claim_downstream`, the DAG steps the completions
+    release are claimed by the completions' statement too.
     """
     completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
     failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
     won: set[tuple[int, int]] = set()
-    sent: Cursor | None = None
-    with conn.transaction():
+    started: list[dict[str, Any]] = []
+    # Completions alone are one statement, which needs no BEGIN/COMMIT around it.
+    alone = not failed and _outside_transaction(conn)
+    with nullcontext() if alone else conn.transaction():
         if completed:
-            # Ids as array literals and results as one JSON object: building them costs a
-            # fraction of adapting three Python lists element by element.
-            with conn.cursor(row_factory=tuple_row) as cursor:
-                done = cursor.execute(
-                    query("runs", "run_complete_many"),
-                    {
-                        "worker": worker,
-                        "ids": _int_array([f.run_id for f in completed]),
-                        "attempts": _int_array([f.attempt for f in completed]),
-                        "results": _results_json(completed),
-                        **_now(now),
-                    },
-                ).fetchall()
-            won |= {(run_id, attempt) for run_id, attempt, _ in done}
-            TRANSITIONS.labels("run_complete").inc(len(done))
-            in_dag = [run_id for run_id, _, dag in done if dag]
-            if claim_downstream is None:
-                _settle_downstream(conn, completed=in_dag, now=now)
-            elif in_dag:
-                sent = _release_and_start(conn, worker, in_dag, claim_downstream, now)
+            won, started = _complete(conn, worker, completed, claim_downstream, now)
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
@@ -428,8 +435,8 @@ def finish_many(
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
             _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
-    if claim_downstream is not None and sent is not None:  # committed: leased to `worker`
-        claimed = _claimed_jobs(conn, sent)
+    if claim_downstream is not None and started:  # committed: leased to `worker`
+        claimed = _started_jobs(conn, started)
         claim_downstream.jobs += claimed
         claim_downstream.limit -= len(claimed)
     late = [f for f in completed if (f.run_id, f.attempt) not in won]
@@ -697,13 +704,8 @@ def _settle_downstream(
     Called inside the transaction that moved the upstreams, so no crash can separate an
     upstream's ending from its dependents' release: a DAG never stays stuck.
     """
-    if completed:
-        # A release alone: a limit of 0 starts none of the steps (no worker to lease them to).
-        params = {"ids": list(completed), "claim_limit": 0, "worker": None, "lease_seconds": None}
-        released = conn.execute(query("runs", "run_unblock"), {**params, **_now(now)})
-        TRANSITIONS.labels("run_unblock").inc(
-            sum(r["status"] == RunStatus.PENDING for r in released.fetchall())
-        )
+    if completed:  # a release alone: no completion to record, no step started
+        _complete(conn, "", [], None, now, completed_before=completed)
     if ended:
         skipped = conn.execute(
             query("runs", "run_skip_downstream"), {"ids": list(ended), **_now(now)}

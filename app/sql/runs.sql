@@ -72,6 +72,17 @@ WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
 -- errors of earlier attempts are cleared from the run (their history rows keep them).
 -- The results come as one JSON object keyed by each id's position (1, 2, …) in the
 -- array, none for runs without a result: far cheaper to send than an array of jsonb.
+-- blocked -> pending | blocked | running, in the same statement: the dependents of the
+-- DAG steps completed here (and of %(completed_before)s, completed earlier in the caller's
+-- transaction). Each loses one remaining upstream per completed edge; one that reaches 0
+-- is released. Rows are locked in id order first, so finishes that release shared
+-- dependents at the same time queue up instead of deadlocking. Up to %(claim_limit)s of
+-- the released steps that are due start at once (highest priority first, then oldest),
+-- leased to %(worker)s with the lease and fencing token run_claim gives (attempt + 1):
+-- the next step of a chain starts without a notification, another claim or a second
+-- write of its row. One row per run changed: the completions (status completed), then the
+-- dependents with their new status. Workers are woken for released steps left pending;
+-- the dashboard is told of the completions.
 WITH done AS (
     UPDATE job_runs r
     SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
@@ -79,12 +90,70 @@ WITH done AS (
         last_error = NULL, traceback = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) WITH ORDINALITY AS f(id, attempt, n)
     WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
-    RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
+    RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag, r.result
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
     SELECT id, attempt, %(worker)s, 'completed', started_at, coalesce(%(now)s::timestamptz, now()) FROM done
+), edges AS (
+    SELECT d.run_id, count(*)::int AS n
+    FROM job_run_deps d
+    WHERE d.depends_on = ANY(ARRAY(SELECT id FROM done WHERE in_dag) || %(completed_before)s::bigint[])
+    GROUP BY d.run_id
+), locked AS (
+    SELECT r.id, r.upstream_remaining, r.priority, r.run_at FROM job_runs r
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
+    ORDER BY r.id
+    FOR UPDATE
+), started AS (
+    SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
+    WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY l.priority DESC, l.run_at
+    LIMIT %(claim_limit)s
+), released AS (
+    -- transition: run_unblock
+    UPDATE job_runs r
+    SET upstream_remaining = r.upstream_remaining - e.n,
+        status = CASE WHEN r.upstream_remaining <> e.n THEN 'blocked'
+                      WHEN s.id IS NOT NULL THEN 'running'
+                      ELSE 'pending' END,
+        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
+                      ELSE r.run_at END,
+        lease_owner = CASE WHEN s.id IS NOT NULL THEN %(worker)s ELSE r.lease_owner END,
+        lease_until = CASE WHEN s.id IS NOT NULL
+                           THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
+                           ELSE r.lease_until END,
+        attempt = r.attempt + CASE WHEN s.id IS NOT NULL THEN 1 ELSE 0 END,
+        started_at = CASE WHEN s.id IS NOT NULL THEN coalesce(%(now)s::timestamptz, now()) ELSE r.started_at END
+    FROM edges e LEFT JOIN started s ON s.id = e.run_id
+    WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
+    RETURNING r.id, r.status, r.attempt, r.handler, r.args, r.execution_model,
+              r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at,
+              -- A step started here reads its upstreams' results, by step name (or run
+              -- id): those completed in this statement from `done` (its own snapshot
+              -- does not show them). The snapshot also predates the wait for the step's
+              -- row lock: an upstream completed by a finish that committed during that
+              -- wait still looks unfinished here. Then NULL (a started step has
+              -- upstreams, so never otherwise): the worker reads them again (run_reads).
+              CASE WHEN r.status = 'running' THEN (
+                  SELECT CASE WHEN bool_and(u.status = 'completed' OR dn.id IS NOT NULL)
+                              THEN jsonb_object_agg(coalesce(u.dag_node, u.id::text),
+                                                    CASE WHEN dn.id IS NOT NULL THEN dn.result
+                                                         ELSE u.result END) END
+                  FROM job_runs u LEFT JOIN done dn ON dn.id = u.id
+                  WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
+              ) END AS upstream_results
+), changed AS (
+    SELECT id, 'completed' AS status, attempt, NULL AS handler, NULL AS args,
+           NULL AS execution_model, NULL AS timeout_seconds, NULL AS idempotency_key,
+           NULL AS fire_time, NULL AS priority, NULL AS run_at, NULL AS upstream_results
+    FROM done
+    UNION ALL
+    SELECT * FROM released
 )
-SELECT id, attempt, in_dag FROM done
+SELECT changed.* FROM changed
+LEFT JOIN (
+    SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM released WHERE status = 'pending')
+) AS wake ON true
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM done)) AS seen ON true;
 
 -- name: run_complete_late
@@ -284,69 +353,6 @@ WITH stale AS (
 UPDATE job_runs r SET priority = r.priority + 1
 FROM stale WHERE r.id = stale.id AND r.status = 'pending'
 RETURNING r.id, r.priority;
-
--- name: run_unblock
--- blocked -> pending | blocked | running: dependents of runs that just completed, in the
--- same transaction as that completion. Each loses one remaining upstream per completed
--- edge; one that reaches 0 is released. Rows are locked in id order first, so finishes
--- that release shared dependents at the same time queue up instead of deadlocking. A
--- worker recording the completions starts at once up to %(claim_limit)s of the released
--- steps that are due (highest priority first, then oldest), leased to %(worker)s with the
--- lease and fencing token run_claim gives (attempt + 1): the next step of a chain starts
--- without a notification, another claim or a second write of its row. Workers are woken
--- for released steps left pending; the dashboard is told of steps started.
-WITH edges AS (
-    SELECT d.run_id, count(*)::int AS n
-    FROM job_run_deps d
-    WHERE d.depends_on = ANY(%(ids)s::bigint[])
-    GROUP BY d.run_id
-), locked AS (
-    SELECT r.id, r.upstream_remaining, r.priority, r.run_at FROM job_runs r
-    WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
-    ORDER BY r.id
-    FOR UPDATE
-), started AS (
-    SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
-    WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
-    ORDER BY l.priority DESC, l.run_at
-    LIMIT %(claim_limit)s
-), released AS (
-    UPDATE job_runs r
-    SET upstream_remaining = r.upstream_remaining - e.n,
-        status = CASE WHEN r.upstream_remaining <> e.n THEN 'blocked'
-                      WHEN s.id IS NOT NULL THEN 'running'
-                      ELSE 'pending' END,
-        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
-                      ELSE r.run_at END,
-        lease_owner = CASE WHEN s.id IS NOT NULL THEN %(worker)s ELSE r.lease_owner END,
-        lease_until = CASE WHEN s.id IS NOT NULL
-                           THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
-                           ELSE r.lease_until END,
-        attempt = r.attempt + CASE WHEN s.id IS NOT NULL THEN 1 ELSE 0 END,
-        started_at = CASE WHEN s.id IS NOT NULL THEN coalesce(%(now)s::timestamptz, now()) ELSE r.started_at END
-    FROM edges e LEFT JOIN started s ON s.id = e.run_id
-    WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
-    RETURNING r.id, r.status, r.attempt, r.handler, r.args, r.execution_model,
-              r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at,
-              -- A step started here reads its upstreams' results, by step name (or run
-              -- id). This statement's snapshot predates its wait for the step's row lock:
-              -- an upstream completed by a finish that committed during that wait still
-              -- looks unfinished here. Then NULL (a started step has upstreams, so never
-              -- otherwise): the worker reads them again (run_reads.sql).
-              CASE WHEN r.status = 'running' THEN (
-                  SELECT CASE WHEN bool_and(u.status = 'completed')
-                              THEN jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result) END
-                  FROM job_runs u
-                  WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
-              ) END AS upstream_results
-)
-SELECT released.* FROM released
-LEFT JOIN (
-    SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM released WHERE status = 'pending')
-) AS wake ON true
-LEFT JOIN (
-    SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM released WHERE status = 'running')
-) AS seen ON true;
 
 -- name: run_skip_downstream
 -- blocked -> skipped: every transitive dependent of runs that ended without completing

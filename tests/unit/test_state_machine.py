@@ -68,16 +68,35 @@ STATUS_COLUMN = r"\b(?:\w+\.)?status"
 QUOTED = re.compile(r"'([a-z_]+)'")
 
 
+TAGGED_UPDATE = re.compile(r"-- transition: (\w+)\s*\n\s*UPDATE\s+job_runs")
+
+
 def _transition_statements() -> dict[str, list[str]]:
-    """Transition name -> the SQL of the statements implementing it (`run_fail_many` is
-    `run_fail`, `run_cancel_dag` is `run_cancel`, ...)."""
+    """Transition name -> the SQL implementing it (`run_fail_many` is `run_fail`,
+    `run_cancel_dag` is `run_cancel`, ...). A statement holding a second UPDATE of
+    job_runs names that one's transition (`-- transition: run_unblock` above it); each
+    UPDATE is then checked with the text after the one before it."""
     found: dict[str, list[str]] = {}
     statements = {**load("runs"), **load("run_inserts")}
     for name, sql in statements.items():
         base = re.sub(r"_(many|fires|downstream|dag|staged)$", "", name)
-        if base in TRANSITIONS:
-            found.setdefault(base, []).append(sql)
+        tagged = list(TAGGED_UPDATE.finditer(sql))
+        parts = [(base, sql[: tagged[0].start()] if tagged else sql)]
+        for i, tag in enumerate(tagged):
+            end = tagged[i + 1].start() if i + 1 < len(tagged) else len(sql)
+            # what follows the previous UPDATE's RETURNING: the CTEs picking this one's rows
+            before = re.split(r"\bRETURNING\b", sql[: tag.start()])[-1]
+            parts.append((tag.group(1), before + sql[tag.start() : end]))
+        for transition, text in parts:
+            if transition in TRANSITIONS:
+                found.setdefault(transition, []).append(text)
     return found
+
+
+def test_a_statement_with_two_updates_names_the_transition_of_the_second() -> None:
+    for name, sql in load("runs").items():
+        updates = len(re.findall(r"UPDATE\s+job_runs", sql))
+        assert max(updates - 1, 0) == len(TAGGED_UPDATE.findall(sql)), name
 
 
 def _update_states(sql: str) -> tuple[set[str], set[str]]:
