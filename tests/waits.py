@@ -51,6 +51,19 @@ def wait_until(
     raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
 
 
+def wait_until_blocked(conn: psycopg.Connection[Any], pid: int) -> None:
+    """Until the session with backend `pid` waits for a lock that another transaction holds
+    (a row it wants to change, say). Asks the lock manager: inside a transaction,
+    `pg_stat_activity` would show the same first reading every time."""
+
+    def blocked() -> bool:
+        cursor = conn.cursor(row_factory=tuple_row)
+        row = cursor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", (pid,)).fetchone()
+        return bool(row and row[0])
+
+    wait_until(blocked, f"session {pid} to wait for a lock")
+
+
 def gone(pid: int) -> bool:
     """No such process, or only a zombie waiting to be reaped by whoever inherited it."""
     try:

@@ -15,6 +15,7 @@ from app import runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import DagError, Finish, NewRun
 from tests.processes import finish_run
+from tests.waits import wait_until_blocked
 
 Conn = psycopg.Connection[Any]
 
@@ -395,23 +396,11 @@ def test_a_step_started_after_waiting_for_a_concurrent_finish_gets_every_upstrea
                 conn, "wx", [Finish(x_done.run_id, x_done.attempt, Outcome.completed("x"))]
             )
             finishing_y.start()
-            wait_until_blocked_on_a_lock(conn)
+            wait_until_blocked(conn, other.info.backend_pid)
         finishing_y.join(timeout=10)
     (fan_in,) = claim.jobs
     assert fan_in.run_id == dag.run_ids["fan_in"]
     assert fan_in.upstream_results == {"x": "x", "y": "y"}
-
-
-def wait_until_blocked_on_a_lock(conn: Conn) -> None:
-    for _ in range(500):
-        row = conn.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        ).fetchone()
-        if row and row["n"]:
-            return
-        threading.Event().wait(0.01)
-    raise AssertionError("the other finish never waited for the row lock")
 
 
 def test_a_finish_that_rolls_back_hands_out_no_claimed_step(conn: Conn) -> None:
