@@ -704,11 +704,15 @@ def _settle_downstream(
         TRANSITIONS.labels("run_unblock").inc(
             sum(r["status"] == RunStatus.PENDING for r in released.fetchall())
         )
-    if ended:
+    while ended:
+        # Again from the steps just skipped, until none is: a run_skip_downstream that
+        # waited for a step's row lock does not see what the holder committed meanwhile
+        # (a run submitted after that step, a step a retry made wait again).
         skipped = conn.execute(
             query("runs", "run_skip_downstream"), {"ids": list(ended), **_now(now)}
         ).fetchall()
         TRANSITIONS.labels("run_skip").inc(len(skipped))
+        ended = [r["id"] for r in skipped]
 
 
 def submit_dag(
