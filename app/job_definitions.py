@@ -185,7 +185,8 @@ def get(conn: Conn, name: str) -> dict[str, Any]:
     ).fetchone()
     if row is None:
         raise JobError(f"there is no job named {name!r}")
-    return row
+    uses = conn.execute(query("job_definitions", "job_definition_uses"), {"id": row["id"]})
+    return {**row, **(uses.fetchone() or {})}
 
 
 def _snapshot(row: dict[str, Any] | JobSpec) -> dict[str, Any]:

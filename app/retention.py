@@ -37,7 +37,12 @@ def prune(
     params = {"runs_before": runs_before, "failed_before": failed_before, "limit": limit}
     with conn.transaction():
         lone = conn.execute(query("retention", "run_prune"), params).fetchone()
-        dags = conn.execute(query("retention", "dag_run_prune"), params).fetchone()
+        # A DAG run's steps are locked first, then checked again and deleted by a second
+        # statement: one statement's snapshot would predate a retry or a new step
+        # committed while it waited for that step's row, and delete them with the rest.
+        locked = conn.execute(query("retention", "dag_run_lock_prunable"), params).fetchall()
+        ids = {"ids": [r["id"] for r in locked], "steps": [r["steps"] for r in locked]}
+        dags = conn.execute(query("retention", "dag_run_prune"), {**params, **ids}).fetchone()
     assert lone is not None and dags is not None
     return Pruned(int(lone["runs"]), int(dags["dag_runs"]), int(dags["runs"]))
 

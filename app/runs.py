@@ -706,11 +706,15 @@ def _settle_downstream(
     """
     if completed:  # a release alone: no completion to record, no step started
         _complete(conn, "", [], None, now, completed_before=completed)
-    if ended:
+    while ended:
+        # Again from the steps just skipped, until none is: a run_skip_downstream that
+        # waited for a step's row lock does not see what the holder committed meanwhile
+        # (a run submitted after that step, a step a retry made wait again).
         skipped = conn.execute(
             query("runs", "run_skip_downstream"), {"ids": list(ended), **_now(now)}
         ).fetchall()
         TRANSITIONS.labels("run_skip").inc(len(skipped))
+        ended = [r["id"] for r in skipped]
 
 
 def submit_dag(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -49,6 +50,24 @@ def wait_until(
         time.sleep(POLL_SECONDS)
     detail = f"\n{service.log()}" if service else ""
     raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+
+
+def wait_until_blocked(
+    conn: psycopg.Connection[Any], pid: int, *, or_done: threading.Thread | None = None
+) -> None:
+    """Until the session with backend `pid` waits for a lock that another transaction holds
+    (a row it wants to change, say), or until `or_done` (the thread running that session's
+    work, when the test allows it not to wait) has finished. Asks the lock manager: inside
+    a transaction, `pg_stat_activity` would show the same first reading every time."""
+
+    def blocked() -> bool:
+        if or_done is not None and not or_done.is_alive():
+            return True
+        cursor = conn.cursor(row_factory=tuple_row)
+        row = cursor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", (pid,)).fetchone()
+        return bool(row and row[0])
+
+    wait_until(blocked, f"session {pid} to wait for a lock")
 
 
 def gone(pid: int) -> bool:

@@ -158,7 +158,12 @@ class Trigger:
                 f"auto-paused after {streak['auto_pause_after']} consecutive failed runs "
                 f"(last: run {streak['run_id']}: {streak['error'] or 'no error message'})"
             )
-            params = {"id": streak["id"], "note": note, "now": now}
+            params = {
+                "id": streak["id"],
+                "note": note,
+                "resumed_at": streak["resumed_at"],
+                "now": now,
+            }
             if conn.execute(query("schedules", "schedule_auto_pause"), params).fetchone():
                 paused += 1
                 log.warning(

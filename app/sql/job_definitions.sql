@@ -17,16 +17,22 @@ RETURNING id;
 SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
 
 -- name: job_definition_lock_by_name
--- One job definition with what uses it, locked against concurrent edits.
+-- One job definition, locked against concurrent edits, and against new schedules and
+-- workflow steps naming it (their inserts key-share lock it) until this transaction ends.
 SELECT j.id, j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries,
-       ARRAY(SELECT s.name FROM schedules s WHERE s.job_id = j.id ORDER BY s.name)
-           AS schedule_names,
-       ARRAY(SELECT DISTINCT w.name FROM workflow_steps st JOIN workflows w ON w.id = st.workflow_id
-             WHERE st.job_id = j.id ORDER BY w.name) AS workflow_names
+       j.max_retries
 FROM job_definitions j
 WHERE j.name = %(name)s
-FOR UPDATE OF j;
+FOR UPDATE;
+
+-- name: job_definition_uses
+-- (read) The schedules and workflows that use a job definition, by name. A statement of
+-- its own, after the lock: the lock's snapshot predates its wait, so it would miss a
+-- schedule whose insert held the row then.
+SELECT ARRAY(SELECT s.name FROM schedules s WHERE s.job_id = %(id)s ORDER BY s.name)
+           AS schedule_names,
+       ARRAY(SELECT DISTINCT w.name FROM workflow_steps st JOIN workflows w ON w.id = st.workflow_id
+             WHERE st.job_id = %(id)s ORDER BY w.name) AS workflow_names;
 
 -- name: job_definition_page
 -- One page of the jobs list, by name (its unique index), after the name %(after)s when

@@ -26,9 +26,11 @@ WITH doomed AS (
 )
 SELECT count(*) AS runs FROM gone;
 
--- name: dag_run_prune
--- Up to %(limit)s DAG runs whose every step's retention has passed, with all their steps: a
--- DAG run goes whole, never leaving a step without the upstreams whose results it reads.
+-- name: dag_run_lock_prunable
+-- Up to %(limit)s DAG runs whose every step's retention has passed, locked with their
+-- steps, each with how many of its steps were locked. Neither lock waits: a DAG run or a
+-- step that another transaction holds (a person retrying a step, a run being submitted
+-- after one) is passed over, and `dag_run_prune` then keeps that DAG run.
 WITH doomed AS (
     SELECT d.id FROM dag_runs d
     WHERE d.created_at < greatest(
@@ -49,6 +51,37 @@ WITH doomed AS (
     ORDER BY d.created_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), steps AS (
+    SELECT r.dag_run_id FROM job_runs r
+    WHERE r.dag_run_id = ANY(ARRAY(SELECT id FROM doomed))
+    FOR UPDATE SKIP LOCKED
+)
+SELECT d.id, coalesce(s.steps, 0) AS steps
+FROM doomed d
+LEFT JOIN (SELECT dag_run_id, count(*)::int AS steps FROM steps GROUP BY dag_run_id) s
+  ON s.dag_run_id = d.id;
+
+-- name: dag_run_prune
+-- The DAG runs `dag_run_lock_prunable` locked, whole: every step, with its attempts and log
+-- lines (and, by cascade, its edges), so no step is left without the upstreams whose
+-- results it reads. Checked again in this statement's snapshot, taken once that one's
+-- locks were held: a DAG run goes only if its steps are still all ended past their
+-- retention and all locked (no step was passed over, or added since). One that a retry
+-- or a new step changed meanwhile stays.
+WITH doomed AS (
+    SELECT l.id FROM unnest(%(ids)s::uuid[], %(steps)s::int[]) AS l(id, steps)
+    WHERE (SELECT count(*) FROM job_runs r WHERE r.dag_run_id = l.id) = l.steps
+      AND NOT EXISTS (
+          SELECT 1 FROM job_runs r
+          WHERE r.dag_run_id = l.id
+            AND NOT coalesce(
+                (r.status IN ('completed', 'cancelled', 'skipped')
+                 AND r.finished_at < coalesce(%(runs_before)s::timestamptz, '-infinity'))
+                OR (r.status IN ('failed', 'timed_out')
+                 AND r.finished_at < coalesce(%(failed_before)s::timestamptz, '-infinity')),
+                false
+            )
+      )
 ), steps AS (
     DELETE FROM job_runs r USING doomed WHERE r.dag_run_id = doomed.id RETURNING r.id
 ), attempts AS (

@@ -356,7 +356,10 @@ RETURNING r.id, r.priority;
 
 -- name: run_skip_downstream
 -- blocked -> skipped: every transitive dependent of runs that ended without completing
--- (failed, timed out, cancelled), in the same transaction as that ending.
+-- (failed, timed out, cancelled), in the same transaction as that ending. This statement's
+-- snapshot predates its wait for a dependent's row lock: a step the holder committed
+-- meanwhile (a run submitted after that dependent, a step a retry made wait again) is not
+-- seen, so the caller runs it again from the steps it skipped, until it skips none.
 WITH RECURSIVE downstream(id) AS (
     SELECT d.run_id FROM job_run_deps d WHERE d.depends_on = ANY(%(ids)s::bigint[])
     UNION

@@ -10,7 +10,7 @@
 -- its run; a workflow schedule's is its DAG run, finished when every step has ended, failed
 -- when a step failed or timed out. Cancelled (and skipped) fires neither break nor extend
 -- a streak.
-SELECT s.id, s.name, s.auto_pause_after, last.run_id, last.error
+SELECT s.id, s.name, s.auto_pause_after, s.resumed_at, last.run_id, last.error
 FROM schedules s
 CROSS JOIN LATERAL (
     SELECT count(*) AS finished,
@@ -54,11 +54,13 @@ WHERE s.auto_pause_after IS NOT NULL AND s.active
   AND last.finished = s.auto_pause_after AND last.failed = s.auto_pause_after;
 
 -- name: schedule_auto_pause
--- active -> paused by the trigger, with the reason as the pause note.
+-- active -> paused by the trigger, with the reason as the pause note, unless the schedule
+-- was resumed since `schedule_failing_streaks` read its streak (a statement of its own, so
+-- an earlier snapshot): that resume started a new streak.
 UPDATE schedules
 SET active = false, paused_at = coalesce(%(now)s::timestamptz, now()), paused_until = NULL,
     paused_note = %(note)s
-WHERE id = %(id)s AND active
+WHERE id = %(id)s AND active AND resumed_at IS NOT DISTINCT FROM %(resumed_at)s::timestamptz
 RETURNING id;
 
 -- name: schedule_resume_expired

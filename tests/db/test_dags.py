@@ -15,6 +15,7 @@ from app import runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import DagError, Finish, NewRun
 from tests.processes import finish_run
+from tests.waits import wait_until_blocked
 
 Conn = psycopg.Connection[Any]
 
@@ -395,23 +396,60 @@ def test_a_step_started_after_waiting_for_a_concurrent_finish_gets_every_upstrea
                 conn, "wx", [Finish(x_done.run_id, x_done.attempt, Outcome.completed("x"))]
             )
             finishing_y.start()
-            wait_until_blocked_on_a_lock(conn)
+            wait_until_blocked(conn, other.info.backend_pid)
         finishing_y.join(timeout=10)
     (fan_in,) = claim.jobs
     assert fan_in.run_id == dag.run_ids["fan_in"]
     assert fan_in.upstream_results == {"x": "x", "y": "y"}
 
 
-def wait_until_blocked_on_a_lock(conn: Conn) -> None:
-    for _ in range(500):
-        row = conn.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        ).fetchone()
-        if row and row["n"]:
-            return
-        threading.Event().wait(0.01)
-    raise AssertionError("the other finish never waited for the row lock")
+def fail_in_thread(db_url: str, job: runs.Finish) -> tuple[psycopg.Connection[Any], Any]:
+    """A connection and a thread that fails `job`'s attempt on it (started by the caller)."""
+    other = psycopg.connect(db_url, autocommit=True, row_factory=dict_row)
+    failure = Finish(job.run_id, job.attempt, FAILURE)
+    return other, threading.Thread(target=runs.finish_many, args=(other, "w", [failure]))
+
+
+def test_a_run_submitted_after_a_step_while_an_upstream_of_that_step_fails_is_skipped(
+    db_url: str, conn: Conn
+) -> None:
+    """B waits on A. While a run is submitted to start after B (its transaction holds B's
+    row), A fails: the failure waits for B's lock to skip B, then the new run, committed
+    during that wait, is skipped too rather than left waiting for ever on a skipped B."""
+    dag = runs.submit_dag(
+        conn, {"A": NewRun("noop", max_retries=0), "B": NewRun("noop")}, [("A", "B")]
+    )
+    other, failing = fail_in_thread(db_url, claim_node(conn, dag, "A"))
+    with other:
+        with conn.transaction():
+            after_b = runs.submit_after(conn, NewRun("noop"), [dag.run_ids["B"]])
+            failing.start()
+            wait_until_blocked(conn, other.info.backend_pid)
+        failing.join(timeout=10)
+    assert statuses(conn, dag) == {"A": "failed", "B": "skipped"}
+    row = conn.execute("SELECT status FROM job_runs WHERE id = %s", (after_b,)).fetchone()
+    assert row == {"status": "skipped"}
+
+
+def test_a_step_a_retry_lets_wait_again_is_skipped_by_a_failure_meanwhile(
+    db_url: str, conn: Conn
+) -> None:
+    """D waits on A and B; B waits on X. A failed, so D was skipped. A is retried (D waits
+    again, on A and B, whose row the retry holds so B cannot end unseen) while X fails: the
+    failure waits for B's lock to skip B, then skips D too, which the retry made wait again
+    during that wait, rather than leave D waiting for ever on a skipped B."""
+    nodes = {name: NewRun("noop", max_retries=0) for name in "ABDX"}
+    dag = runs.submit_dag(conn, nodes, [("A", "D"), ("B", "D"), ("X", "B")])
+    run_node(conn, dag, "A", FAILURE)
+    other, failing = fail_in_thread(db_url, claim_node(conn, dag, "X"))
+    with other:
+        with conn.transaction():
+            retried = runs.retry(conn, dag.run_ids["A"])
+            assert retried is not None and retried.unskipped == [dag.run_ids["D"]]
+            failing.start()
+            wait_until_blocked(conn, other.info.backend_pid)
+        failing.join(timeout=10)
+    assert statuses(conn, dag) == {"A": "pending", "B": "skipped", "D": "skipped", "X": "failed"}
 
 
 def test_a_finish_that_rolls_back_hands_out_no_claimed_step(conn: Conn) -> None:

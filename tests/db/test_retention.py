@@ -5,11 +5,13 @@ sessions and sign-in links that expired without anyone signing out."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+import threading
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from app import runs, schedules, users
 from app.config import Settings
@@ -20,7 +22,7 @@ from app.schedules import FireRecord, ScheduleSpec, create_schedule
 from app.services import reaper
 from app.services.reaper import PrunedHistory, Reaper
 from tests.processes import finish_run
-from tests.waits import db_now
+from tests.waits import db_now, wait_until_blocked
 
 Conn = psycopg.Connection[Any]
 DAY = timedelta(days=1)
@@ -81,6 +83,58 @@ def test_a_dag_run_with_a_failed_step_is_kept_as_long_as_dead_letters(conn: Conn
     keeper = Reaper(settings())
     assert keeper.prune(conn, db_now(conn) + 15 * DAY) == PrunedHistory()
     assert keeper.prune(conn, db_now(conn) + 31 * DAY) == PrunedHistory(runs=2, dag_runs=1)
+
+
+def prune_in_thread(db_url: str, when: datetime) -> tuple[Conn, threading.Thread]:
+    """A connection and a thread (started by the caller) that prunes on it as at `when`."""
+    other = psycopg.connect(db_url, autocommit=True, row_factory=dict_row)
+    return other, threading.Thread(target=Reaper(settings()).prune, args=(other, when))
+
+
+def test_a_dag_run_pruned_while_a_step_is_retried_keeps_the_retried_step(
+    db_url: str, conn: Conn
+) -> None:
+    """A dead letter of an old DAG run is retried while the reaper prunes that DAG run:
+    the retry holds the step's row, so the prune cannot check the step as it will be once
+    the retry commits. It must keep the DAG run and the retried step, not delete the run
+    the retry just re-queued."""
+    dag = runs.submit_dag(
+        conn, {"A": NewRun("noop", max_retries=0), "B": NewRun("noop")}, [("A", "B")]
+    )
+    finish_run(conn, dag.run_ids["A"], FAIL)  # B is skipped
+    other, pruning = prune_in_thread(db_url, db_now(conn) + 365 * DAY)
+    with other:
+        with conn.transaction():
+            assert runs.retry(conn, dag.run_ids["A"]) is not None
+            pruning.start()
+            wait_until_blocked(conn, other.info.backend_pid, or_done=pruning)
+        pruning.join(timeout=10)
+    row = conn.execute("SELECT status FROM job_runs WHERE id = %s", (dag.run_ids["A"],)).fetchone()
+    assert row == {"status": "pending"}
+    assert run_ids(conn) == set(dag.run_ids.values())
+    assert conn.execute("SELECT id FROM dag_runs").fetchall() == [{"id": dag.id}]
+
+
+def test_a_dag_run_pruned_while_a_run_is_submitted_after_a_step_keeps_the_new_run(
+    db_url: str, conn: Conn
+) -> None:
+    """A run is submitted to start after a step of an old DAG run (its transaction holds
+    the step's row) while the reaper prunes that DAG run: the new run joins the DAG run and
+    reads that step's result, so the DAG run must stay whole, not lose its other steps and
+    its row under the new run."""
+    dag = runs.submit_dag(conn, {"A": NewRun("noop")}, [])
+    finish_run(conn, dag.run_ids["A"], Outcome.completed({"rows": 3}))
+    other, pruning = prune_in_thread(db_url, db_now(conn) + 365 * DAY)
+    with other:
+        with conn.transaction():
+            after = runs.submit_after(conn, NewRun("noop"), [dag.run_ids["A"]])
+            pruning.start()
+            wait_until_blocked(conn, other.info.backend_pid, or_done=pruning)
+        pruning.join(timeout=10)
+    assert run_ids(conn) == {dag.run_ids["A"], after}
+    assert conn.execute("SELECT id FROM dag_runs").fetchall() == [{"id": dag.id}]
+    (job,) = runs.claim(conn, "w", 1, 30)
+    assert (job.run_id, job.upstream_results) == (after, {"A": {"rows": 3}})
 
 
 def test_a_retention_of_none_keeps_everything(conn: Conn) -> None:

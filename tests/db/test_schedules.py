@@ -5,19 +5,22 @@ commands as a person runs them."""
 from __future__ import annotations
 
 import re
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from app import schedules
+from app import job_definitions, schedules
 from app.cron import DstRepeated, DstSkipped
 from app.fires import FireOutcome, OverlapPolicy
+from app.job_definitions import JobError, JobSpec
 from app.schedules import ScheduleError, ScheduleSpec, create_schedule, parse_catchup, parse_when
 from tests.conftest import run_sundial
-from tests.waits import utc
+from tests.waits import utc, wait_until_blocked
 
 Conn = psycopg.Connection[dict[str, Any]]
 NOW = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
@@ -230,6 +233,35 @@ def test_a_schedule_deleted_by_a_cascade_takes_only_its_own_ledger(conn: Conn) -
     assert count(conn, "schedules") == 1
     [left] = conn.execute("SELECT schedule_id FROM schedule_fires").fetchall()
     assert left["schedule_id"] == conn.execute("SELECT id FROM schedules").fetchone()["id"]
+
+
+def test_a_job_deleted_while_a_schedule_of_it_is_created_is_refused_and_the_schedule_stays(
+    db_url: str, conn: Conn
+) -> None:
+    """A person deletes a job (not its schedules) while another creates a schedule running
+    it. The delete waits for the job's row, which the new schedule's insert holds; it must
+    then see that schedule and refuse, not delete it by cascade, unsaid and unaudited."""
+    job_definitions.create(conn, JobSpec("report", "noop"), actor="test")
+    refused: list[JobError] = []
+
+    def delete(other: Conn) -> None:
+        try:
+            job_definitions.delete(other, "report", actor="test")
+        except JobError as exc:
+            refused.append(exc)
+
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as other:
+        deleting = threading.Thread(target=delete, args=(other,))
+        with conn.transaction():
+            create_schedule(conn, spec(handler=None, job="report"), now=NOW)
+            deleting.start()
+            wait_until_blocked(conn, other.info.backend_pid)
+        deleting.join(timeout=10)
+    assert [str(exc) for exc in refused] == [
+        "job 'report' cannot be deleted: schedule 'nightly' runs it; delete the schedules too "
+        "(--with-schedules) or move them first"
+    ]
+    assert [r["name"] for r in conn.execute("SELECT name FROM schedules")] == ["nightly"]
 
 
 def test_deleting_the_only_schedule_of_its_own_job_deletes_the_job(conn: Conn) -> None:

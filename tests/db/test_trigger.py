@@ -21,7 +21,7 @@ from app.firing import Batch, DueCursor
 from app.jobs import Outcome, OutcomeStatus
 from app.schedules import ScheduleSpec, create_schedule
 from app.services.trigger import Trigger
-from tests.waits import utc
+from tests.waits import utc, wait_until_blocked
 
 Conn = psycopg.Connection[dict[str, Any]]
 T0 = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
@@ -503,6 +503,33 @@ def test_auto_pause_after_consecutive_failures_records_why(conn: Conn) -> None:
     report = trigger.run_once(conn, now=utc("2026-05-01T10:03:10"))
     assert report.auto_paused == 0
     assert outcomes(conn, sid)[-1] == "enqueued"
+
+
+def test_a_schedule_resumed_while_the_trigger_pauses_it_for_its_failures_stays_resumed(
+    db_url: str, conn: Conn
+) -> None:
+    """The trigger reads a schedule's failure streak, then pauses it. Meanwhile a person
+    pauses and resumes it (a new streak starts at the resume); the trigger's pause waits
+    for the schedule's row and must then leave the resumed schedule alone, not pause it
+    for the streak the resume ended."""
+    add(conn, "flaky", cron="* * * * *", auto_pause_after=2)
+    trigger = Trigger(settings())
+    for minute in range(2):
+        now = utc("2026-05-01T10:00:10") + timedelta(minutes=minute)
+        trigger.run_once(conn, now=now)
+        fail_pending_runs(conn, now)
+    paused: list[int] = []
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as other:
+        pausing = threading.Thread(target=lambda: paused.append(trigger.auto_pause(other)))
+        with conn.transaction():  # the person's pause and resume commit during that wait
+            schedules.pause(conn, "flaky", now=utc("2026-05-01T10:01:40"))
+            schedules.resume(conn, "flaky", now=utc("2026-05-01T10:01:45"))
+            pausing.start()
+            wait_until_blocked(conn, other.info.backend_pid, or_done=pausing)
+        pausing.join(timeout=10)
+    assert paused == [0]
+    row = conn.execute("SELECT active, paused_note FROM schedules").fetchone()
+    assert row == {"active": True, "paused_note": None}
 
 
 def test_a_workflow_schedule_auto_pauses_after_consecutive_failed_dag_runs(conn: Conn) -> None:
