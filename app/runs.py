@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -286,11 +286,11 @@ def _complete(
     *,
     completed_before: Sequence[int] = (),
 ) -> tuple[set[tuple[int, int]], list[dict[str, Any]]]:
-    """running -> completed for `completed`, and blocked -> pending for the dependents
-    whose last upstream that was (or one of `completed_before`), or -> running for up to
-    `claim.limit` of them that are due, leased to `worker`: one statement. Returns the
-    attempts recorded and the steps started, which are the worker's only once the
-    caller's transaction (if any) commits."""
+    """running -> completed for `completed` (one attempt per run), and blocked -> pending
+    for the dependents whose last upstream that was (or one of `completed_before`), or ->
+    running for up to `claim.limit` of them that are due, leased to `worker`: one
+    statement. Returns the attempts recorded and the steps started, which are the
+    worker's only once the caller's transaction (if any) commits."""
     with conn.cursor(row_factory=dict_row) as cursor:
         rows = cursor.execute(
             query("runs", "run_complete_many"),
@@ -299,7 +299,7 @@ def _complete(
                 # Ids as array literals and results as one JSON object: building them costs
                 # a fraction of adapting three Python lists element by element.
                 "ids": _int_array([f.run_id for f in completed]),
-                "attempts": _int_array([f.attempt for f in completed]),
+                "attempts": _attempts_json((f.run_id, f.attempt) for f in completed),
                 "results": _results_json(completed),
                 "completed_before": _int_array(list(completed_before)),
                 # A release alone starts nothing: no worker to lease the steps to.
@@ -360,7 +360,7 @@ def heartbeat(
     params = {
         "worker": worker,
         "ids": [h[0] for h in held],
-        "attempts": [h[1] for h in held],
+        "attempts": _attempts_json(held),  # one attempt per run: the worker's in-flight map
         "lease_seconds": lease_seconds,
         **_now(now),
     }
@@ -375,7 +375,7 @@ def heartbeat(
         # knows what is still running), so nothing is logged here.
         still_held = conn.execute(
             query("runs", "run_held_check"),
-            {**params, "ids": [m[0] for m in missing], "attempts": [m[1] for m in missing]},
+            {**params, "ids": [m[0] for m in missing], "attempts": _attempts_json(missing)},
         ).fetchall()
         cancel |= {(r["id"], r["attempt"]) for r in still_held if r["cancel_requested"]}
         lost = set(missing) - {(r["id"], r["attempt"]) for r in still_held}
@@ -406,11 +406,17 @@ def finish_many(
     failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
     won: set[tuple[int, int]] = set()
     started: list[dict[str, Any]] = []
+    groups = _one_attempt_per_run(completed)
     # Completions alone are one statement, which needs no BEGIN/COMMIT around it.
-    alone = not failed and _outside_transaction(conn)
+    alone = not failed and len(groups) <= 1 and _outside_transaction(conn)
     with nullcontext() if alone else conn.transaction():
-        if completed:
-            won, started = _complete(conn, worker, completed, claim_downstream, now)
+        for n, group in enumerate(groups):
+            # Only the first group claims what it frees (the others are a rare repeat).
+            recorded, freed = _complete(
+                conn, worker, group, claim_downstream if n == 0 else None, now
+            )
+            won |= recorded
+            started += freed
         if failed:
             rows = conn.execute(
                 query("runs", "run_fail_many"),
@@ -490,15 +496,30 @@ def _result_json(result: JSON) -> Jsonb | None:
 
 
 def _results_json(finishes: Sequence[Finish]) -> str:
-    """The results of `finishes` as one JSON object keyed by position (1, 2, …), as
-    `run_complete_many` reads them; a run without a result has no key."""
+    """The results of `finishes` as one JSON object keyed by run id, as `run_complete_many`
+    reads them; a run without a result has no key."""
     return encode_json(
-        {
-            str(n): f.outcome.result
-            for n, f in enumerate(finishes, 1)
-            if f.outcome.result is not None
-        }
+        {str(f.run_id): f.outcome.result for f in finishes if f.outcome.result is not None}
     )
+
+
+def _attempts_json(attempts: Iterable[tuple[int, int]]) -> str:
+    """(run id, attempt) pairs as one JSON object keyed by run id: `{"12":1,"13":2}`."""
+    return "{" + ",".join(f'"{run_id}":{attempt}' for run_id, attempt in attempts) + "}"
+
+
+def _one_attempt_per_run(finishes: Sequence[Finish]) -> list[list[Finish]]:
+    """`finishes` in groups holding each run once, in order: a worker that lost a lease
+    and claimed the run again may report two attempts of it in one batch (each is
+    recorded, or loses its fence, on its own)."""
+    groups: list[list[Finish]] = []
+    for f in finishes:
+        group = next((g for g in groups if all(o.run_id != f.run_id for o in g)), None)
+        if group is None:
+            groups.append([f])
+        else:
+            group.append(f)
+    return groups
 
 
 def _int_array(values: list[int]) -> str:

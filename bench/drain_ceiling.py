@@ -25,7 +25,8 @@ from app import runs
 from app.runs import NewRun
 from app.sql import query
 from bench.bench_db import scratch_database
-from bench.throughput import SUBMIT_BATCH, cores
+from bench.machine import cores
+from bench.throughput import SUBMIT_BATCH
 
 LEASE_SECONDS = 30.0
 
@@ -43,18 +44,22 @@ def _drain(url: str, batch: int, name: str, go: Any, out: Any) -> None:
             if not claimed:
                 out.put(done)
                 return
-            with conn.transaction():
-                rows = conn.execute(
-                    query("runs", "run_complete_many"),
-                    {
-                        "worker": name,
-                        # Sent as the worker sends them (app.runs.finish_many).
-                        "ids": "{" + ",".join(str(r["id"]) for r in claimed) + "}",
-                        "attempts": "{" + ",".join(str(r["attempt"]) for r in claimed) + "}",
-                        "results": "{}",  # no-op runs have no result
-                        "now": None,
-                    },
-                ).fetchall()
+            # One statement on its own, as the worker sends it (app.runs.finish_many).
+            rows = conn.execute(
+                query("runs", "run_complete_many"),
+                {
+                    "worker": name,
+                    "ids": "{" + ",".join(str(r["id"]) for r in claimed) + "}",
+                    "attempts": "{"
+                    + ",".join(f'"{r["id"]}":{r["attempt"]}' for r in claimed)
+                    + "}",
+                    "results": "{}",  # no-op runs have no result
+                    "completed_before": "{}",
+                    "claim_limit": 0,
+                    "lease_seconds": None,
+                    "now": None,
+                },
+            ).fetchall()
             done += len(rows)
 
 

@@ -5,6 +5,13 @@
 -- clock. One pg_notify per statement (never per row, never with job args) wakes workers
 -- (`sundial_runs`) or tells the dashboard's event hub that runs changed (`sundial_events`).
 -- New runs are inserted by `run_inserts.sql`, old history deleted by `retention.sql`.
+-- Statements given attempts (ids, and each one's attempt) find them by primary key, whatever
+-- the statistics say. Those once joined the runs to the arrays sent, and under statistics
+-- saying few runs were running (a burst after a quiet spell, kept by a cached plan) the
+-- planner walked every running run once per id sent: a heartbeat or a finish of 1,000
+-- attempts 10-20 times slower. So the worker's own statements take `id = ANY(ids)` and the
+-- attempts as a JSON object keyed by id (no join to misorder), and the others check
+-- `(r.status = 'running') IS TRUE`, which the partial lease index cannot match.
 
 -- name: run_find_by_keys
 -- (read) the runs already holding these idempotency keys, to compare their payloads.
@@ -48,9 +55,9 @@ LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM 
 WITH held AS (
     SELECT r.id
     FROM job_runs r
-    JOIN unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
-      ON r.id = h.id AND r.attempt = h.attempt
-    WHERE r.status = 'running' AND r.lease_owner = %(worker)s
+    -- by primary key, attempts keyed by id: see the top of this file
+    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+      AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE job_runs r
@@ -63,15 +70,15 @@ RETURNING r.id, r.attempt, r.cancel_requested;
 -- (read) which of these attempts are still leased to this worker.
 SELECT r.id, r.attempt, r.cancel_requested
 FROM job_runs r
-JOIN unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
-  ON r.id = h.id AND r.attempt = h.attempt
-WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
+-- by primary key, attempts keyed by id: see the top of this file
+WHERE r.id = ANY(%(ids)s::bigint[]) AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+  AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s;
 
 -- name: run_complete_many
 -- running -> completed: the attempts' results, and one history row per attempt. The
 -- errors of earlier attempts are cleared from the run (their history rows keep them).
--- The results come as one JSON object keyed by each id's position (1, 2, …) in the
--- array, none for runs without a result: far cheaper to send than an array of jsonb.
+-- The results come as one JSON object keyed by run id, none for runs without a result:
+-- far cheaper to send than an array of jsonb.
 -- blocked -> pending | blocked | running, in the same statement: the dependents of the
 -- DAG steps completed here (and of %(completed_before)s, completed earlier in the caller's
 -- transaction). Each loses one remaining upstream per completed edge; one that reaches 0
@@ -86,10 +93,11 @@ WHERE r.status = 'running' AND r.lease_owner = %(worker)s;
 WITH done AS (
     UPDATE job_runs r
     SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
-        result = %(results)s::jsonb -> f.n::text,
+        result = %(results)s::jsonb -> r.id::text,
         last_error = NULL, traceback = NULL
-    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) WITH ORDINALITY AS f(id, attempt, n)
-    WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
+    -- by primary key, attempts keyed by id: see the top of this file
+    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+      AND (r.status = 'running') IS TRUE
     RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag, r.result
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
@@ -201,7 +209,8 @@ WITH ended AS (
         %(tracebacks)s::text[], %(retryable)s::bool[], %(delays)s::float8[],
         %(fingerprints)s::text[]
     ) AS f(id, attempt, outcome, error, traceback, retryable, delay, fingerprint)
-    WHERE r.id = f.id AND r.attempt = f.attempt AND r.status = 'running'
+    -- `IS TRUE`: see the top of this file
+    WHERE r.id = f.id AND r.attempt = f.attempt AND (r.status = 'running') IS TRUE
       AND f.outcome IN ('failed', 'timed_out', 'cancelled')
     RETURNING r.id, r.attempt, r.status, r.started_at, f.outcome, f.error, f.traceback,
               r.dag_run_id IS NOT NULL AS in_dag
@@ -223,7 +232,8 @@ WITH released AS (
         retry_base = r.retry_base + 1,
         lease_owner = NULL, lease_until = NULL
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
-    WHERE r.id = h.id AND r.attempt = h.attempt AND r.status = 'running'
+    -- `IS TRUE`: see the top of this file
+    WHERE r.id = h.id AND r.attempt = h.attempt AND (r.status = 'running') IS TRUE
     RETURNING r.id, r.attempt, r.status, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)

@@ -51,6 +51,10 @@ TINY_RUNS = {
         ["-m", "bench.worker_memory", "--runs", "200", "--long", "300"],
         ["worker RSS at concurrency 1,000:", "worker RSS over a drain of 300", "300 runs:"],
     ),
+    "drain_ceiling": (
+        ["-m", "bench.drain_ceiling", "--runs", "300", "--rounds", "1", "--batch", "50"],
+        ["machine: ", "claim + complete SQL only, 2 processes, batch 50:"],
+    ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
     "forecast": (
         ["-m", "bench.forecast", "--schedules", "200", "--rounds", "1"],

@@ -446,3 +446,31 @@ def test_a_release_and_a_dag_cancel_run_on_the_clock_they_are_given(conn: Conn) 
     dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
     runs.cancel_dag(conn, dag.id, now=t)
     assert {row(conn, i)["finished_at"] for i in dag.run_ids.values()} == {t}
+
+
+def test_two_attempts_of_one_run_in_one_finish_batch_are_each_fenced_on_their_own(
+    conn: Conn,
+) -> None:
+    """A worker whose lease expired and that claimed the run again may report both
+    attempts in one batch, the newer first: the newer completes the run, the older loses
+    its fence, whatever their order."""
+    run_id = runs.submit(conn, NewRun("noop", max_retries=3)).id
+    (first,) = runs.claim(conn, "w", 1, 30)
+    later = db_now(conn) + timedelta(seconds=60)
+    assert [r.run_id for r in runs.reap(conn, now=later)] == [run_id]
+    (second,) = runs.claim(conn, "w", 1, 30, now=later)
+    assert (first.attempt, second.attempt) == (1, 2)
+
+    won = runs.finish_many(
+        conn,
+        "w",
+        [
+            Finish(run_id, second.attempt, Outcome.completed("second")),
+            Finish(run_id, first.attempt, Outcome.completed("first")),
+        ],
+        now=later,
+    )
+
+    assert [(f.run_id, f.attempt) for f in won] == [(run_id, 2)]
+    row = conn.execute("SELECT status, attempt, result FROM job_runs WHERE id = %s", (run_id,))
+    assert row.fetchone() == {"status": "completed", "attempt": 2, "result": "second"}

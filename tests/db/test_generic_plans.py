@@ -1,0 +1,90 @@
+"""The worker's statements that take attempts as arrays of ids keep looking them up by
+primary key under a cached generic plan built on statistics saying nothing was running
+(a burst after a quiet spell): psycopg prepares a statement after a few executions, and
+PostgreSQL then settles on one plan for every later call."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from app import runs
+from app.runs import NewRun
+from app.sql import query
+
+RUNNING = 300
+HISTORY = 20_000  # a table of some size: on a tiny one any plan is a scan
+
+
+def _attempts(conn: psycopg.Connection[Any]) -> tuple[list[int], list[int]]:
+    rows = conn.execute("SELECT id, attempt FROM job_runs WHERE status = 'running' ORDER BY id")
+    pairs = [(r["id"], r["attempt"]) for r in rows.fetchall()]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _params(name: str, ids: list[int], attempts: list[int]) -> dict[str, Any]:
+    n = len(ids)
+    common = {"worker": "w", "now": None, "ids": ids, "attempts": attempts}
+    keyed = {**common, "attempts": json.dumps(dict(zip(map(str, ids), attempts, strict=True)))}
+    if name == "run_heartbeat":
+        return {**keyed, "lease_seconds": 30}
+    if name == "run_held_check":
+        return keyed
+    if name == "run_complete_many":
+        extra = {"results": "{}", "completed_before": [], "claim_limit": 0}
+        return {**keyed, **extra, "lease_seconds": None}
+    if name == "run_fail_many":
+        failure = {"outcomes": ["failed"] * n, "errors": ["boom"] * n, "tracebacks": [None] * n}
+        rest = {"retryable": [False] * n, "delays": [1.0] * n, "fingerprints": ["f"] * n}
+        return {**common, **failure, **rest}
+    assert name == "run_release_many"
+    return common
+
+
+def _generic_plan(url: str, name: str, ids: list[int], attempts: list[int]) -> str:
+    """The plan PostgreSQL caches for statement `name` when it plans it once for all calls,
+    explained for these attempts."""
+    statement = query("runs", name)
+    params = _params(name, ids, attempts)
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        # Prepared by running it for attempts no run is at: it changes nothing.
+        conn.execute(statement, _params(name, ids, [a + 1 for a in attempts]), prepare=True)
+        (prepared,) = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+        # psycopg numbers the parameters in order of first appearance
+        order = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
+        values = sql.SQL(", ").join(sql.Literal(params[key]) for key in order)
+        explain = sql.SQL("EXPLAIN (COSTS OFF) EXECUTE {}({})").format(
+            sql.Identifier(prepared["name"]), values
+        )
+        return "\n".join(r["QUERY PLAN"] for r in conn.execute(explain).fetchall())
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["run_heartbeat", "run_held_check", "run_complete_many", "run_fail_many", "run_release_many"],
+)
+def test_attempts_sent_as_ids_drive_the_plan_whatever_the_statistics_say(
+    db_url: str, conn: psycopg.Connection[Any], name: str
+) -> None:
+    runs.submit_many(conn, [NewRun("noop") for _ in range(RUNNING + HISTORY)])
+    conn.execute("VACUUM ANALYZE job_runs")  # the statistics: nothing is running
+    assert len(runs.claim(conn, "w", RUNNING, 30)) == RUNNING
+    ids, attempts = _attempts(conn)
+
+    plan = _generic_plan(db_url, name, ids, attempts)
+
+    # walking the lease index of running runs once per id sent is what this rules out
+    assert "ix_job_runs_lease" not in plan, plan
+    assert "job_runs_pkey" in plan, plan
+    if name in KEYED_BY_ID:  # no join of the runs to the ids for the planner to misorder
+        assert "Function Scan" not in plan, plan
+
+
+KEYED_BY_ID = {"run_heartbeat", "run_held_check", "run_complete_many"}
