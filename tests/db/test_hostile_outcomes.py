@@ -88,6 +88,28 @@ def test_a_worker_stores_or_fails_every_hostile_outcome_and_keeps_working(
     assert [r["attempt"] for r in query(db_url, "SELECT attempt FROM job_runs")] == [1] * len(rows)
 
 
+def test_system_exit_from_a_task_a_handler_started_ends_that_attempt_not_the_worker(
+    db_url: str, tmp_path: Path
+) -> None:
+    awaited, left_running = submit(
+        db_url,
+        NewRun("fixture_task_raises", {"awaited": True}, max_retries=0),
+        NewRun("fixture_task_raises", {"awaited": False}, max_retries=0),
+    )
+    echo_ids = submit(db_url, *(NewRun("echo", {"i": i}) for i in range(10)))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", "4", SUNDIAL_HANDLERS=BOTH_HANDLER_MODULES)
+        failed = wait_status(db_url, awaited, "failed", "completed", service=worker)
+        returned = wait_status(db_url, left_running, "completed", "failed", service=worker)
+        for run_id in echo_ids:
+            wait_status(db_url, run_id, "completed", service=worker)
+        assert worker.proc.poll() is None, worker.log()
+        assert worker.stop() == 0
+    assert (failed["status"], failed["last_error"]) == ("failed", "SystemExit: 5")
+    assert (returned["status"], returned["result"]) == ("completed", "returned")
+    assert "a job raised KeyboardInterrupt out of the event loop" in worker.log()
+
+
 BINARY_PAGES = {"/image": (200, b"\x89PNG\x00\x00\xff\xfe"), "/broken": (500, b"fell\x00over")}
 
 
