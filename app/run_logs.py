@@ -66,13 +66,23 @@ class LogLine:
 
 
 @dataclass(slots=True)
+class _Unfinished:
+    """A stream's line so far, in the pieces written: joined once, when the line ends, as
+    adding each piece to one string would copy it all again (a character at a time:
+    quadratic)."""
+
+    pieces: list[str] = field(default_factory=list)
+    chars: int = 0
+
+
+@dataclass(slots=True)
 class _AttemptLog:
     """One attempt's lines so far: sequence numbers, the byte budget, unfinished lines."""
 
     next_seq: int = 0
     used: int = 0
     truncated: bool = False
-    partial: dict[str, str] = field(default_factory=dict)
+    partial: dict[str, _Unfinished] = field(default_factory=dict)
 
 
 class LogCollector:
@@ -89,10 +99,23 @@ class LogCollector:
         """Text as it is written: complete lines are kept, the rest waits for its end."""
         with self._lock:
             state = self._attempts.setdefault(key, _AttemptLog())
-            text = state.partial.pop(stream, "") + text
+            if state.truncated:
+                return
+            if "\n" not in text:
+                unfinished = state.partial.get(stream)
+                if unfinished is None:
+                    unfinished = state.partial[stream] = _Unfinished()
+                unfinished.pieces.append(text)
+                unfinished.chars += len(text)
+                if unfinished.chars > self.max_bytes - state.used:  # it can only truncate
+                    del state.partial[stream]
+                    self._add(key, state, stream, "".join(unfinished.pieces), at)
+                return
+            if stream in state.partial:
+                text = "".join(state.partial.pop(stream).pieces) + text
             *lines, rest = text.split("\n")
             if rest:
-                state.partial[stream] = rest
+                state.partial[stream] = _Unfinished([rest], len(rest))
             for line in lines:
                 self._add(key, state, stream, line, at)
 
@@ -111,7 +134,7 @@ class LogCollector:
             if state is None:
                 return
             for stream, rest in state.partial.items():
-                self._add(key, state, stream, rest, None)
+                self._add(key, state, stream, "".join(rest.pieces), None)
 
     def _add(
         self, key: tuple[int, int], state: _AttemptLog, stream: str, line: str, at: float | None

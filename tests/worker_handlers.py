@@ -84,6 +84,15 @@ async def chatty_async(ctx: JobContext, lines: int = 3, flood: int = 0) -> int:
     return lines
 
 
+@handler("dribble")
+def dribble(ctx: JobContext, chars: int) -> int:
+    """Writes `chars` characters to stdout one at a time and no line end, as `json.dump`
+    to stdout writes a large document piece by piece."""
+    for _ in range(chars):
+        sys.stdout.write("x")
+    return chars
+
+
 class ReportArgs(BaseModel):
     """Arguments `send_report_args` declares: the job form shows a field for each."""
 
