@@ -197,6 +197,14 @@ async def task_raises(ctx: JobContext, awaited: bool) -> str:
     return "returned"
 
 
+@handler("fixture_deep_result")
+def deep_result(ctx: JobContext, depth: int) -> list[Any]:
+    """Nested `depth` lists deep, written out by a job child that raised its own recursion
+    limit (run it in a child only: it changes the limit of the process it runs in)."""
+    sys.setrecursionlimit(depth + 1_000)
+    return _nested(depth)
+
+
 @handler("fixture_hostile")
 async def hostile(ctx: JobContext, kind: str) -> Any:
     return HOSTILE[kind]()
