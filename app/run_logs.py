@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app.sql import query
 
 if TYPE_CHECKING:  # job children import this module; they need no database driver
+    from _typeshed import ReadableBuffer
+
     from app.db import Conn
 
 MAX_BYTES_PER_ATTEMPT = 64 * 1024
@@ -188,6 +190,7 @@ class RoutedStream(io.TextIOBase):
         self.collector = collector
         self.stream = stream
         self.original = original
+        self.buffer = RoutedBytes(self)  # handlers writing bytes to sys.stdout.buffer
 
     def write(self, text: str) -> int:
         key = CURRENT.get()
@@ -208,6 +211,25 @@ class RoutedStream(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self.original, "encoding", "utf-8")
+
+
+class RoutedBytes(io.BufferedIOBase):
+    """The `buffer` of a `RoutedStream`: bytes are read as UTF-8 (what is not becomes
+    U+FFFD) and written as text."""
+
+    def __init__(self, text: RoutedStream) -> None:
+        self.text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: ReadableBuffer) -> int:
+        raw = bytes(data)
+        self.text.write(raw.decode("utf-8", "replace"))
+        return len(raw)
+
+    def flush(self) -> None:
+        self.text.flush()
 
 
 def install(collector: LogCollector) -> None:

@@ -93,6 +93,14 @@ def dribble(ctx: JobContext, chars: int) -> int:
     return chars
 
 
+@handler("binary_output")
+def binary_output(ctx: JobContext) -> str:
+    """Bytes to stdout that are not all UTF-8, as a command-line tool's code might write."""
+    sys.stdout.buffer.write(b"caf\xc3\xa9 \xff\x00\n")
+    sys.stdout.buffer.flush()
+    return "written"
+
+
 class ReportArgs(BaseModel):
     """Arguments `send_report_args` declares: the job form shows a field for each."""
 

@@ -97,6 +97,21 @@ def test_a_line_written_a_character_at_a_time_costs_no_more_than_its_characters(
         assert lines_of(db_url, run_id) == [(1, "stdout", TRUNCATED)]
 
 
+def test_bytes_written_to_stdout_s_buffer_are_captured_in_every_model(
+    db_url: str, tmp_path: Path
+) -> None:
+    ids = submit(db_url, *(NewRun("binary_output", execution_model=m) for m in MODELS))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", "4")
+        rows = [
+            wait_status(db_url, run_id, "completed", "failed", service=worker) for run_id in ids
+        ]
+        worker.stop()
+    for model, run_id, row in zip(MODELS, ids, rows, strict=True):
+        assert (row["status"], row["result"]) == ("completed", "written"), (model, row)
+        assert lines_of(db_url, run_id) == [(1, "stdout", "café \ufffd\ufffd")], model
+
+
 def test_pruning_a_run_deletes_its_log_lines(conn: Any) -> None:
     from datetime import timedelta
 
