@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app.sql import query
 
 if TYPE_CHECKING:  # job children import this module; they need no database driver
+    from _typeshed import ReadableBuffer
+
     from app.db import Conn
 
 MAX_BYTES_PER_ATTEMPT = 64 * 1024
@@ -66,13 +68,23 @@ class LogLine:
 
 
 @dataclass(slots=True)
+class _Unfinished:
+    """A stream's line so far, in the pieces written: joined once, when the line ends, as
+    adding each piece to one string would copy it all again (a character at a time:
+    quadratic)."""
+
+    pieces: list[str] = field(default_factory=list)
+    chars: int = 0
+
+
+@dataclass(slots=True)
 class _AttemptLog:
     """One attempt's lines so far: sequence numbers, the byte budget, unfinished lines."""
 
     next_seq: int = 0
     used: int = 0
     truncated: bool = False
-    partial: dict[str, str] = field(default_factory=dict)
+    partial: dict[str, _Unfinished] = field(default_factory=dict)
 
 
 class LogCollector:
@@ -89,10 +101,23 @@ class LogCollector:
         """Text as it is written: complete lines are kept, the rest waits for its end."""
         with self._lock:
             state = self._attempts.setdefault(key, _AttemptLog())
-            text = state.partial.pop(stream, "") + text
+            if state.truncated:
+                return
+            if "\n" not in text:
+                unfinished = state.partial.get(stream)
+                if unfinished is None:
+                    unfinished = state.partial[stream] = _Unfinished()
+                unfinished.pieces.append(text)
+                unfinished.chars += len(text)
+                if unfinished.chars > self.max_bytes - state.used:  # it can only truncate
+                    del state.partial[stream]
+                    self._add(key, state, stream, "".join(unfinished.pieces), at)
+                return
+            if stream in state.partial:
+                text = "".join(state.partial.pop(stream).pieces) + text
             *lines, rest = text.split("\n")
             if rest:
-                state.partial[stream] = rest
+                state.partial[stream] = _Unfinished([rest], len(rest))
             for line in lines:
                 self._add(key, state, stream, line, at)
 
@@ -111,7 +136,7 @@ class LogCollector:
             if state is None:
                 return
             for stream, rest in state.partial.items():
-                self._add(key, state, stream, rest, None)
+                self._add(key, state, stream, "".join(rest.pieces), None)
 
     def _add(
         self, key: tuple[int, int], state: _AttemptLog, stream: str, line: str, at: float | None
@@ -165,6 +190,7 @@ class RoutedStream(io.TextIOBase):
         self.collector = collector
         self.stream = stream
         self.original = original
+        self.buffer = RoutedBytes(self)  # handlers writing bytes to sys.stdout.buffer
 
     def write(self, text: str) -> int:
         key = CURRENT.get()
@@ -185,6 +211,25 @@ class RoutedStream(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return getattr(self.original, "encoding", "utf-8")
+
+
+class RoutedBytes(io.BufferedIOBase):
+    """The `buffer` of a `RoutedStream`: bytes are read as UTF-8 (what is not becomes
+    U+FFFD) and written as text."""
+
+    def __init__(self, text: RoutedStream) -> None:
+        self.text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: ReadableBuffer) -> int:
+        raw = bytes(data)
+        self.text.write(raw.decode("utf-8", "replace"))
+        return len(raw)
+
+    def flush(self) -> None:
+        self.text.flush()
 
 
 def install(collector: LogCollector) -> None:

@@ -181,6 +181,30 @@ HOSTILE_TEXT: dict[str, Callable[[], Any]] = {
 HOSTILE = {**HOSTILE_RAISES, **HOSTILE_NOT_JSON, **HOSTILE_TEXT}
 
 
+async def _raise_in_task(exc: BaseException) -> None:
+    raise exc
+
+
+@handler("fixture_task_raises")
+async def task_raises(ctx: JobContext, awaited: bool) -> str:
+    """`SystemExit` in a task it awaits, or `KeyboardInterrupt` in one it leaves running:
+    asyncio lets both escape from the task into the event loop running it."""
+    if awaited:
+        await asyncio.gather(_raise_in_task(SystemExit(5)))
+    else:
+        asyncio.get_running_loop().create_task(_raise_in_task(KeyboardInterrupt()))
+        await asyncio.sleep(0.05)
+    return "returned"
+
+
+@handler("fixture_deep_result")
+def deep_result(ctx: JobContext, depth: int) -> list[Any]:
+    """Nested `depth` lists deep, written out by a job child that raised its own recursion
+    limit (run it in a child only: it changes the limit of the process it runs in)."""
+    sys.setrecursionlimit(depth + 1_000)
+    return _nested(depth)
+
+
 @handler("fixture_hostile")
 async def hostile(ctx: JobContext, kind: str) -> Any:
     return HOSTILE[kind]()

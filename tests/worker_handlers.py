@@ -84,6 +84,23 @@ async def chatty_async(ctx: JobContext, lines: int = 3, flood: int = 0) -> int:
     return lines
 
 
+@handler("dribble")
+def dribble(ctx: JobContext, chars: int) -> int:
+    """Writes `chars` characters to stdout one at a time and no line end, as `json.dump`
+    to stdout writes a large document piece by piece."""
+    for _ in range(chars):
+        sys.stdout.write("x")
+    return chars
+
+
+@handler("binary_output")
+def binary_output(ctx: JobContext) -> str:
+    """Bytes to stdout that are not all UTF-8, as a command-line tool's code might write."""
+    sys.stdout.buffer.write(b"caf\xc3\xa9 \xff\x00\n")
+    sys.stdout.buffer.flush()
+    return "written"
+
+
 class ReportArgs(BaseModel):
     """Arguments `send_report_args` declares: the job form shows a field for each."""
 

@@ -107,7 +107,9 @@ def encode_reply(outcome: Outcome) -> bytes:
 
 
 def decode_reply(data: bytes) -> Outcome:
-    """The child's `Outcome`; a reply that does not parse becomes a retryable failure."""
+    """The child's `Outcome`; a reply that does not parse becomes a retryable failure. A
+    result nested deeper than the worker's stack can read (the child's stack is shallower)
+    fails the attempt for good, as `storable` fails one returned in the worker."""
     try:
         reply = json.loads(data)
         return Outcome(
@@ -117,6 +119,10 @@ def decode_reply(data: bytes) -> Outcome:
             traceback=reply.get("traceback"),
             retryable=bool(reply.get("retryable", True)),
             logs=tuple(reply.get("logs") or ()),
+        )
+    except RecursionError as exc:
+        return failed(
+            f"the result cannot be stored as JSON: RecursionError: {exc}", retryable=False
         )
     except (ValueError, KeyError, TypeError) as exc:
         return failed(f"the job process sent an unreadable reply: {exc}")

@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -734,6 +735,33 @@ def build_worker(settings: Settings, url: str, concurrency: int | None = None) -
     )
 
 
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """`asyncio.run(main)`, except that a `SystemExit` or `KeyboardInterrupt` a job raised
+    out of the event loop is logged and the loop goes on.
+
+    asyncio lets those two escape from any task or callback: one raised in a task an async
+    handler started (`asyncio.gather`, `create_task`) would otherwise end the worker and
+    leave every run it holds to the reaper. A handler awaiting that task gets the exception
+    as well, so its attempt fails with it. The worker itself stops on signals it handles
+    (`add_signal_handler`), never by these exceptions; `main` raising one still ends it.
+    """
+    with asyncio.Runner() as runner:
+        loop = runner.get_loop()
+        task = loop.create_task(main)
+        while not task.done():
+            try:
+                loop.run_until_complete(task)
+            except (SystemExit, KeyboardInterrupt) as exc:
+                if not task.done():
+                    log.error(
+                        "a job raised %s out of the event loop (in a task or callback it "
+                        "started); the worker goes on",
+                        type(exc).__name__,
+                        exc_info=exc,
+                    )
+        task.result()
+
+
 def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> int:
     """Entry point of `sundial worker`: run until SIGTERM/SIGINT (a second one: no grace)."""
     worker = build_worker(settings, url, concurrency)
@@ -756,7 +784,7 @@ def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> 
         await worker.run(stop, force)
 
     try:
-        asyncio.run(main())
+        run_loop(main())
     except NotEnoughConnections as exc:
         log.error("%s", exc, extra={"worker": worker.id})
         return 1

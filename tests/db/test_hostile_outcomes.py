@@ -88,6 +88,49 @@ def test_a_worker_stores_or_fails_every_hostile_outcome_and_keeps_working(
     assert [r["attempt"] for r in query(db_url, "SELECT attempt FROM job_runs")] == [1] * len(rows)
 
 
+def test_system_exit_from_a_task_a_handler_started_ends_that_attempt_not_the_worker(
+    db_url: str, tmp_path: Path
+) -> None:
+    awaited, left_running = submit(
+        db_url,
+        NewRun("fixture_task_raises", {"awaited": True}, max_retries=0),
+        NewRun("fixture_task_raises", {"awaited": False}, max_retries=0),
+    )
+    echo_ids = submit(db_url, *(NewRun("echo", {"i": i}) for i in range(10)))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", "4", SUNDIAL_HANDLERS=BOTH_HANDLER_MODULES)
+        failed = wait_status(db_url, awaited, "failed", "completed", service=worker)
+        returned = wait_status(db_url, left_running, "completed", "failed", service=worker)
+        for run_id in echo_ids:
+            wait_status(db_url, run_id, "completed", service=worker)
+        assert worker.proc.poll() is None, worker.log()
+        assert worker.stop() == 0
+    assert (failed["status"], failed["last_error"]) == ("failed", "SystemExit: 5")
+    assert (returned["status"], returned["result"]) == ("completed", "returned")
+    assert "a job raised KeyboardInterrupt out of the event loop" in worker.log()
+
+
+def test_a_child_s_result_too_deep_for_the_worker_to_read_fails_without_retries(
+    db_url: str, tmp_path: Path
+) -> None:
+    deep = submit(
+        db_url,
+        *(
+            NewRun("fixture_deep_result", {"depth": 3_000}, execution_model=model, max_retries=2)
+            for model in ("process", "subprocess")
+        ),
+    )
+    (echo,) = submit(db_url, NewRun("echo"))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", SUNDIAL_HANDLERS=BOTH_HANDLER_MODULES)
+        rows = [wait_status(db_url, run_id, "failed", service=worker) for run_id in deep]
+        wait_status(db_url, echo, "completed", service=worker)
+        assert worker.stop() == 0
+    for row in rows:
+        assert row["attempt"] == 1  # the same result would be unreadable on every attempt
+        assert row["last_error"].startswith("the result cannot be stored as JSON: Recursion")
+
+
 BINARY_PAGES = {"/image": (200, b"\x89PNG\x00\x00\xff\xfe"), "/broken": (500, b"fell\x00over")}
 
 

@@ -72,6 +72,46 @@ def test_lines_are_stored_while_the_run_is_still_running(
     assert len(lines_of(db_url, run_id)) == 1 + 3 * 3
 
 
+def test_a_line_written_a_character_at_a_time_costs_no_more_than_its_characters(
+    db_url: str, tmp_path: Path
+) -> None:
+    """300,000 one-character writes on one line: each used to copy the line so far, which
+    took most of a minute and held the log lock that every other run's output waits for."""
+    dribbled = submit(
+        db_url,
+        *(
+            NewRun("dribble", {"chars": 300_000}, execution_model=model, timeout_seconds=10)
+            for model in ("thread", "subprocess")
+        ),
+    )
+    (echo,) = submit(db_url, NewRun("echo"))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", "3")
+        for run_id in (*dribbled, echo):
+            wait_status(db_url, run_id, "completed", "failed", "timed_out", service=worker)
+        worker.stop()
+    for run_id in dribbled:
+        assert query(db_url, "SELECT status, result FROM job_runs WHERE id = %s", run_id) == [
+            {"status": "completed", "result": 300_000}
+        ]
+        assert lines_of(db_url, run_id) == [(1, "stdout", TRUNCATED)]
+
+
+def test_bytes_written_to_stdout_s_buffer_are_captured_in_every_model(
+    db_url: str, tmp_path: Path
+) -> None:
+    ids = submit(db_url, *(NewRun("binary_output", execution_model=m) for m in MODELS))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", "--concurrency", "4")
+        rows = [
+            wait_status(db_url, run_id, "completed", "failed", service=worker) for run_id in ids
+        ]
+        worker.stop()
+    for model, run_id, row in zip(MODELS, ids, rows, strict=True):
+        assert (row["status"], row["result"]) == ("completed", "written"), (model, row)
+        assert lines_of(db_url, run_id) == [(1, "stdout", "café \ufffd\ufffd")], model
+
+
 def test_pruning_a_run_deletes_its_log_lines(conn: Any) -> None:
     from datetime import timedelta
 
