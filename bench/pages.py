@@ -90,7 +90,7 @@ FROM generate_series(0, 59) AS i
 """
 # The named queries behind the pages, with the parameters the pages pass.
 PAGE_QUERIES: list[tuple[str, str, dict[str, Any]]] = [
-    ("web", "overview_run_counts", {"statuses": ["completed", "failed"], "cap": 10_000}),
+    ("web", "overview_run_counts", {"cap": 10_000}),
     ("web", "overview_pending_depth", {"now": None}),
     ("web", "overview_minutes", {"since": datetime.now(UTC) - timedelta(hours=1)}),
     ("web", "overview_live_workers", {"now": None, "stale_seconds": 30}),

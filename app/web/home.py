@@ -83,12 +83,8 @@ def overview(
     now = db_now(conn, at)
     params = {"now": at}
     statuses = [s.value for s in RunStatus]
-    counts = {
-        r["status"]: r["n"]
-        for r in conn.execute(
-            query("web", "overview_run_counts"), {"statuses": statuses, "cap": COUNT_CAP}
-        )
-    }
+    counts = conn.execute(query("web", "overview_run_counts"), {"cap": COUNT_CAP}).fetchone()
+    assert counts is not None  # one row, a column per status
     depth = conn.execute(query("web", "overview_pending_depth"), params).fetchall()
     minutes = (minutes_kept or Minutes()).read(conn, now)
     workers = conn.execute(

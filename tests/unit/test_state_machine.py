@@ -206,3 +206,11 @@ def test_every_time_dependent_statement_takes_now() -> None:
             )
             bare = code.replace("coalesce(%(now)s::timestamptz, now())", "")
             assert "now()" not in bare, f"{file}.sql {name} reads the clock without %(now)s"
+
+
+def test_the_overview_counts_every_state_under_its_own_name() -> None:
+    # written out one by one (a constant per status lets each count use its index)
+    statement = load("web")["overview_run_counts"]
+    pairs = re.findall(r"status = '([a-z_]+)' LIMIT %\(cap\)s\) AS c\) AS ([a-z_]+)", statement)
+    assert sorted(status for status, _ in pairs) == sorted(s.value for s in RunStatus)
+    assert all(status == column for status, column in pairs)
