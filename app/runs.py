@@ -513,12 +513,14 @@ def _one_attempt_per_run(finishes: Sequence[Finish]) -> list[list[Finish]]:
     and claimed the run again may report two attempts of it in one batch (each is
     recorded, or loses its fence, on its own)."""
     groups: list[list[Finish]] = []
+    taken: list[set[int]] = []  # the runs of each group
     for f in finishes:
-        group = next((g for g in groups if all(o.run_id != f.run_id for o in g)), None)
-        if group is None:
-            groups.append([f])
-        else:
-            group.append(f)
+        n = next((n for n, ids in enumerate(taken) if f.run_id not in ids), len(groups))
+        if n == len(groups):
+            groups.append([])
+            taken.append(set())
+        groups[n].append(f)
+        taken[n].add(f.run_id)
     return groups
 
 

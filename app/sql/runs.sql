@@ -9,8 +9,10 @@
 -- the statistics say. Those once joined the runs to the arrays sent, and under statistics
 -- saying few runs were running (a burst after a quiet spell, kept by a cached plan) the
 -- planner walked every running run once per id sent: a heartbeat or a finish of 1,000
--- attempts 10-20 times slower. So the worker's own statements take `id = ANY(ids)` and the
--- attempts as a JSON object keyed by id (no join to misorder), and the others check
+-- attempts 10-20 times slower. So the worker's own statements take the ids as
+-- `id = ANY(ARRAY(SELECT unnest(ids)))`, which the planner cannot size and so looks up by
+-- primary key (given the array itself, it scanned mid-sized tables whole), and the
+-- attempts as a JSON object keyed by id: no join to misorder. The others check
 -- `(r.status = 'running') IS TRUE`, which the partial lease index cannot match.
 
 -- name: run_find_by_keys
@@ -56,7 +58,8 @@ WITH held AS (
     SELECT r.id
     FROM job_runs r
     -- by primary key, attempts keyed by id: see the top of this file
-    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+    WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+      AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
       AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s
     FOR UPDATE OF r SKIP LOCKED
 )
@@ -71,7 +74,8 @@ RETURNING r.id, r.attempt, r.cancel_requested;
 SELECT r.id, r.attempt, r.cancel_requested
 FROM job_runs r
 -- by primary key, attempts keyed by id: see the top of this file
-WHERE r.id = ANY(%(ids)s::bigint[]) AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+  AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
   AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s;
 
 -- name: run_complete_many
@@ -96,7 +100,8 @@ WITH done AS (
         result = %(results)s::jsonb -> r.id::text,
         last_error = NULL, traceback = NULL
     -- by primary key, attempts keyed by id: see the top of this file
-    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+    WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+      AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
       AND (r.status = 'running') IS TRUE
     RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag, r.result
 ), history AS (
