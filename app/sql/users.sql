@@ -14,9 +14,6 @@ SELECT id, username, password_hash, role, disabled FROM users WHERE username = %
 -- A rehash with current argon2 parameters after a successful sign-in.
 UPDATE users SET password_hash = %(password_hash)s WHERE id = %(id)s;
 
--- name: user_count
-SELECT count(*) AS n FROM users;
-
 -- name: login_failure_count
 -- Failed sign-ins for this name from this address within the window.
 SELECT count(*) AS n FROM login_failures

@@ -42,3 +42,18 @@ def test_no_module_holds_a_query_in_a_python_string() -> None:
         for m in INLINE_STATEMENT.finditer(text)
     ]
     assert offenders == []
+
+
+def test_every_statement_is_run_somewhere() -> None:
+    # A statement nothing runs still reads as part of how a page or a process works.
+    repo = Path(SQL_DIR).parent.parent
+    code = "\n".join(
+        path.read_text() for folder in ("app", "bench") for path in (repo / folder).rglob("*.py")
+    )
+    unused = [
+        f"{path.stem}.sql {name}"
+        for path in sorted(Path(SQL_DIR).glob("*.sql"))
+        for name in load(path.stem)
+        if f'"{name}"' not in code
+    ]
+    assert unused == []
