@@ -512,16 +512,14 @@ def _one_attempt_per_run(finishes: Sequence[Finish]) -> list[list[Finish]]:
     """`finishes` in groups holding each run once, in order: a worker that lost a lease
     and claimed the run again may report two attempts of it in one batch (each is
     recorded, or loses its fence, on its own)."""
-    groups: list[list[Finish]] = []
-    taken: list[set[int]] = []  # the runs of each group
+    groups: list[dict[int, Finish]] = []  # run id -> its finish, in order
     for f in finishes:
-        n = next((n for n, ids in enumerate(taken) if f.run_id not in ids), len(groups))
-        if n == len(groups):
-            groups.append([])
-            taken.append(set())
-        groups[n].append(f)
-        taken[n].add(f.run_id)
-    return groups
+        group = next((g for g in groups if f.run_id not in g), None)
+        if group is None:
+            group = {}
+            groups.append(group)
+        group[f.run_id] = f
+    return [list(group.values()) for group in groups]
 
 
 def _int_array(values: list[int]) -> str:
