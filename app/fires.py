@@ -155,11 +155,28 @@ class Plan:
 def spread_offset(schedule_id: uuid.UUID, spread: timedelta) -> timedelta:
     """A stable offset in [0, spread) for this schedule, so that `0 * * * *` across many
     schedules does not start in one second. The same schedule always gets the same one."""
-    window_ms = int(spread.total_seconds() * 1000)
-    if window_ms <= 0:
-        return timedelta(0)
+    return timedelta(milliseconds=spread_offset_ms(schedule_id, window_ms(spread)))
+
+
+def spread_offset_ms(schedule_id: uuid.UUID, window: int) -> int:
+    """`spread_offset` in whole milliseconds, for a window of `window` milliseconds."""
+    if window <= 0:
+        return 0
     digest = hashlib.blake2b(schedule_id.bytes, digest_size=8).digest()
-    return timedelta(milliseconds=int.from_bytes(digest, "big") % window_ms)
+    return int.from_bytes(digest, "big") % window
+
+
+def window_ms(spread: timedelta) -> int:
+    return int(spread.total_seconds() * 1000)
+
+
+def spread_window(spread: timedelta, fire_time: datetime, following: datetime | None) -> timedelta:
+    """The window a fire's spread offset falls in: the schedule's spread, cut to the time
+    to its next fire, so a spread wider than the period (60 s on `--every 10`) never makes
+    its runs overlap."""
+    if following is None:
+        return spread
+    return min(spread, following - fire_time)
 
 
 def plan_fires(
@@ -287,12 +304,7 @@ def _apply_overlap(
 
 
 def _offset(schedule: DueSchedule, fire_time: datetime, following: datetime | None) -> timedelta:
-    """The spread offset of one fire, within the time to the next fire, so a spread wider
-    than the schedule's period (60 s on `--every 10`) never makes its runs overlap."""
-    window = schedule.spread
-    if following is not None:
-        window = min(window, following - fire_time)
-    return spread_offset(schedule.id, window)
+    return spread_offset(schedule.id, spread_window(schedule.spread, fire_time, following))
 
 
 def _backlog(

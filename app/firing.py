@@ -10,7 +10,13 @@ decides their fires by the pure policies of `app.fires` over the fire times of
 `app.cron`, and in ONE transaction moves `next_fire_time` forward (compare-and-set: it
 only moves forward), creates the runs (through `app.runs.submit_fire_rows` or
 `submit_workflow_fires`: nothing here writes a run) and writes the ledger; the three
-writes read one JSON document of the batch's fire rows (`fire_batch_rows`).
+writes read one JSON document of the batch's fire rows (`fire_batch_rows`, read back by
+the SQL function `sundial_fire_rows`).
+
+Schedules come locked in groups that share everything their fires depend on (at the top
+of the hour, thousands share `0 * * * *` in one zone): a group's fire is decided once, and
+when every member simply gets a run, the group is sent as one row (`SharedFire`) with the
+members' ids, jobs and spread offsets; any other group is planned schedule by schedule.
 
     cursor = DueCursor(now, limit=2000)
     while not cursor.exhausted:
@@ -36,7 +42,18 @@ from app import calendars, runs, workflows
 from app.cron import DstRepeated, DstSkipped, Recurrence, RecurrenceError
 from app.db import Conn
 from app.exclusions import exclude
-from app.fires import DueSchedule, FireOutcome, OverlapPolicy, Plan, PlanLimits, plan_fires
+from app.fires import (
+    DueSchedule,
+    FireOutcome,
+    LedgerEntry,
+    OverlapPolicy,
+    Plan,
+    PlanLimits,
+    plan_fires,
+    spread_offset_ms,
+    spread_window,
+    window_ms,
+)
 from app.json_rows import iso_text, json_rows
 from app.lease import LeaderLease
 from app.sql import query
@@ -135,7 +152,8 @@ class DueCursor:
         self._mutex = threading.Lock()
 
     def lock_next(self, conn: Conn) -> list[dict[str, Any]]:
-        """Lock the next batch in `conn`'s open transaction."""
+        """Lock the next batch in `conn`'s open transaction: its groups of schedules that
+        fire alike (`schedule_lock_due`)."""
         with self._mutex:
             if self.exhausted:
                 return []
@@ -146,11 +164,11 @@ class DueCursor:
                 "after_time": after_time,
                 "after_id": after_id,
             }
-            rows = conn.execute(query("firing", "schedule_lock_due"), params).fetchall()
-            self.exhausted = len(rows) < self.limit
-            if rows:
-                self._after = (rows[-1]["next_fire_time"], rows[-1]["id"])
-            return rows
+            groups = conn.execute(query("firing", "schedule_lock_due"), params).fetchall()
+            self.exhausted = sum(len(g["ids"]) for g in groups) < self.limit
+            if groups:
+                self._after = max((g["next_fire_time"], max(g["ids"])) for g in groups)
+            return groups
 
     def stop(self) -> None:
         with self._mutex:
@@ -165,11 +183,12 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
         if not lease.still_held(conn, now):
             cursor.stop()
             return Batch()
-        rows = cursor.lock_next(conn)
-        if not rows:
+        groups = cursor.lock_next(conn)
+        if not groups:
             return Batch()
-        shapes = workflow_shapes(conn, (r["workflow_id"] for r in rows))
-        plans, broken = _plan(rows, shapes, limits)
+        groups = _split_active(groups, _active_runs(conn, groups))
+        shapes = workflow_shapes(conn, (g["workflow_id"] for g in groups))
+        plans, shared, broken = _plan(groups, shapes, limits)
         plans = _exclude(conn, plans)
         if broken:
             conn.execute(query("firing", "schedule_stop_broken"), {"schedules": broken, "now": now})
@@ -177,7 +196,7 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
             for run_id in plan.cancel_run_ids:
                 runs.cancel(conn, run_id)
         flows = _workflow_starts(plans)
-        fires = json_rows(fire_batch_rows(plans))
+        fires = json_rows(fire_batch_rows(plans) + shared_fire_rows(shared))
         # Pipelined, one document for the three writes: the advance, the runs (DAG runs
         # first, when workflow schedules fired), then the ledger, which finds the runs
         # just made by fire time. Errors still end the transaction (they are raised when
@@ -189,30 +208,127 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
             conn.execute(query("firing", "fire_record_many"), {"fires": fires, "now": now})
         made = created() + sum(1 for s in dag_runs if s.dag_run_id)
     _log_catchups(plans)
-    return Batch(len(rows), sum(len(plan.entries) for _, plan in plans), made)
+    fired = sum(len(plan.entries) for _, plan in plans) + sum(len(s.ids) for s in shared)
+    return Batch(sum(len(g["ids"]) for g in groups), fired, made)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedFire:
+    """A fire that every schedule of a group makes alike: one run each (an `enqueued`
+    ledger row), at the fire's time plus the schedule's own spread offset in `spread`."""
+
+    group: Mapping[str, Any]
+    entry: LedgerEntry
+    next_fire_time: datetime | None
+    spread: timedelta
+
+    @property
+    def ids(self) -> list[uuid.UUID]:
+        ids: list[uuid.UUID] = self.group["ids"]
+        return ids
 
 
 def _plan(
-    rows: Sequence[Mapping[str, Any]], shapes: Mapping[uuid.UUID, Shape], limits: PlanLimits
-) -> tuple[Planned, str | None]:
-    """Plans for the locked rows, and (as a JSON batch) the rows whose rule cannot be
-    computed or whose workflow has no steps, which are stopped rather than failing every
-    batch they land in."""
-    plans = []
+    groups: Sequence[Mapping[str, Any]], shapes: Mapping[uuid.UUID, Shape], limits: PlanLimits
+) -> tuple[Planned, list[SharedFire], str | None]:
+    """Plans for the locked schedules: a fire shared by a whole group, or each member's
+    own plan; and (as a JSON batch) the schedules whose rule cannot be computed or whose
+    workflow has no steps, which are stopped rather than failing every batch they land in."""
+    plans: list[tuple[Mapping[str, Any], Plan]] = []
+    shared = []
     broken = []
-    for row in rows:
+    for group in groups:
+        first = _member(group, 0)
         try:
-            due = _due(row)
-            if row["workflow_id"] is not None and row["workflow_id"] not in shapes:
+            due = _due(first)
+            if group["workflow_id"] is not None and group["workflow_id"] not in shapes:
                 raise RecurrenceError("its workflow has no steps")
         except RecurrenceError as exc:
             note = f"stopped by the trigger: {exc}"
-            log.error("schedule %s %s", row["name"], note, extra={"schedule_id": row["id"]})
-            broken.append({"id": str(row["id"]), "note": note})
+            for row in _members(group):
+                log.error("schedule %s %s", row["name"], note, extra={"schedule_id": row["id"]})
+                broken.append({"id": row["id_text"], "note": note})
             continue
-        plan = plan_fires(due, row["now"], row["active_run_ids"] or (), limits)
-        plans.append((row, plan))
-    return plans, json_rows(broken) if broken else None
+        active_run_ids = group["active_run_ids"] or ()
+        plan = plan_fires(due, group["now"], active_run_ids, limits)
+        if len(group["ids"]) > 1 and _fires_alike(group, plan):
+            entry = plan.entries[0]
+            spread = spread_window(due.spread, entry.fire.at, plan.next_fire_time)
+            shared.append(SharedFire(group, entry, plan.next_fire_time, spread))
+            continue
+        plans.append((first, plan))
+        for row in _members(group)[1:]:
+            plans.append((row, plan_fires(_due(row), group["now"], active_run_ids, limits)))
+    return plans, shared, json_rows(broken) if broken else None
+
+
+def _fires_alike(group: Mapping[str, Any], plan: Plan) -> bool:
+    """Whether every member of `group` gets what `plan` (its first member's) says, but for
+    the spread offset: one run and nothing else, made the same way for each. A workflow's
+    DAG runs and a calendar's exclusions are decided schedule by schedule."""
+    return (
+        group["workflow_id"] is None
+        and group["calendar_id"] is None
+        and not plan.resume
+        and not plan.cancel_run_ids
+        and len(plan.entries) == 1
+        and plan.entries[0].outcome is FireOutcome.ENQUEUED
+        and not plan.entries[0].coalesced_count
+    )
+
+
+# Each member's own column of a group (`schedule_lock_due`), by the array that holds it.
+_MEMBER_COLUMNS = {
+    "id": "ids",
+    "id_text": "id_texts",
+    "name": "names",
+    "job_id": "job_ids",
+    "job_id_text": "job_id_texts",
+}
+
+
+def _member(group: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Schedule `i` of a group, as a row of its own."""
+    return {**group, **{column: group[array][i] for column, array in _MEMBER_COLUMNS.items()}}
+
+
+def _active_runs(conn: Conn, groups: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, list[int]]:
+    """The active runs of each locked schedule whose overlap policy looks at them."""
+    ids = [i for g in groups if g["overlap"] != OverlapPolicy.ALLOW for i in g["id_texts"]]
+    if not ids:
+        return {}
+    rows = conn.execute(query("firing", "schedule_active_runs"), {"ids": ids}).fetchall()
+    return {row["schedule_id"]: row["run_ids"] for row in rows}
+
+
+def _split_active(
+    groups: Sequence[Mapping[str, Any]], active: Mapping[uuid.UUID, list[int]]
+) -> list[dict[str, Any]]:
+    """The groups with `active_run_ids`: a schedule with active runs leaves its group for
+    one of its own, the others have none."""
+    split = []
+    for group in groups:
+        ids = group["ids"]
+        busy = [i for i, schedule_id in enumerate(ids) if schedule_id in active] if active else []
+        if not busy:
+            split.append({**group, "active_run_ids": None})
+            continue
+        split += [_subgroup(group, [i], active[ids[i]]) for i in busy]
+        idle = [i for i in range(len(ids)) if ids[i] not in active]
+        if idle:
+            split.append(_subgroup(group, idle, None))
+    return split
+
+
+def _subgroup(
+    group: Mapping[str, Any], members: list[int], active_run_ids: list[int] | None
+) -> dict[str, Any]:
+    arrays = {array: [group[array][i] for i in members] for array in _MEMBER_COLUMNS.values()}
+    return {**group, **arrays, "active_run_ids": active_run_ids}
+
+
+def _members(group: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [_member(group, i) for i in range(len(group["ids"]))]
 
 
 def _exclude(conn: Conn, plans: Planned) -> Planned:
@@ -282,6 +398,32 @@ def fire_batch_rows(plans: Planned) -> list[dict[str, Any]]:
             rows.append(out)
         if move is not None:
             rows.append(move)
+    return rows
+
+
+def shared_fire_rows(shared: Sequence[SharedFire]) -> list[dict[str, Any]]:
+    """Shared fires as JSON rows of the batch: one per group, its members' ids, jobs and
+    spread offsets (in milliseconds) as arrays in the same order."""
+    iso: dict[datetime, str] = {}
+    rows = []
+    for fire in shared:
+        group, at = fire.group, fire.entry.fire.at
+        window = window_ms(fire.spread)
+        following = fire.next_fire_time
+        row = {
+            "schedule_ids": group["id_texts"],
+            "job_ids": group["job_id_texts"],
+            "offsets_ms": [spread_offset_ms(i, window) for i in group["ids"]],
+            "previous": iso_text(iso, group["next_fire_time"]),
+            "next_fire_time": None if following is None else iso_text(iso, following),
+            "fire_time": iso_text(iso, at),
+            "local_time": iso_text(iso, fire.entry.fire.local),
+            "outcome": FireOutcome.ENQUEUED.value,
+            "run_at": iso_text(iso, at),
+        }
+        if fire.entry.detail is not None:
+            row["detail"] = fire.entry.detail
+        rows.append(row)
     return rows
 
 

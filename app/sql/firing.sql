@@ -7,18 +7,23 @@
 SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 
 -- name: schedule_lock_due
--- Lock up to %(limit)s schedules whose next fire is due, with the runs that are still
--- active (for the overlap policy: a job schedule's runs, or the steps of a workflow
--- schedule's DAG runs) and whether a fire is queued; schedules another trigger has locked
--- are skipped, not waited for. Within a tick, batches resume after the last
--- (next_fire_time, id) seen, so no batch rescans the index entries that earlier batches
--- left behind. `calendar_id` names the exclusion calendar, loaded once per batch. The ids
--- come as text too, the form in which the batch's writes send them back.
+-- Lock up to %(limit)s schedules whose next fire is due, with whether a fire is queued;
+-- schedules another trigger has locked are skipped, not waited for. Within a tick,
+-- batches resume after the last (next_fire_time, id) seen, so no batch rescans the index
+-- entries that earlier batches left behind. `calendar_id` names the exclusion calendar,
+-- loaded once per batch. One row per group of schedules that share everything their fires
+-- depend on (rule, zone, next fire, pause, catch-up, overlap, spread, workflow, calendar):
+-- their ids, names and jobs come as arrays in one order (the ids as text too, the form in
+-- which the batch's writes send them back). At the top of the hour thousands of schedules
+-- share a group, and the trigger decides their fire once. Their active runs are read by
+-- `schedule_active_runs`, once the locks are held.
 WITH due AS (
     SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
-           s.end_at, s.created_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
+           s.end_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
            s.overlap, s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped,
-           s.dst_repeated, s.exact_minute, s.spread_seconds, s.calendar_id
+           s.dst_repeated, s.exact_minute, s.spread_seconds, s.calendar_id,
+           -- only the anchor of an interval without a start reads the creation time
+           CASE WHEN s.cron IS NULL AND s.start_at IS NULL THEN s.created_at END AS created_at
     FROM schedules s
     WHERE s.next_fire_time <= coalesce(%(now)s::timestamptz, now())
       AND (s.next_fire_time, s.id) > (
@@ -28,21 +33,41 @@ WITH due AS (
     ORDER BY s.next_fire_time, s.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), checked AS (
+    SELECT due.*,
+           due.overlap = 'queue' AND EXISTS (
+               SELECT 1 FROM schedule_fires f WHERE f.schedule_id = due.id AND f.outcome = 'queued'
+           ) AS has_queued_fire
+    FROM due
 )
-SELECT due.*,
-       due.id::text AS id_text, due.job_id::text AS job_id_text,
+SELECT c.cron, c.interval_seconds, c.timezone, c.start_at, c.end_at, c.created_at,
+       c.next_fire_time, c.active, c.paused_until, c.paused_note, c.overlap, c.catchup,
+       c.catchup_limit, c.catchup_window_seconds, c.dst_skipped, c.dst_repeated,
+       c.exact_minute, c.spread_seconds, c.workflow_id, c.calendar_id, c.has_queued_fire,
        coalesce(%(now)s::timestamptz, now()) AS now,
-       -- Runs of a workflow fire carry the schedule too, so one lookup on the partial
-       -- index of active scheduled runs covers job and workflow schedules alike.
-       CASE WHEN due.overlap <> 'allow' THEN ARRAY(
-           SELECT r.id FROM job_runs r
-           WHERE r.schedule_id = due.id AND r.status IN ('pending', 'blocked', 'running')
-           ORDER BY r.id
-       ) END AS active_run_ids,
-       due.overlap = 'queue' AND EXISTS (
-           SELECT 1 FROM schedule_fires f WHERE f.schedule_id = due.id AND f.outcome = 'queued'
-       ) AS has_queued_fire
-FROM due;
+       array_agg(c.id) AS ids,
+       array_agg(c.id::text) AS id_texts,
+       array_agg(c.name) AS names,
+       array_agg(c.job_id) AS job_ids,
+       array_agg(c.job_id::text) AS job_id_texts
+FROM checked c
+GROUP BY c.cron, c.interval_seconds, c.timezone, c.start_at, c.end_at, c.created_at,
+         c.next_fire_time, c.active, c.paused_until, c.paused_note, c.overlap, c.catchup,
+         c.catchup_limit, c.catchup_window_seconds, c.dst_skipped, c.dst_repeated,
+         c.exact_minute, c.spread_seconds, c.workflow_id, c.calendar_id, c.has_queued_fire
+ORDER BY c.next_fire_time;
+
+-- name: schedule_active_runs
+-- The runs still pending, blocked or running of the schedules given (by id, as text), for
+-- the overlap policy. Read by a statement of its own once the schedules are locked: the
+-- locking statement reads in the snapshot it started with, which misses a run that "run
+-- now" committed while that statement was on its way to the schedule's lock. Runs of a
+-- workflow fire carry the schedule too, so one lookup on the partial index of active
+-- scheduled runs covers job and workflow schedules alike.
+SELECT r.schedule_id, array_agg(r.id ORDER BY r.id) AS run_ids
+FROM job_runs r
+WHERE r.schedule_id = ANY(%(ids)s::uuid[]) AND r.status IN ('pending', 'blocked', 'running')
+GROUP BY r.schedule_id;
 
 -- name: schedule_advance_many
 -- Move each schedule's next fire forward, never back (compare-and-set on the old value),
@@ -55,8 +80,7 @@ SET next_fire_time = a.next_fire_time,
     paused_until = CASE WHEN a.resume THEN NULL ELSE s.paused_until END,
     paused_at = CASE WHEN a.resume THEN NULL ELSE s.paused_at END,
     resumed_at = CASE WHEN a.resume THEN s.paused_until ELSE s.resumed_at END
-FROM jsonb_to_recordset(%(schedules)s::jsonb)
-    AS a(schedule_id uuid, previous timestamptz, next_fire_time timestamptz, resume bool)
+FROM sundial_fire_rows(%(schedules)s::jsonb) AS a
 WHERE s.id = a.schedule_id AND a.previous IS NOT NULL AND s.next_fire_time = a.previous
   AND (a.next_fire_time IS NULL OR a.next_fire_time > a.previous);
 
@@ -92,10 +116,7 @@ SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome,
        ) END,
        coalesce(f.coalesced_count, 0), coalesce(f.manual, false), f.detail,
        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
-FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
-    schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text,
-    link timestamptz, coalesced_count int, manual bool, detail text, run_id bigint, job_id uuid
-)
+FROM sundial_fire_rows(%(fires)s::jsonb) AS f
 WHERE f.fire_time IS NOT NULL
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 

@@ -73,8 +73,7 @@ WITH new AS (
     SELECT
         f.schedule_id, j.id, f.fire_time, f.run_at, j.handler, j.args, j.execution_model,
         j.priority, j.priority, j.timeout_seconds, j.max_retries, 'pending'
-    FROM jsonb_to_recordset(%(fires)s::jsonb)
-        AS f(schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz)
+    FROM sundial_fire_rows(%(fires)s::jsonb) AS f
     JOIN job_definitions j ON j.id = f.job_id
     WHERE f.run_at IS NOT NULL
     ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL

@@ -443,6 +443,84 @@ def test_overlap_cancel_cancels_the_previous_run(conn: Conn) -> None:
     assert "cancelled the previous run" in (ledger(conn, sid)[1]["detail"] or "")
 
 
+# ---- schedules that fire alike --------------------------------------------------------------
+
+
+def job_of(conn: Conn, schedule_id: Any) -> Any:
+    row = conn.execute("SELECT job_id FROM schedules WHERE id = %s", (schedule_id,)).fetchone()
+    assert row is not None
+    return row["job_id"]
+
+
+def test_schedules_that_share_a_rule_fire_as_one_group_each_with_its_own_job_and_spread(
+    conn: Conn,
+) -> None:
+    ids = [
+        add(conn, f"hourly-{i}", cron="0 * * * *", handler=f"job.h{i}", exact_minute=False,
+            spread_seconds=600, overlap=OverlapPolicy.SKIP)
+        for i in range(30)
+    ]  # fmt: skip
+    other_zone = add(conn, "berlin", cron="0 * * * *", timezone="Europe/Berlin")
+    now = utc("2026-05-01T10:00:05")
+    with conn.transaction(force_rollback=True):
+        groups = DueCursor(now, 100).lock_next(conn)
+    assert sorted(len(g["ids"]) for g in groups) == [1, 30]
+
+    report = Trigger(settings()).run_once(conn, now=now)
+    assert (report.schedules, report.fires, report.runs) == (31, 31, 31)
+    fired = conn.execute(
+        "SELECT r.id, r.schedule_id, r.job_id, r.handler, r.fire_time, r.run_at, f.run_id, "
+        "f.outcome, s.next_fire_time FROM job_runs r "
+        "JOIN schedule_fires f ON f.schedule_id = r.schedule_id AND f.fire_time = r.fire_time "
+        "JOIN schedules s ON s.id = r.schedule_id"
+    ).fetchall()
+    by_schedule = {r["schedule_id"]: r for r in fired}
+    assert set(by_schedule) == {*ids, other_zone}
+    for i, sid in enumerate(ids):
+        run = by_schedule[sid]
+        assert run["job_id"] == job_of(conn, sid) and run["handler"] == f"job.h{i}"
+        assert run["fire_time"] == utc("2026-05-01T10:00")
+        assert run["run_at"] - run["fire_time"] == spread_offset(sid, timedelta(seconds=600))
+        assert (run["outcome"], run["run_id"]) == ("enqueued", run["id"])
+        assert run["next_fire_time"] == utc("2026-05-01T11:00")
+    assert len({by_schedule[sid]["run_at"] for sid in ids}) > 1  # spread, not one instant
+
+
+def test_a_schedule_with_an_active_run_leaves_its_group_and_skips_alone(conn: Conn) -> None:
+    ids = [add(conn, f"hourly-{i}", cron="0 * * * *", overlap=OverlapPolicy.SKIP) for i in range(8)]
+    busy = ids[3]
+    schedules.run_now(conn, "hourly-3", now=utc("2026-05-01T09:30"))
+    report = Trigger(settings()).run_once(conn, now=utc("2026-05-01T10:00:05"))
+    assert (report.schedules, report.fires, report.runs) == (8, 8, 7)
+    for sid in ids:
+        expected = ["skipped_overlap"] if sid == busy else ["enqueued"]
+        assert [r["outcome"] for r in ledger(conn, sid) if not r["manual"]] == expected
+
+
+def test_a_run_committed_as_the_schedule_is_locked_is_seen_by_the_overlap_policy(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The locking statement reads the schedule's runs in the snapshot it started with; a
+    run committed after that (by "run now", just before the lock was taken) must still stop
+    a `skip` schedule from firing on top of it. Here the run commits right after the lock."""
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        sid = add(conn, "skip", cron="0 * * * *", overlap=OverlapPolicy.SKIP)
+        job_id = job_of(conn, sid)
+
+        class RunCommittedAtTheLock(DueCursor):
+            def lock_next(self, conn: Conn) -> list[dict[str, Any]]:
+                groups = super().lock_next(conn)
+                with psycopg.connect(db_url, autocommit=True) as other:
+                    at = utc("2026-05-01T09:59:59")
+                    runs.submit_fires(other, [runs.FireRequest(sid, job_id, at, at)])
+                return groups
+
+        monkeypatch.setattr("app.services.trigger.DueCursor", RunCommittedAtTheLock)
+        Trigger(settings()).run_once(conn, now=utc("2026-05-01T10:00:05"))
+        assert outcomes(conn, sid) == ["skipped_overlap"]
+        assert run_fire_times(conn, sid) == [utc("2026-05-01T09:59:59")]
+
+
 # ---- spread -------------------------------------------------------------------------------
 
 
