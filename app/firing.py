@@ -10,8 +10,8 @@ decides their fires by the pure policies of `app.fires` over the fire times of
 `app.cron`, and in ONE transaction moves `next_fire_time` forward (compare-and-set: it
 only moves forward), creates the runs (through `app.runs.submit_fire_rows` or
 `submit_workflow_fires`: nothing here writes a run) and writes the ledger; the three
-writes read one JSON document of the batch's fire rows (`fire_batch_rows`, read back by
-the SQL function `sundial_fire_rows`).
+writes read one JSON document of the batch's fire rows (`fire_batch_rows`), and one of its
+shared fires (`shared_fire_rows`).
 
 Schedules come locked in groups that share everything their fires depend on (at the top
 of the hour, thousands share `0 * * * *` in one zone): a group's fire is decided once, and
@@ -152,8 +152,8 @@ class DueCursor:
         self._mutex = threading.Lock()
 
     def lock_next(self, conn: Conn) -> list[dict[str, Any]]:
-        """Lock the next batch in `conn`'s open transaction: its groups of schedules that
-        fire alike (`schedule_lock_due`)."""
+        """Lock the next batch in `conn`'s open transaction: its schedules, those that
+        fire alike as groups (`schedule_lock_due`)."""
         with self._mutex:
             if self.exhausted:
                 return []
@@ -165,9 +165,9 @@ class DueCursor:
                 "after_id": after_id,
             }
             groups = conn.execute(query("firing", "schedule_lock_due"), params).fetchall()
-            self.exhausted = sum(len(g["ids"]) for g in groups) < self.limit
+            self.exhausted = sum(len(_ids(g)) for g in groups) < self.limit
             if groups:
-                self._after = max((g["next_fire_time"], max(g["ids"])) for g in groups)
+                self._after = max((g["next_fire_time"], max(_ids(g))) for g in groups)
             return groups
 
     def stop(self) -> None:
@@ -196,20 +196,23 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
             for run_id in plan.cancel_run_ids:
                 runs.cancel(conn, run_id)
         flows = _workflow_starts(plans)
-        fires = json_rows(fire_batch_rows(plans) + shared_fire_rows(shared))
-        # Pipelined, one document for the three writes: the advance, the runs (DAG runs
-        # first, when workflow schedules fired), then the ledger, which finds the runs
+        fires = json_rows(fire_batch_rows(plans))
+        alike = json_rows(shared_fire_rows(shared)) if shared else None
+        # Pipelined, the same documents for the three writes: the advance, the runs (DAG
+        # runs first, when workflow schedules fired), then the ledger, which finds the runs
         # just made by fire time. Errors still end the transaction (they are raised when
         # the pipeline syncs, before the commit).
         with conn.pipeline():
-            conn.execute(query("firing", "schedule_advance_many"), {"schedules": fires})
+            moves = {"schedules": fires, "shared": alike}
+            conn.execute(query("firing", "schedule_advance_many"), moves)
             dag_runs = start_fires(conn, flows, shapes) if flows else []
-            created = runs.submit_fire_rows(conn, fires)
-            conn.execute(query("firing", "fire_record_many"), {"fires": fires, "now": now})
+            created = runs.submit_fire_rows(conn, fires, alike)
+            records = {"fires": fires, "shared": alike, "now": now}
+            conn.execute(query("firing", "fire_record_many"), records)
         made = created() + sum(1 for s in dag_runs if s.dag_run_id)
     _log_catchups(plans)
     fired = sum(len(plan.entries) for _, plan in plans) + sum(len(s.ids) for s in shared)
-    return Batch(sum(len(g["ids"]) for g in groups), fired, made)
+    return Batch(sum(len(_ids(g)) for g in groups), fired, made)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,14 +234,14 @@ class SharedFire:
 def _plan(
     groups: Sequence[Mapping[str, Any]], shapes: Mapping[uuid.UUID, Shape], limits: PlanLimits
 ) -> tuple[Planned, list[SharedFire], str | None]:
-    """Plans for the locked schedules: a fire shared by a whole group, or each member's
+    """Plans for the locked schedules: a fire shared by a whole group, or each schedule's
     own plan; and (as a JSON batch) the schedules whose rule cannot be computed or whose
     workflow has no steps, which are stopped rather than failing every batch they land in."""
     plans: list[tuple[Mapping[str, Any], Plan]] = []
     shared = []
     broken = []
     for group in groups:
-        first = _member(group, 0)
+        first = group if group["ids"] is None else _member(group, 0)
         try:
             due = _due(first)
             if group["workflow_id"] is not None and group["workflow_id"] not in shapes:
@@ -251,7 +254,7 @@ def _plan(
             continue
         active_run_ids = group["active_run_ids"] or ()
         plan = plan_fires(due, group["now"], active_run_ids, limits)
-        if len(group["ids"]) > 1 and _fires_alike(group, plan):
+        if group["ids"] is not None and _fires_alike(group, plan):
             entry = plan.entries[0]
             spread = spread_window(due.spread, entry.fire.at, plan.next_fire_time)
             shared.append(SharedFire(group, entry, plan.next_fire_time, spread))
@@ -277,58 +280,68 @@ def _fires_alike(group: Mapping[str, Any], plan: Plan) -> bool:
     )
 
 
-# Each member's own column of a group (`schedule_lock_due`), by the array that holds it.
+# A row of `schedule_lock_due` is one schedule (these columns set) or a group of several
+# (the arrays set, the columns NULL): each column by the array that holds it in a group.
 _MEMBER_COLUMNS = {
     "id": "ids",
     "id_text": "id_texts",
     "name": "names",
-    "job_id": "job_ids",
     "job_id_text": "job_id_texts",
 }
+_NO_ARRAYS = dict.fromkeys(_MEMBER_COLUMNS.values())
+
+
+def _ids(row: Mapping[str, Any]) -> list[uuid.UUID]:
+    ids: list[uuid.UUID] = row["ids"] or [row["id"]]
+    return ids
 
 
 def _member(group: Mapping[str, Any], i: int) -> dict[str, Any]:
     """Schedule `i` of a group, as a row of its own."""
-    return {**group, **{column: group[array][i] for column, array in _MEMBER_COLUMNS.items()}}
+    own = {column: group[array][i] for column, array in _MEMBER_COLUMNS.items()}
+    return {**group, **_NO_ARRAYS, **own}
 
 
-def _active_runs(conn: Conn, groups: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, list[int]]:
+def _members(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The row's schedules, each as a row of its own."""
+    return [row] if row["ids"] is None else [_member(row, i) for i in range(len(row["ids"]))]
+
+
+def _active_runs(conn: Conn, rows: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, list[int]]:
     """The active runs of each locked schedule whose overlap policy looks at them."""
-    ids = [i for g in groups if g["overlap"] != OverlapPolicy.ALLOW for i in g["id_texts"]]
+    ids = [
+        i for row in rows if row["overlap"] != OverlapPolicy.ALLOW
+        for i in (row["id_texts"] or [row["id_text"]])
+    ]  # fmt: skip
     if not ids:
         return {}
-    rows = conn.execute(query("firing", "schedule_active_runs"), {"ids": ids}).fetchall()
-    return {row["schedule_id"]: row["run_ids"] for row in rows}
+    # One array literal: a list would be written out element by element.
+    params = {"ids": "{" + ",".join(ids) + "}"}
+    found = conn.execute(query("firing", "schedule_active_runs"), params).fetchall()
+    return {run["schedule_id"]: run["run_ids"] for run in found}
 
 
 def _split_active(
-    groups: Sequence[Mapping[str, Any]], active: Mapping[uuid.UUID, list[int]]
+    rows: Sequence[dict[str, Any]], active: Mapping[uuid.UUID, list[int]]
 ) -> list[dict[str, Any]]:
-    """The groups with `active_run_ids`: a schedule with active runs leaves its group for
-    one of its own, the others have none."""
+    """The rows with their `active_run_ids`: a schedule with active runs leaves its group
+    for a row of its own."""
     split = []
-    for group in groups:
-        ids = group["ids"]
-        busy = [i for i, schedule_id in enumerate(ids) if schedule_id in active] if active else []
-        if not busy:
-            split.append({**group, "active_run_ids": None})
+    for row in rows:
+        if row["ids"] is None or not active or not any(i in active for i in row["ids"]):
+            row["active_run_ids"] = active.get(row["id"]) if row["ids"] is None else None
+            split.append(row)
             continue
-        split += [_subgroup(group, [i], active[ids[i]]) for i in busy]
-        idle = [i for i in range(len(ids)) if ids[i] not in active]
-        if idle:
-            split.append(_subgroup(group, idle, None))
+        idle = [i for i, schedule_id in enumerate(row["ids"]) if schedule_id not in active]
+        for i, schedule_id in enumerate(row["ids"]):
+            if schedule_id in active:
+                split.append({**_member(row, i), "active_run_ids": active[schedule_id]})
+        if len(idle) == 1:
+            split.append({**_member(row, idle[0]), "active_run_ids": None})
+        elif idle:
+            arrays = {array: [row[array][i] for i in idle] for array in _MEMBER_COLUMNS.values()}
+            split.append({**row, **arrays, "active_run_ids": None})
     return split
-
-
-def _subgroup(
-    group: Mapping[str, Any], members: list[int], active_run_ids: list[int] | None
-) -> dict[str, Any]:
-    arrays = {array: [group[array][i] for i in members] for array in _MEMBER_COLUMNS.values()}
-    return {**group, **arrays, "active_run_ids": active_run_ids}
-
-
-def _members(group: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [_member(group, i) for i in range(len(group["ids"]))]
 
 
 def _exclude(conn: Conn, plans: Planned) -> Planned:
@@ -402,8 +415,8 @@ def fire_batch_rows(plans: Planned) -> list[dict[str, Any]]:
 
 
 def shared_fire_rows(shared: Sequence[SharedFire]) -> list[dict[str, Any]]:
-    """Shared fires as JSON rows of the batch: one per group, its members' ids, jobs and
-    spread offsets (in milliseconds) as arrays in the same order."""
+    """Shared fires as JSON rows: one per group, its members' ids, jobs and spread offsets
+    (in milliseconds) as arrays in one order."""
     iso: dict[datetime, str] = {}
     rows = []
     for fire in shared:
@@ -580,7 +593,8 @@ def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = N
     """Write ledger rows in one statement; fires already recorded are left alone."""
     if records:
         rows = json_rows(fire_rows(records))
-        conn.execute(query("firing", "fire_record_many"), {"fires": rows, "now": now})
+        params = {"fires": rows, "shared": None, "now": now}
+        conn.execute(query("firing", "fire_record_many"), params)
 
 
 def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:

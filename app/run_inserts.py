@@ -266,7 +266,7 @@ def insert_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     if not fires:
         return []
     iso: dict[datetime, str] = {}
-    params = {"fires": json_rows([f.as_row(iso) for f in fires])}
+    params = {"fires": json_rows([f.as_row(iso) for f in fires]), "shared": None}
     # Plain tuples: a batch of fires returns thousands of rows, and dicts cost more.
     with conn.cursor(row_factory=tuple_row) as cur:
         rows = cur.execute(query("run_inserts", "run_submit_fires"), params).fetchall()
@@ -275,13 +275,15 @@ def insert_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     return [created.get((f.schedule_id, f.fire_time)) for f in fires]
 
 
-def insert_fire_rows(conn: Conn, fires_json: str) -> Callable[[], int]:
-    """(new) -> pending, one run per fire of the trigger's batch that asks for one (the
-    statement of `insert_fires`), queued on `conn`: in a pipeline it goes out with the
-    statements after it. Call the result, after the pipeline, for how many runs it made
-    (counted, not read: the rows are never turned into Python objects)."""
+def insert_fire_rows(conn: Conn, fires_json: str, shared_json: str | None) -> Callable[[], int]:
+    """(new) -> pending, one run per fire of the trigger's batch that asks for one and per
+    schedule of its shared fires (the statement of `insert_fires`), queued on `conn`: in a
+    pipeline it goes out with the statements after it. Call the result, after the
+    pipeline, for how many runs it made (counted, not read: the rows are never turned into
+    Python objects)."""
     cursor = conn.cursor(row_factory=tuple_row)
-    cursor.execute(query("run_inserts", "run_submit_fires"), {"fires": fires_json})
+    params = {"fires": fires_json, "shared": shared_json}
+    cursor.execute(query("run_inserts", "run_submit_fires"), params)
 
     def created() -> int:
         count = max(cursor.rowcount, 0)

@@ -212,10 +212,11 @@ def submit_fires(conn: Conn, fires: Sequence[FireRequest]) -> list[int | None]:
     return insert_fires(conn, fires)
 
 
-def submit_fire_rows(conn: Conn, fires_json: str) -> Callable[[], int]:
-    """(new) -> pending, one run per fire of a trigger batch's fire rows that asks for one;
-    call the result (after the pipeline it was queued in) for how many were created."""
-    return insert_fire_rows(conn, fires_json)
+def submit_fire_rows(conn: Conn, fires_json: str, shared_json: str | None) -> Callable[[], int]:
+    """(new) -> pending, one run per fire of a trigger batch's fire rows that asks for one,
+    and one per schedule of each of its shared fires; call the result (after the pipeline
+    it was queued in) for how many were created."""
+    return insert_fire_rows(conn, fires_json, shared_json)
 
 
 # ---- worker: claim, heartbeat, finish, release -------------------------------------------

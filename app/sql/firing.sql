@@ -12,16 +12,19 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 -- batches resume after the last (next_fire_time, id) seen, so no batch rescans the index
 -- entries that earlier batches left behind. `calendar_id` names the exclusion calendar,
 -- loaded once per batch. One row per group of schedules that share everything their fires
--- depend on (rule, zone, next fire, pause, catch-up, overlap, spread, workflow, calendar):
--- their ids, names and jobs come as arrays in one order (the ids as text too, the form in
--- which the batch's writes send them back). At the top of the hour thousands of schedules
--- share a group, and the trigger decides their fire once. Their active runs are read by
+-- depend on (rule, zone, next fire, pause, catch-up, overlap, spread, workflow, calendar).
+-- A schedule alone in its group comes as a row of its own (`id`, `name`, `job_id_text`);
+-- a group of several gives its members' ids, names and jobs as arrays in one order
+-- (`ids`, ...). Ids come as text too, the form in which the batch's writes send them back.
+-- At the top of the hour thousands of schedules share a group, and the trigger decides
+-- their fire once. Their active runs are read by
 -- `schedule_active_runs`, once the locks are held.
 WITH due AS (
-    SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron, s.interval_seconds, s.timezone, s.start_at,
-           s.end_at, s.next_fire_time, s.active, s.paused_until, s.paused_note,
-           s.overlap, s.catchup, s.catchup_limit, s.catchup_window_seconds, s.dst_skipped,
-           s.dst_repeated, s.exact_minute, s.spread_seconds, s.calendar_id,
+    SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron COLLATE "C" AS cron,
+           s.interval_seconds, s.timezone COLLATE "C" AS timezone, s.start_at, s.end_at,
+           s.next_fire_time, s.active, s.paused_until, s.paused_note, s.overlap, s.catchup,
+           s.catchup_limit, s.catchup_window_seconds, s.dst_skipped, s.dst_repeated,
+           s.exact_minute, s.spread_seconds, s.calendar_id,
            -- only the anchor of an interval without a start reads the creation time
            CASE WHEN s.cron IS NULL AND s.start_at IS NULL THEN s.created_at END AS created_at
     FROM schedules s
@@ -45,17 +48,22 @@ SELECT c.cron, c.interval_seconds, c.timezone, c.start_at, c.end_at, c.created_a
        c.catchup_limit, c.catchup_window_seconds, c.dst_skipped, c.dst_repeated,
        c.exact_minute, c.spread_seconds, c.workflow_id, c.calendar_id, c.has_queued_fire,
        coalesce(%(now)s::timestamptz, now()) AS now,
-       array_agg(c.id) AS ids,
-       array_agg(c.id::text) AS id_texts,
-       array_agg(c.name) AS names,
-       array_agg(c.job_id) AS job_ids,
-       array_agg(c.job_id::text) AS job_id_texts
+       CASE WHEN count(*) = 1 THEN (array_agg(c.id))[1] END AS id,
+       CASE WHEN count(*) = 1 THEN (array_agg(c.id))[1]::text END AS id_text,
+       CASE WHEN count(*) = 1 THEN (array_agg(c.name))[1] END AS name,
+       CASE WHEN count(*) = 1 THEN (array_agg(c.job_id::text))[1] END AS job_id_text,
+       CASE WHEN count(*) > 1 THEN array_agg(c.id) END AS ids,
+       CASE WHEN count(*) > 1 THEN array_agg(c.id::text) END AS id_texts,
+       CASE WHEN count(*) > 1 THEN array_agg(c.name) END AS names,
+       CASE WHEN count(*) > 1 THEN array_agg(c.job_id::text) END AS job_id_texts
 FROM checked c
-GROUP BY c.cron, c.interval_seconds, c.timezone, c.start_at, c.end_at, c.created_at,
-         c.next_fire_time, c.active, c.paused_until, c.paused_note, c.overlap, c.catchup,
-         c.catchup_limit, c.catchup_window_seconds, c.dst_skipped, c.dst_repeated,
-         c.exact_minute, c.spread_seconds, c.workflow_id, c.calendar_id, c.has_queued_fire
-ORDER BY c.next_fire_time;
+-- (The columns that most often tell schedules apart come first: the sort that groups them
+-- then seldom compares the rest.)
+GROUP BY c.next_fire_time, c.spread_seconds, c.cron, c.timezone, c.interval_seconds,
+         c.created_at, c.workflow_id, c.calendar_id, c.overlap, c.start_at, c.end_at,
+         c.active, c.paused_until, c.paused_note, c.catchup, c.catchup_limit,
+         c.catchup_window_seconds, c.dst_skipped, c.dst_repeated, c.exact_minute,
+         c.has_queued_fire;
 
 -- name: schedule_active_runs
 -- The runs still pending, blocked or running of the schedules given (by id, as text), for
@@ -72,7 +80,9 @@ GROUP BY r.schedule_id;
 -- name: schedule_advance_many
 -- Move each schedule's next fire forward, never back (compare-and-set on the old value),
 -- and end the pauses that expired (resumed at their expiry). Reads the batch's fire rows
--- (`app.firing.FireRows`): the one row per schedule that carries `previous` moves it.
+-- (`app.firing.fire_batch_rows`): the one row per schedule that carries `previous` moves
+-- it; and its shared fires (`app.firing.shared_fire_rows`), each of which moves every
+-- schedule of its group alike.
 UPDATE schedules s
 SET next_fire_time = a.next_fire_time,
     active = s.active OR a.resume IS TRUE,
@@ -80,7 +90,16 @@ SET next_fire_time = a.next_fire_time,
     paused_until = CASE WHEN a.resume THEN NULL ELSE s.paused_until END,
     paused_at = CASE WHEN a.resume THEN NULL ELSE s.paused_at END,
     resumed_at = CASE WHEN a.resume THEN s.paused_until ELSE s.resumed_at END
-FROM sundial_fire_rows(%(schedules)s::jsonb) AS a
+FROM (
+    SELECT f.schedule_id, f.previous, f.next_fire_time, f.resume
+    FROM jsonb_to_recordset(%(schedules)s::jsonb)
+        AS f(schedule_id uuid, previous timestamptz, next_fire_time timestamptz, resume bool)
+    UNION ALL
+    SELECT m.schedule_id, g.previous, g.next_fire_time, NULL
+    FROM jsonb_to_recordset(%(shared)s::jsonb)
+        AS g(schedule_ids uuid[], previous timestamptz, next_fire_time timestamptz)
+    CROSS JOIN LATERAL unnest(g.schedule_ids) AS m(schedule_id)
+) AS a
 WHERE s.id = a.schedule_id AND a.previous IS NOT NULL AND s.next_fire_time = a.previous
   AND (a.next_fire_time IS NULL OR a.next_fire_time > a.previous);
 
@@ -99,7 +118,9 @@ WHERE s.id = b.id;
 -- created earlier in this transaction: an enqueued fire's own, or for a coalesced fire the
 -- run of the fire that covered it; by its id when the row gives it, else found by fire
 -- time (a row that names its schedule's job is not looked for among DAG runs). Rows of
--- the trigger's batch (`app.firing.FireRows`) without a `fire_time` only move a schedule.
+-- the trigger's batch (`app.firing.fire_batch_rows`) without a `fire_time` only move a
+-- schedule. A shared fire (`%(shared)s`, none for "run now") is an enqueued row for each
+-- schedule of its group, linking its run.
 INSERT INTO schedule_fires (
     schedule_id, fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual,
     detail, recorded_at, updated_at
@@ -116,7 +137,22 @@ SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome,
        ) END,
        coalesce(f.coalesced_count, 0), coalesce(f.manual, false), f.detail,
        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
-FROM sundial_fire_rows(%(fires)s::jsonb) AS f
+FROM (
+    SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome, f.link, f.coalesced_count,
+           f.manual, f.detail, f.run_id, f.job_id
+    FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
+        schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text,
+        link timestamptz, coalesced_count int, manual bool, detail text, run_id bigint, job_id uuid
+    )
+    UNION ALL
+    SELECT m.schedule_id, g.fire_time, g.local_time, g.outcome, g.fire_time, NULL, NULL,
+           g.detail, NULL, m.job_id
+    FROM jsonb_to_recordset(%(shared)s::jsonb) AS g(
+        schedule_ids uuid[], job_ids uuid[], fire_time timestamptz, local_time timestamp,
+        outcome text, detail text
+    )
+    CROSS JOIN LATERAL unnest(g.schedule_ids, g.job_ids) AS m(schedule_id, job_id)
+) AS f
 WHERE f.fire_time IS NOT NULL
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 

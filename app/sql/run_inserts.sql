@@ -63,7 +63,9 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- name: run_submit_fires
 -- (new) -> pending: one run per schedule fire that asks for one (a row with a `run_at` and
 -- the schedule's `job_id`: the trigger's batch of fire rows also holds rows that only move
--- a schedule), from the job definition as it is now; a fire that already has a run is left
+-- a schedule), and one per schedule of each shared fire (`%(shared)s`, the trigger's fires
+-- that a group of schedules makes alike: at its `run_at` plus each schedule's own spread
+-- offset), from the job definition as it is now; a fire that already has a run is left
 -- alone.
 WITH new AS (
     INSERT INTO job_runs (
@@ -73,8 +75,26 @@ WITH new AS (
     SELECT
         f.schedule_id, j.id, f.fire_time, f.run_at, j.handler, j.args, j.execution_model,
         j.priority, j.priority, j.timeout_seconds, j.max_retries, 'pending'
-    FROM sundial_fire_rows(%(fires)s::jsonb) AS f
-    JOIN job_definitions j ON j.id = f.job_id
+    FROM (
+        SELECT f.schedule_id, f.job_id, f.fire_time, f.run_at
+        FROM jsonb_to_recordset(%(fires)s::jsonb)
+            AS f(schedule_id uuid, job_id uuid, fire_time timestamptz, run_at timestamptz)
+        UNION ALL
+        SELECT m.schedule_id, m.job_id, g.fire_time,
+               g.run_at + m.offset_ms * interval '1 millisecond'
+        FROM jsonb_to_recordset(%(shared)s::jsonb) AS g(
+            schedule_ids uuid[], job_ids uuid[], offsets_ms bigint[], fire_time timestamptz,
+            run_at timestamptz
+        )
+        CROSS JOIN LATERAL unnest(g.schedule_ids, g.job_ids, g.offsets_ms)
+            AS m(schedule_id, job_id, offset_ms)
+    ) AS f
+    -- Each fire's job looked up by key, whatever the planner guesses of the batch's size
+    -- (OFFSET 0 keeps the lookup a subquery; as a join, a guess of a thousand fires hashed
+    -- the whole job_definitions table for every batch).
+    CROSS JOIN LATERAL (
+        SELECT j.* FROM job_definitions j WHERE j.id = f.job_id OFFSET 0
+    ) AS j
     WHERE f.run_at IS NOT NULL
     ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
     DO NOTHING

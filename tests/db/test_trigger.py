@@ -464,7 +464,7 @@ def test_schedules_that_share_a_rule_fire_as_one_group_each_with_its_own_job_and
     now = utc("2026-05-01T10:00:05")
     with conn.transaction(force_rollback=True):
         groups = DueCursor(now, 100).lock_next(conn)
-    assert sorted(len(g["ids"]) for g in groups) == [1, 30]
+    assert sorted(len(g["ids"] or [g["id"]]) for g in groups) == [1, 30]
 
     report = Trigger(settings()).run_once(conn, now=now)
     assert (report.schedules, report.fires, report.runs) == (31, 31, 31)
