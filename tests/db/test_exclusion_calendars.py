@@ -44,6 +44,24 @@ def test_fires_on_a_holiday_are_excluded_and_the_next_day_runs(conn: Conn) -> No
     assert len(run_fire_times(conn, plain)) == 4
 
 
+def test_schedules_sharing_a_rule_and_a_calendar_are_each_excluded_on_its_holidays(
+    conn: Conn,
+) -> None:
+    """Schedules alike in all but their job are locked as one group; with a calendar, each
+    is still decided on its own, and each gets its own run on the days that are not off."""
+    calendars.create(conn, CalendarSpec("Germany", country="de"), actor="alice")
+    names = [f"daily-{i}" for i in range(5)]
+    ids = [add(conn, n, now=START, cron="0 9 * * *", timezone="Europe/Berlin") for n in names]
+    for name in names:
+        calendars.assign(conn, name, "Germany", actor="alice")
+    tick_at(Trigger(settings()), conn, [utc(f"2026-12-{d}T08:00:01") for d in (24, 25)])
+    for sid in ids:
+        assert [r["outcome"] for r in ledger(conn, sid)] == ["enqueued", "excluded"]
+        assert run_fire_times(conn, sid) == [utc("2026-12-24T08:00")]
+    jobs = conn.execute("SELECT count(DISTINCT job_id) AS n FROM job_runs").fetchone()
+    assert jobs is not None and jobs["n"] == 5
+
+
 def test_fires_inside_a_blackout_window_are_excluded_up_to_its_end(conn: Conn) -> None:
     calendars.create(conn, CalendarSpec("quarter"), actor="alice")
     window = WindowSpec("quarter close", "2026-12-23T14:00", "2026-12-23T16:00", "UTC")

@@ -312,6 +312,17 @@ def test_a_workflow_schedule_fires_one_dag_run_per_fire(conn: Conn) -> None:
     assert {s["fire_time"] for s in steps} == {utc("2026-05-01T10:00")}
 
 
+def test_schedules_of_one_workflow_and_rule_each_start_their_own_dag_run(conn: Conn) -> None:
+    define_etl(conn)
+    ids = [add(conn, f"etl-{i}", cron="0 * * * *", handler=None, workflow="etl") for i in range(4)]
+    report = Trigger(settings()).run_once(conn, now=utc("2026-05-01T10:00:05"))
+    assert (report.schedules, report.fires, report.runs) == (4, 4, 4)
+    for sid in ids:
+        [row] = ledger(conn, sid)
+        dag_run = conn.execute("SELECT id FROM dag_runs WHERE schedule_id = %s", (sid,))
+        assert (row["outcome"], row["dag_run_id"]) == ("enqueued", dag_run.fetchone()["id"])
+
+
 def test_a_workflow_fire_is_skipped_while_its_previous_dag_run_is_active(conn: Conn) -> None:
     define_etl(conn)
     sid = add(
