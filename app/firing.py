@@ -186,7 +186,7 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
         groups = cursor.lock_next(conn)
         if not groups:
             return Batch()
-        groups = _split_active(groups, _active_runs(conn, groups))
+        groups = _split_active(groups, _active_runs(conn, _watched_ids(groups)))
         shapes = workflow_shapes(conn, (g["workflow_id"] for g in groups))
         plans, shared, broken = _plan(groups, shapes, limits)
         plans = _exclude(conn, plans)
@@ -307,12 +307,17 @@ def _members(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [row] if row["ids"] is None else [_member(row, i) for i in range(len(row["ids"]))]
 
 
-def _active_runs(conn: Conn, rows: Sequence[Mapping[str, Any]]) -> dict[uuid.UUID, list[int]]:
-    """The active runs of each locked schedule whose overlap policy looks at them."""
-    ids = [
+def _watched_ids(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ids (as text) of the locked schedules whose overlap policy looks at their runs."""
+    return [
         i for row in rows if row["overlap"] != OverlapPolicy.ALLOW
         for i in (row["id_texts"] or [row["id_text"]])
     ]  # fmt: skip
+
+
+def _active_runs(conn: Conn, ids: list[str]) -> dict[uuid.UUID, list[int]]:
+    """The pending, blocked or running runs of the schedules `ids` (as text), read once
+    their locks are held."""
     if not ids:
         return {}
     # One array literal: a list would be written out element by element.
@@ -487,6 +492,8 @@ def release_queued(conn: Conn, now: datetime | None = None) -> int:
         rows = conn.execute(
             query("firing", "fire_lock_releasable"), {"limit": RELEASE_BATCH_SIZE}
         ).fetchall()
+        active = _active_runs(conn, [r["id_text"] for r in rows])
+        rows = [r for r in rows if r["id"] not in active]
         if not rows:
             return 0
         at = db_now(conn, now)

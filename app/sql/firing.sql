@@ -157,8 +157,12 @@ WHERE f.fire_time IS NOT NULL
 ON CONFLICT (schedule_id, fire_time) DO NOTHING;
 
 -- name: fire_lock_releasable
--- Lock queued fires of active schedules that no longer wait behind a pending or running run.
-SELECT f.schedule_id, f.fire_time, s.id, s.name, s.job_id, s.workflow_id
+-- Lock queued fires of active schedules that no longer wait behind a pending or running run,
+-- and their schedules: one that "run now" holds is skipped (its run is not committed yet),
+-- and none can start a run until the release commits. Runs committed after this
+-- statement's snapshot are looked for again once the locks are held
+-- (`schedule_active_runs`).
+SELECT f.schedule_id, f.fire_time, s.id, s.id::text AS id_text, s.name, s.job_id, s.workflow_id
 FROM schedule_fires f
 JOIN schedules s ON s.id = f.schedule_id
 WHERE f.outcome = 'queued' AND s.active
@@ -168,7 +172,7 @@ WHERE f.outcome = 'queued' AND s.active
   )
 ORDER BY f.fire_time
 LIMIT %(limit)s
-FOR UPDATE OF f SKIP LOCKED;
+FOR UPDATE OF f, s SKIP LOCKED;
 
 -- name: fire_release_many
 -- queued -> enqueued, linking the run (or DAG run) just created for each fire.

@@ -444,6 +444,38 @@ def test_overlap_queue_enqueues_the_waiting_fire_when_the_run_ends(conn: Conn) -
     assert run_fire_times(conn, sid) == [utc("2026-05-01T10:00"), utc("2026-05-01T10:01")]
 
 
+def test_a_queued_fire_waits_while_run_now_is_starting_a_run_of_its_schedule(
+    db_url: str,
+) -> None:
+    """ "Run now" locks the schedule and writes its run; until it commits, the release of a
+    queued fire must neither see the schedule as idle nor wait for it: it skips it, and
+    once the run is committed the fire stays queued behind it."""
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        sid = add(conn, "queue", cron="* * * * *", overlap=OverlapPolicy.QUEUE)
+        trigger = Trigger(settings())
+        tick(
+            trigger, conn, T0 + timedelta(seconds=40), T0 + timedelta(minutes=1, seconds=40), MINUTE
+        )
+        assert outcomes(conn, sid) == ["enqueued", "queued"]
+        assert runs.cancel(conn, ledger(conn, sid)[0]["run_id"]) == "cancelled"
+        with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as person:
+            with person.transaction():
+                schedules.run_now(person, "queue", now=T0 + timedelta(minutes=2))
+                report = trigger.run_once(conn, now=T0 + timedelta(minutes=2, seconds=1))
+                assert report.released == 0
+        report = trigger.run_once(conn, now=T0 + timedelta(minutes=2, seconds=2))
+        assert report.released == 0
+        assert [r["outcome"] for r in ledger(conn, sid) if not r["manual"]] == [
+            "enqueued", "queued",
+        ]  # fmt: skip
+        active = conn.execute(
+            "SELECT count(*) AS n FROM job_runs WHERE schedule_id = %s "
+            "AND status IN ('pending', 'running')",
+            (sid,),
+        ).fetchone()
+        assert active is not None and active["n"] == 1
+
+
 def test_overlap_cancel_cancels_the_previous_run(conn: Conn) -> None:
     sid = add(conn, "cancel", cron="* * * * *", overlap=OverlapPolicy.CANCEL)
     tick(Trigger(settings()), conn, T0, T0 + timedelta(minutes=2), timedelta(minutes=1))
