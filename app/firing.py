@@ -276,7 +276,6 @@ def _fires_alike(group: Mapping[str, Any], plan: Plan) -> bool:
         and not plan.cancel_run_ids
         and len(plan.entries) == 1
         and plan.entries[0].outcome is FireOutcome.ENQUEUED
-        and not plan.entries[0].coalesced_count
     )
 
 
