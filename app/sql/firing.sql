@@ -17,8 +17,8 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 -- a group of several gives its members' ids, names and jobs as arrays in one order
 -- (`ids`, ...). Ids come as text too, the form in which the batch's writes send them back.
 -- At the top of the hour thousands of schedules share a group, and the trigger decides
--- their fire once. Their active runs are read by
--- `schedule_active_runs`, once the locks are held.
+-- their fire once. Their active runs are read by `schedule_active_runs`, once the locks
+-- are held.
 WITH due AS (
     SELECT s.id, s.name, s.job_id, s.workflow_id, s.cron COLLATE "C" AS cron,
            s.interval_seconds, s.timezone COLLATE "C" AS timezone, s.start_at, s.end_at,
