@@ -257,22 +257,27 @@ def test_interval_schedule_fires_every_interval_from_its_start(conn: Conn) -> No
 
 
 def test_a_schedule_whose_rule_cannot_be_computed_is_stopped_not_wedging_others(
-    conn: Conn,
+    conn: Conn, caplog: pytest.LogCaptureFixture
 ) -> None:
     healthy = add(conn, "healthy", cron="0 * * * *")
-    broken = add(conn, "broken", cron="0 * * * *")
-    conn.execute("UPDATE schedules SET timezone = 'Gone/Away' WHERE id = %s", (broken,))
-    Trigger(settings()).run_once(conn, now=utc("2026-05-01T10:00:05"))
+    names = ["broken", "NULL", 'odd, {"quoted"} \\ name']  # odd as array elements
+    broken = [add(conn, name, cron="0 * * * *") for name in names]  # one group
+    conn.execute("UPDATE schedules SET timezone = 'Gone/Away' WHERE id = ANY(%s)", (broken,))
+    report = Trigger(settings()).run_once(conn, now=utc("2026-05-01T10:00:05"))
+    assert (report.schedules, report.runs) == (4, 1)
     assert run_fire_times(conn, healthy) == [utc("2026-05-01T10:00")]
-    row = conn.execute(
-        "SELECT active, next_fire_time, paused_note FROM schedules WHERE id = %s", (broken,)
-    ).fetchone()
-    assert row == {
-        "active": False,
-        "next_fire_time": None,
-        "paused_note": "stopped by the trigger: unknown time zone 'Gone/Away'; use an IANA "
-        "name like Europe/Berlin or UTC",
-    }
+    for sid in broken:
+        row = conn.execute(
+            "SELECT active, next_fire_time, paused_note FROM schedules WHERE id = %s", (sid,)
+        ).fetchone()
+        assert row == {
+            "active": False,
+            "next_fire_time": None,
+            "paused_note": "stopped by the trigger: unknown time zone 'Gone/Away'; use an IANA "
+            "name like Europe/Berlin or UTC",
+        }
+    stopped = [r.args[0] for r in caplog.records if "stopped by the trigger" in r.getMessage()]
+    assert sorted(stopped) == sorted(names)
 
 
 # ---- workflow schedules -------------------------------------------------------------------
