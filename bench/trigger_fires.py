@@ -1,7 +1,7 @@
 """Trigger benchmark: materialise the top-of-hour fires of many schedules.
 
     .venv/bin/python -m bench.trigger_fires [--schedules 100000] [--rounds 3] [--batch 2000]
-        [--connections 2]
+        [--connections 2] [--distinct]
 
 Creates a scratch database (see `bench.bench_db`), bulk-inserts that many `0 * * * *`
 schedules (each with its own job definition, across several time zones, default 60 s
@@ -11,7 +11,8 @@ each round on a fresh scratch database. Prints the median time, the trigger's pe
 (the process's peak RSS, and what it was before the first round), and checks that every
 schedule got exactly one run and one ledger row and moved on to the next hour. The aim is
 under 5 s and under 300 MB. First lines: the machine's cores and a calibration figure (see
-`bench.machine`).
+`bench.machine`). With `--distinct`, every schedule gets a spread of its own (60 s plus its
+number), so no two share a group of alike schedules: the trigger's worst case.
 """
 
 from __future__ import annotations
@@ -44,19 +45,23 @@ def connect(url: str) -> psycopg.Connection[dict[str, Any]]:
     return psycopg.connect(url, autocommit=True, row_factory=dict_row)
 
 
-def create_schedules(conn: psycopg.Connection[dict[str, Any]], count: int) -> None:
-    """`count` hourly schedules and their job definitions, in two set-based statements."""
+def create_schedules(
+    conn: psycopg.Connection[dict[str, Any]], count: int, distinct: bool = False
+) -> None:
+    """`count` hourly schedules and their job definitions, in two set-based statements;
+    `distinct`: each with a spread of its own."""
     conn.execute(
         "INSERT INTO job_definitions (id, name, handler) "
         "SELECT md5('job' || i)::uuid, 'job-' || i, 'noop' FROM generate_series(1, %s) AS i",
         (count,),
     )
     conn.execute(
-        "INSERT INTO schedules (id, job_id, name, cron, timezone, next_fire_time, created_at) "
+        "INSERT INTO schedules (id, job_id, name, cron, timezone, next_fire_time, created_at, "
+        "spread_seconds) "
         "SELECT md5('schedule' || i)::uuid, md5('job' || i)::uuid, 'schedule-' || i, "
-        "'0 * * * *', (%s::text[])[1 + i %% %s], %s, %s "
+        "'0 * * * *', (%s::text[])[1 + i %% %s], %s, %s, CASE WHEN %s THEN 60 + i ELSE 60 END "
         "FROM generate_series(1, %s) AS i",
-        (ZONES, len(ZONES), TOP_OF_HOUR, TOP_OF_HOUR - timedelta(hours=1), count),
+        (ZONES, len(ZONES), TOP_OF_HOUR, TOP_OF_HOUR - timedelta(hours=1), distinct, count),
     )
     conn.execute("VACUUM ANALYZE schedules")
     conn.execute("VACUUM ANALYZE job_definitions")
@@ -74,10 +79,10 @@ class Round:
     checks: dict[str, Any]
 
 
-def one_round(settings: Settings, count: int) -> Round:
+def one_round(settings: Settings, count: int, distinct: bool = False) -> Round:
     """Fire the top of the hour of `count` fresh schedules; check every one fired once."""
     with scratch_database("sundial_bench_trigger") as url, connect(url) as conn:
-        create_schedules(conn, count)
+        create_schedules(conn, count, distinct)
         trigger = Trigger(settings, url=url)
         started = time.perf_counter()
         ticks = planned = 0
@@ -117,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--connections", type=int, default=None, help="connections firing batches at once"
     )
+    parser.add_argument(
+        "--distinct", action="store_true", help="every schedule alone in its group (own spread)"
+    )
     options = parser.parse_args(argv)
     settings = Settings.from_env({})
     if options.batch:
@@ -128,12 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     with scratch_database("sundial_bench_trigger") as url:
         print("\n".join(describe(url, options.rounds)))
     rss_before = peak_rss_mb()
-    rounds = [one_round(settings, n) for _ in range(options.rounds)]
+    rounds = [one_round(settings, n, options.distinct) for _ in range(options.rounds)]
     rss_after = peak_rss_mb()
     median = statistics.median(r.seconds for r in rounds)
     each = ", ".join(f"{r.seconds:.2f}" for r in rounds)
     last = rounds[-1].checks
-    print(f"schedules:            {n:,} x '0 * * * *' in {len(ZONES)} time zones")
+    alike = "each with a spread of its own" if options.distinct else "60 s spread"
+    print(f"schedules:            {n:,} x '0 * * * *' in {len(ZONES)} time zones, {alike}")
     print(
         f"batch size:           {settings.trigger_batch_size} schedules per transaction, "
         f"{settings.trigger_connections} connection(s)"

@@ -17,6 +17,10 @@ TINY_RUNS = {
         ["-m", "bench.trigger_fires", "--schedules", "300", "--rounds", "1", "--batch", "40"],
         ["fires materialised:   300 runs, 300 ledger rows", "every schedule fired once"],
     ),
+    "trigger_fires_distinct": (
+        ["-m", "bench.trigger_fires", "--schedules", "300", "--rounds", "1", "--distinct"],
+        ["spread of its own", "fires materialised:   300 runs", "every schedule fired once"],
+    ),
     "dags": (
         ["-m", "bench.dags", "--nodes", "12", "--rounds", "1"],
         ["wide DAG, 12 no-op nodes", "deep DAG, 12 no-op nodes"],
