@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
 import psycopg
@@ -88,3 +89,34 @@ def test_attempts_sent_as_ids_drive_the_plan_whatever_the_statistics_say(
 
 
 KEYED_BY_ID = {"run_heartbeat", "run_held_check", "run_complete_many"}
+
+
+def test_the_triggers_read_of_active_runs_walks_only_the_active_ones_under_a_generic_plan(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """`schedule_active_runs` (run by the trigger for every batch, with its ids as one
+    array) looks the schedules up in the partial index of active scheduled runs, never
+    among a schedule's whole history, whatever plan PostgreSQL settles on."""
+    schedule_ids = [str(uuid.uuid4()) for _ in range(20)]
+    conn.execute(
+        "INSERT INTO job_runs (schedule_id, fire_time, handler, status, run_at) "
+        "SELECT (%s::uuid[])[1 + i %% 20], now() - i * interval '1 minute', 'noop', "
+        "CASE WHEN i %% 1000 = 0 THEN 'pending' ELSE 'completed' END, now() "
+        "FROM generate_series(1, %s) AS i",
+        (schedule_ids, HISTORY),
+    )
+    conn.execute("VACUUM ANALYZE job_runs")
+    statement = query("firing", "schedule_active_runs")
+    ids = "{" + ",".join(schedule_ids) + "}"
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as planned:
+        planned.execute("SET plan_cache_mode = force_generic_plan")
+        planned.execute(statement, {"ids": ids}, prepare=True)
+        (prepared,) = planned.execute("SELECT name FROM pg_prepared_statements").fetchall()
+        explain = sql.SQL("EXPLAIN (COSTS OFF) EXECUTE {}({})").format(
+            sql.Identifier(prepared["name"]), sql.Literal(ids)
+        )
+        plan = "\n".join(r["QUERY PLAN"] for r in planned.execute(explain).fetchall())
+        active = planned.execute(statement, {"ids": ids}).fetchall()
+    assert "ix_job_runs_schedule_active" in plan, plan
+    assert "Seq Scan" not in plan, plan
+    assert sum(len(row["run_ids"]) for row in active) == HISTORY // 1000
