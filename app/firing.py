@@ -260,7 +260,8 @@ def _plan(
             shared.append(SharedFire(group, entry, plan.next_fire_time, spread))
             continue
         plans.append((first, plan))
-        for row in _members(group)[1:]:
+        for i in range(1, len(_ids(group))):  # the others alike, each with its own spread
+            row = _member(group, i)
             plans.append((row, plan_fires(_due(row), group["now"], active_run_ids, limits)))
     return plans, shared, json_rows(broken) if broken else None
 
