@@ -3,7 +3,9 @@ idempotency under concurrency, and its refusals (401, 403, 404, 409, 413, 422)."
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import threading
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,6 +14,7 @@ import psycopg
 import pytest
 
 from app import tokens
+from app.web.api import core
 from tests.processes import query
 from tests.waits import db_now
 from tests.web.api_client import make_token, request
@@ -378,6 +381,48 @@ def test_refusals_name_the_field_and_bodies_have_a_limit(live_server: str, db_ur
     assert missing.status == 404 and "error" in missing.body
     wrong_method = request(live_server, "PUT", "/api/v1/runs", token, {})
     assert wrong_method.status == 405 and "error" in wrong_method.body
+
+
+def test_a_body_far_beyond_the_limit_is_refused_before_it_is_sent(
+    live_server: str, db_url: str
+) -> None:
+    """A declared length past what the server will read is answered at once: the client
+    that waits for the answer before sending gets a 413 and never sends its body."""
+    token = make_token(db_url)
+    host, port = live_server.removeprefix("http://").split(":")
+    declared = core.DRAIN_BYTES + 1
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(
+            f"POST /api/v1/runs HTTP/1.1\r\nHost: {host}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {declared}\r\n\r\n".encode()
+        )
+        answer = sock.makefile("rb").read()  # until the server closes the connection
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413")
+    assert "at most 1,048,576 bytes" in json.loads(body)["error"]["message"]
+    assert query(db_url, "SELECT count(*) AS n FROM job_runs")[0]["n"] == 0
+
+
+def test_an_oversize_body_without_a_declared_length_is_refused(
+    live_server: str, db_url: str
+) -> None:
+    token = make_token(db_url)
+    pieces = [b'{"handler": "noop", "args": {"x": "', b"y" * (core.MAX_BODY_BYTES + 10), b'"}}']
+    connection = http.client.HTTPConnection(live_server.removeprefix("http://"), timeout=30)
+    connection.putrequest("POST", "/api/v1/runs")
+    connection.putheader("Authorization", f"Bearer {token}")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Transfer-Encoding", "chunked")
+    connection.endheaders()
+    for piece in pieces:
+        connection.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+    connection.send(b"0\r\n\r\n")
+    response = connection.getresponse()
+    assert response.status == 413
+    assert "at most" in json.loads(response.read())["error"]["message"]
+    connection.close()
+    assert query(db_url, "SELECT count(*) AS n FROM job_runs")[0]["n"] == 0
 
 
 def test_csrf_still_guards_cookie_requests_to_the_api(live_server: str, db_url: str) -> None:

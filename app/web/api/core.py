@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1"
 MAX_BODY_BYTES = 1024 * 1024  # a batch of runs with large args still fits; see README
+# An oversize body up to this size is read to its end (and dropped) before the 413, so a
+# client that sends its whole body before reading the answer gets the answer, not a reset
+# connection; a larger one is refused at once and the connection closed.
+DRAIN_BYTES = 16 * MAX_BODY_BYTES
 
 
 class ApiError(Exception):
@@ -187,15 +191,19 @@ async def read_json(request: Request) -> Any:
     """The request's JSON body (None when empty); 413 beyond MAX_BODY_BYTES, read in
     chunks so an oversize body is refused without holding it."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise ApiError(413, f"the request body may be at most {MAX_BODY_BYTES:,} bytes")
+    too_large = ApiError(413, f"the request body may be at most {MAX_BODY_BYTES:,} bytes")
+    if declared.isdigit() and int(declared) > DRAIN_BYTES:
+        raise too_large
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, f"the request body may be at most {MAX_BODY_BYTES:,} bytes")
-        chunks.append(chunk)
+        if size > DRAIN_BYTES:
+            raise too_large
+        if size <= MAX_BODY_BYTES:
+            chunks.append(chunk)
+    if size > MAX_BODY_BYTES:
+        raise too_large
     raw = b"".join(chunks)
     if not raw.strip():
         return None
