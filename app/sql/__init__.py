@@ -35,7 +35,7 @@ def query(file: str, name: str) -> LiteralString:
     """The statement as sent: its comment lines, written for the reader, left out (they
     had made one statement longer than the 4 KB psycopg caches parsed, so that every call
     parsed it again, 0.1 ms each), and its name on top, for pg_stat_activity."""
-    return cast(LiteralString, f"-- {file}.{name}\n" + _COMMENT_LINE.sub("", load(file)[name]))
+    return f"-- {file}.{name}\n" + _COMMENT_LINE.sub("", load(file)[name])
 
 
 def like_literal(text: str) -> str:
