@@ -373,8 +373,7 @@ class Worker:
         deadline = self._loop.time() + CLAIM_PAUSE_SECONDS
         while not self._stopping and (remaining := deadline - self._loop.time()) > 0:
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), remaining)
+            await _wait(self._wake, remaining)
 
     async def _idle_wait(self) -> None:
         """Sleep until a notification, the next due run, or the poll interval."""
@@ -387,10 +386,7 @@ class Worker:
             # Due runs that the claim did not get are locked by another worker's claim in
             # progress: wait a moment (or for a notification) rather than spin.
             timeout = min(max(next_at, MIN_IDLE_SLEEP_SECONDS), MAX_IDLE_SLEEP_SECONDS)
-        try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        except TimeoutError:
-            pass
+        await _wait(self._wake, timeout)
 
     def _start(self, job: JobSpec) -> None:
         item = InFlight(job)
@@ -429,10 +425,7 @@ class Worker:
                     return
                 # While runs are in flight, wake now and then to write their log lines.
                 busy = self._in_flight or self.logs.pending()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        self._finish_ready.wait(), run_logs.FLUSH_SECONDS if busy else None
-                    )
+                await _wait(self._finish_ready, run_logs.FLUSH_SECONDS if busy else None)
                 self._finish_ready.clear()
                 try:
                     await self._write_logs()
@@ -704,6 +697,16 @@ def _ping(conn: Conn) -> None:
 def _seconds_until_next_due(conn: Conn, now: datetime | None = None) -> float | None:
     row = conn.execute(query("workers", "worker_seconds_until_next_due"), {"now": now}).fetchone()
     return None if row is None or row["wait"] is None else float(row["wait"])
+
+
+async def _wait(event: asyncio.Event, seconds: float | None) -> None:
+    """Until `event` is set or `seconds` pass (None: no limit). For the waits of every run
+    and every idle spell: `asyncio.wait_for` starts a task per call."""
+    if event.is_set():
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
 
 
 async def _first(*aws: Any) -> None:
