@@ -3,7 +3,8 @@
 One asyncio loop per process runs four cooperating parts:
 
 - the fetcher claims as many due runs as there are free slots, in one statement, woken by
-  `LISTEN sundial_runs` (a listener thread) with a poll fallback;
+  `LISTEN sundial_runs` (a listener thread) with a poll fallback; while the fetcher is
+  idle, the listener thread claims itself, on its own connection (see `listen_once`);
 - each claimed run executes as a task through `Executors` (async / thread / process /
   subprocess), which enforce timeouts and stop a job on request;
 - the finisher writes outcomes in batches: every finish that accumulated while the
@@ -148,11 +149,17 @@ class Worker:
         )
         self._checked_claim_conn: Conn | None = None  # claims on it can be recorded
         self._claims_paused = False
-        self._claiming = 0  # slots a claim under way may fill (fetcher's or finisher's)
+        # Slots a claim under way may fill (the fetcher's, finisher's or listener's); the
+        # listener reserves from its own thread, so reservations hold this lock.
+        self._claiming = 0
+        self._slots = threading.Lock()
+        self._fetcher_idle = False  # the fetcher waits for a notification: the listener claims
+        self._listener_claiming = 0  # slots the listener reserved and has not handed over
         self._threads: list[threading.Thread] = []  # heartbeat and listener, once running
         self._wake = asyncio.Event()  # a notification came, or the worker is stopping
         self._slot_freed = asyncio.Event()
         self._finish_ready = asyncio.Event()
+        self._handed_over = asyncio.Event()  # the listener's claimed runs reached the loop
         self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
         executors.on_child_lines = partial(run_logs.add_child_lines, self.logs)  # live
 
@@ -190,7 +197,8 @@ class Worker:
                     task.exception()
                 )
         log.info("worker stopping: no new claims", extra={"worker": self.id})
-        self._stopping = True
+        with self._slots:  # the listener reserves no slot after this
+            self._stopping = True
         self._wake.set()
         self._slot_freed.set()
         self._loop.call_later(
@@ -201,6 +209,7 @@ class Worker:
             True,
         )
         await fetcher
+        await self._listener_handed_over()
         await self._drain(force_stop or asyncio.Event())
         self._finish_ready.set()
         await finisher
@@ -265,6 +274,14 @@ class Worker:
                     "processes (README: Database connections)."
                 ) from exc
 
+    async def _listener_handed_over(self) -> None:
+        """Wait (within the grace period) for a claim the listener made before the stop to
+        reach the loop, so the drain runs or hands back its runs too."""
+        deadline = self._loop.time() + self.settings.shutdown_grace_seconds
+        while self._listener_claiming and (remaining := deadline - self._loop.time()) > 0:
+            self._handed_over.clear()
+            await _wait(self._handed_over, remaining)
+
     async def _drain(self, force_stop: asyncio.Event) -> None:
         """Let running jobs finish within the grace period, then hand the rest back."""
         deadline = self._loop.time() + self.settings.shutdown_grace_seconds
@@ -320,14 +337,13 @@ class Worker:
     async def fetch_once(self) -> list[JobSpec] | None:
         """Claim as many due runs as there are free slots and start executing them. None
         when claims are paused because their outcomes could not be recorded."""
-        free = self._free_slots()
-        if free <= 0:
+        free = self._reserve_slots()
+        if not free:
             return []
-        self._claiming += free
         try:
             jobs = await asyncio.to_thread(self._claimer.call, self._claim_recordable, free)
         finally:
-            self._claiming -= free
+            self._unreserve_slots(free)
         if jobs is None:
             return None
         if self._claims_paused:
@@ -349,6 +365,17 @@ class Worker:
         if len(self._finishes) >= self.concurrency:
             return 0
         return self.concurrency - len(self._in_flight) - self._claiming
+
+    def _reserve_slots(self) -> int:
+        """Reserve every free slot for a claim about to be made; how many (maybe 0)."""
+        with self._slots:
+            free = max(0, self._free_slots())
+            self._claiming += free
+            return free
+
+    def _unreserve_slots(self, count: int) -> None:
+        with self._slots:
+            self._claiming -= count
 
     def _claim_recordable(self, conn: Conn, free: int) -> list[JobSpec] | None:
         """Claim up to `free` runs, or None when this worker could not record them: on a
@@ -386,7 +413,11 @@ class Worker:
             # Due runs that the claim did not get are locked by another worker's claim in
             # progress: wait a moment (or for a notification) rather than spin.
             timeout = min(max(next_at, MIN_IDLE_SLEEP_SECONDS), MAX_IDLE_SLEEP_SECONDS)
-        await _wait(self._wake, timeout)
+        self._fetcher_idle = True
+        try:
+            await _wait(self._wake, timeout)
+        finally:
+            self._fetcher_idle = False
 
     def _start(self, job: JobSpec) -> None:
         item = InFlight(job)
@@ -447,14 +478,13 @@ class Worker:
         await self._write_logs()  # an ended attempt's lines are stored before its finish
         claim = self._downstream_claim()
         reserved = claim.limit
-        self._claiming += reserved
         try:
             won = await asyncio.to_thread(self._finisher.call, self._record, batch, claim)
         except DB_ERRORS:
             log.error("could not record %d finishes before shutdown", len(batch))
             raise
         finally:
-            self._claiming -= reserved
+            self._unreserve_slots(reserved)
             self._slot_freed.set()  # the fetcher may wait for the slots reserved here
         for job in claim.jobs:
             self._start(job)
@@ -466,9 +496,7 @@ class Worker:
         """How many of the DAG steps its finishes release the finisher may claim: the free
         slots, none while claims are paused or the worker is stopping."""
         claiming = not (self._stopping or self._claims_paused or self._beat.failing)
-        return runs.DownstreamClaim(
-            max(0, self._free_slots()) if claiming else 0, self.lease_seconds
-        )
+        return runs.DownstreamClaim(self._reserve_slots() if claiming else 0, self.lease_seconds)
 
     async def _write_logs(self) -> None:
         """Write the log lines captured so far, in one statement, on the finish connection."""
@@ -616,12 +644,58 @@ class Worker:
         self._loop.call_soon_threadsafe(self._wake.set)
 
     def listen_once(self, conn: Conn, timeout: float = LISTEN_TIMEOUT_SECONDS) -> bool:
-        """Wait up to `timeout` for one notification on `conn` (after `listen`); wake the
-        fetcher and return True if one came."""
-        for _ in conn.notifies(timeout=timeout, stop_after=1):
-            self._loop.call_soon_threadsafe(self._wake.set)
-            return True
-        return False
+        """Wait up to `timeout` for one notification on `conn` (after `listen`); return
+        True if one came, having woken the fetcher, and claimed what the notification
+        announced if the fetcher was idle."""
+        if not any(True for _ in conn.notifies(timeout=timeout, stop_after=1)):
+            return False
+        jobs: list[JobSpec] = []
+        reserved = self._reserve_for_notice()
+        try:
+            if reserved:
+                jobs = self._claim_on_notice(conn, reserved)
+        finally:  # a database error goes on to `Reconnecting`, which listens again
+            self._loop.call_soon_threadsafe(self._take_noticed, jobs, reserved)
+        return True
+
+    def _reserve_for_notice(self) -> int:
+        """The free slots, reserved for the listener's claim, while the fetcher is idle
+        and its claims can be recorded (the claim connection was checked, the finish and
+        heartbeat connections answer); else 0."""
+        with self._slots:
+            if not self._fetcher_idle or self._stopping or self._claims_paused:
+                return 0
+            if self._checked_claim_conn is None or self._finisher.failing or self._beat.failing:
+                return 0
+            free = max(0, self._free_slots())
+            self._claiming += free
+            self._listener_claiming += free
+            return free
+
+    def _claim_on_notice(self, conn: Conn, limit: int) -> list[JobSpec]:
+        """Claim on the listener's own connection: its server process is awake (it has
+        just sent the notification), where the fetcher's claim would first wake the event
+        loop, a claim thread and a sleeping server process (enqueue to handler p50 2.6 ms
+        instead of 3.3 on a quiet machine)."""
+        try:
+            return runs.claim(conn, self.id, limit, self.lease_seconds)
+        except DB_ERRORS:
+            raise
+        except Exception:  # a bug: the fetcher, woken anyway, claims instead
+            log.exception("the listener could not claim", extra={"worker": self.id})
+            return []
+
+    def _take_noticed(self, jobs: list[JobSpec], reserved: int) -> None:
+        """(On the loop.) Start what the listener claimed and release its reservation;
+        wake the fetcher: more may be due, or a run due later may have come."""
+        for job in jobs:
+            self._start(job)
+        self.stats.claimed += len(jobs)
+        with self._slots:
+            self._claiming -= reserved
+            self._listener_claiming -= reserved
+        self._handed_over.set()
+        self._wake.set()
 
     async def _measure_loop_lag(self) -> None:
         while True:

@@ -181,7 +181,8 @@ def test_workers_trigger_and_bulk_submit_through_the_pooler(
         listeners = query(
             db_url,
             "SELECT count(*) AS n FROM pg_stat_activity "
-            "WHERE datname = current_database() AND query LIKE 'LISTEN %%'",
+            "WHERE datname = current_database() "
+            "AND application_name LIKE 'sundial worker listener %%'",
         )
         logs = [service.log() for service in (polling, listening, trigger)]
     assert set(status_counts(db_url)) <= {"completed", "pending"}, status_counts(db_url)

@@ -175,6 +175,53 @@ def test_listen_relays_a_new_run_notification(db_url: str) -> None:
     assert (quiet, heard) == (False, True)
 
 
+def test_an_idle_fetchers_notification_is_claimed_by_the_listener_up_to_the_free_slots(
+    db_url: str,
+) -> None:
+    async def steps(worker: Worker) -> None:
+        assert await worker.fetch_once() == []  # checks the claim connection, as a start does
+        with connect(db_url) as listening:
+            worker.listen(listening)
+            await asyncio.sleep(0)  # the wake-up `listen` sends, which the fetcher's loop clears
+            worker._wake.clear()
+            idle = asyncio.create_task(worker._idle_wait())
+            await asyncio.sleep(0.05)  # the fetcher waits for a notification
+            ids = submit(db_url, *(NewRun("echo", {"i": i}) for i in range(3)))
+            assert await asyncio.to_thread(worker.listen_once, listening, 30)
+            await asyncio.wait_for(idle, 10)  # woken once the claimed runs were handed over
+        rows = [run_row(db_url, i) for i in ids]
+        assert [(r["status"], r["lease_owner"], r["attempt"]) for r in rows[:2]] == [
+            ("running", worker.id, 1)
+        ] * 2  # the listener's claim fills the 2 free slots, oldest first
+        assert rows[2]["status"] == "pending"
+        assert worker.stats.claimed == 2 and worker._claiming == 0  # started, nothing held
+        await worker.wait_executed()
+        await worker.finish_once()
+        rest = await worker.fetch_once()  # the fetcher claims what did not fit
+        assert rest is not None and [j.run_id for j in rest] == ids[2:]
+        await worker.wait_executed()
+        await worker.finish_once()
+        assert (worker.stats.claimed, worker.stats.completed) == (3, 3)
+
+    with_worker(db_url, steps)
+
+
+def test_a_busy_fetchers_notification_only_wakes_it(db_url: str) -> None:
+    async def steps(worker: Worker) -> None:
+        assert await worker.fetch_once() == []
+        with connect(db_url) as listening:
+            worker.listen(listening)
+            await asyncio.sleep(0)  # the wake-up `listen` sends
+            worker._wake.clear()
+            (run_id,) = submit(db_url, NewRun("echo"))
+            assert await asyncio.to_thread(worker.listen_once, listening, 30)
+            await asyncio.wait_for(worker._wake.wait(), 10)
+        assert run_row(db_url, run_id)["status"] == "pending"  # left to the fetcher
+        assert worker._in_flight == {} and worker._claiming == 0
+
+    with_worker(db_url, steps)
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_timeout_stops_the_job_for_each_model(db_url: str, model: str) -> None:
     (run_id,) = submit(
