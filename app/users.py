@@ -17,6 +17,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from argon2 import PasswordHasher
@@ -36,8 +37,14 @@ MIN_PASSWORD_LENGTH = 8
 MAX_NAME_LENGTH = 100
 
 _hasher = PasswordHasher()
-# Verified when the name is unknown, so a guess at a name costs as long as one at a password.
-_DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
+
+
+@cache
+def dummy_hash() -> str:
+    """Verified when the name is unknown, so a guess at a name costs as long as one at a
+    password. Made on first use (a hash takes 0.1-0.2 s, which every command importing
+    this module paid); the web process makes it at start-up, before any sign-in."""
+    return _hasher.hash(secrets.token_urlsafe(16))
 
 
 class UserError(UsageError):
@@ -115,7 +122,7 @@ def sign_in(
 
 def _verify(password_hash: str | None, password: str) -> bool:
     try:
-        return _hasher.verify(password_hash or _DUMMY_HASH, password)
+        return _hasher.verify(password_hash or dummy_hash(), password)
     except (VerificationError, InvalidHashError):
         return False
 

@@ -41,3 +41,22 @@ def test_a_service_command_parses_as_with_the_whole_parser() -> None:
 
 def test_the_quick_schema_check_finds_the_head_alembic_finds() -> None:
     assert schema_check.head_revision() == migrate.head_revision()
+
+
+def test_importing_the_users_module_hashes_no_password() -> None:
+    # Every command imports it (the CLI parser names user commands); a hash takes 0.1-0.2 s.
+    code = (
+        "import argon2\n"
+        "hashes = []\n"
+        "original = argon2.PasswordHasher.hash\n"
+        "def counted(self, *args, **kwargs):\n"
+        "    hashes.append(1)\n"
+        "    return original(self, *args, **kwargs)\n"
+        "argon2.PasswordHasher.hash = counted\n"
+        "import app.users, app.cli.main\n"
+        "before = len(hashes)\n"
+        "assert app.users._verify(None, 'a guess') is False\n"
+        "print(before, len(hashes))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "1"]  # made once an unknown name is checked
