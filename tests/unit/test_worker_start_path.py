@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
 from app import migrate, schema_check
-from app.cli.main import build_parser
+from app.cli.main import COMMAND_GROUPS, build_parser
+from app.cli.services import SERVICE_COMMANDS
 
 # Libraries of other commands (web, migrations, schedules, users, handler args): a worker
 # that imported them would pay for them at every start.
@@ -60,3 +62,19 @@ def test_importing_the_users_module_hashes_no_password() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["0", "1"]  # made once an unknown name is checked
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_every_command_parses_alike_with_only_its_own_group() -> None:
+    whole = _commands(build_parser())
+    grouped = {word for words in COMMAND_GROUPS.values() for word in words}
+    assert set(whole) == grouped | set(SERVICE_COMMANDS) | {"migrate", "db"}
+    for word, parser in whole.items():
+        own = _commands(build_parser(word))
+        assert own[word].format_help() == parser.format_help(), word
+    for words in COMMAND_GROUPS.values():  # each group adds exactly the words listed
+        assert set(_commands(build_parser(words[0]))) == set(words)
