@@ -66,17 +66,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "3 database unreachable, 4 port in use.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    own: list[Adder] = [add_migrate_command, add_service_commands, add_db_command]
-    groups = [_adder(group) for group, words in COMMAND_GROUPS.items() if command in words]
-    if command in SERVICE_COMMANDS:
-        groups = [add_service_commands]
-    elif command in ("migrate", "db"):
-        groups = [add_migrate_command if command == "migrate" else add_db_command]
-    elif not groups:  # help, or a word no command has: the whole parser says which exist
-        groups = own + [_adder(group) for group in COMMAND_GROUPS]
-    for add in groups:
+    for add in _adders_of(command):
         add(sub)
     return parser
+
+
+def _adders_of(command: str | None) -> list[Adder]:
+    """What adds `command`: its own group alone; every group for help or a word no command
+    has, so that the parser says which exist."""
+    if command in SERVICE_COMMANDS:
+        return [add_service_commands]
+    if command == "migrate":
+        return [add_migrate_command]
+    if command == "db":
+        return [add_db_command]
+    for group, words in COMMAND_GROUPS.items():
+        if command in words:
+            return [_adder(group)]
+    everything = [add_migrate_command, add_service_commands, add_db_command]
+    return everything + [_adder(group) for group in COMMAND_GROUPS]
 
 
 def _adder(group: str) -> Adder:
