@@ -7,11 +7,12 @@ plain calls with fixed times.
     >>> next_fire(rule, datetime(2026, 3, 7, 12, tzinfo=UTC)).at.isoformat()
     '2026-03-08T07:00:00+00:00'
 
-Cron expressions are read by croniter (the standard 5 fields, the `@hourly`-style aliases
-and `L` for the last day of the month) but matched here, on local wall-clock time, and each
-local time is mapped to UTC with zoneinfo. croniter's own handling of daylight saving is not
-used: it double-fires `0 1 * * *` on a fall-back night in some versions, and a unique index on
-UTC instants cannot catch that. The rule, as in Vixie cron:
+Cron expressions are read here as cronie's crontab(5) reads them (the standard 5 fields, the
+`@hourly`-style aliases and `L` for the last day of the month): one reading serves the fires,
+the sentence shown (`app.cron_words`), the preview and the ledger. They are matched on local
+wall-clock time, and each local time is mapped to UTC with zoneinfo (croniter's own handling
+of daylight saving double-fires `0 1 * * *` on a fall-back night in some versions, and its
+field expansion reads `9-9` as `*`). The rule, as in Vixie cron:
 
 * A fixed-time schedule (hour field neither `*` nor `*/n`) fires once per intended local time.
   A local time skipped by spring-forward fires at the instant the clocks jump, which is the
@@ -40,9 +41,6 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import croniter
-from croniter.croniter import CroniterError
 
 from app.limits import LATEST
 
@@ -185,33 +183,90 @@ def parse_cron(text: str) -> CronExpression:
                 f"cron expression {text!r} has an unsupported {name} field {field!r}; use "
                 f"numbers, names, *, ranges, lists and steps (and L for the last day)"
             )
-    try:
-        expanded, nth_weekday = croniter.expand(normalized)
-    except (CroniterError, ValueError) as exc:
-        raise RecurrenceError(f"{text!r} is not a valid cron expression ({exc})") from None
-    if nth_weekday:
-        raise RecurrenceError(
-            f"cron expression {text!r} uses # or L in the day-of-week field, which is not "
-            f"supported; list the weekdays instead"
-        )
-    minute, hour, day, month, weekday = expanded
+    minute, hour, day, month, weekday = (
+        _field_values(name, field, text) for name, field in zip(FIELD_NAMES, fields, strict=True)
+    )
     return CronExpression(
         text=normalized,
-        minutes=_values(minute, range(60)),
-        hours=_values(hour, range(24)),
-        days=frozenset(v for v in _values(day, range(1, 32)) if isinstance(v, int)),
-        last_day="l" in day,
-        months=frozenset(_values(month, range(1, 13))),
-        weekdays=frozenset(_values(weekday, range(7))),
+        minutes=tuple(sorted(minute)),
+        hours=tuple(sorted(hour)),
+        days=frozenset(v for v in day if v != LAST_DAY),
+        last_day=LAST_DAY in day,
+        months=frozenset(month),
+        weekdays=frozenset(v % 7 for v in weekday),  # 7 is Sunday too
         days_or_weekdays=not fields[2].startswith("*") and not fields[4].startswith("*"),
         fixed_hour=not fields[1].startswith("*"),
     )
 
 
-def _values(field: list[int | str], everything: range) -> tuple[int, ...]:
-    if field == ["*"]:
-        return tuple(everything)
-    return tuple(sorted({v for v in field if isinstance(v, int)}))
+LAST_DAY = 99  # `L` among the day-of-month values
+# field -> (lowest, highest) value, as in crontab(5); day-of-week 7 is Sunday
+_FIELD_RANGE = {
+    "minute": (0, 59),
+    "hour": (0, 23),
+    "day-of-month": (1, 31),
+    "month": (1, 12),
+    "day-of-week": (0, 7),
+}
+_NAMES = {
+    "month": {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m},
+    "day-of-week": {d.lower(): (i + 1) % 7 for i, d in enumerate(calendar.day_abbr)},
+}
+_ITEM = re.compile(r"^(?:(\*)|([0-9a-z]+)(?:-([0-9a-z]+))?)(?:/([0-9]+))?$", re.IGNORECASE)
+
+
+def _field_values(name: str, field: str, text: str) -> set[int]:
+    """The values one field allows, read as cronie reads them: lists of `*`, `n`, `a-b`,
+    each with an optional `/step` (`a/step` runs from a to the end of the field), names for
+    months and weekdays, `L` for the last day of the month. A single-value range `9-9` is
+    exactly 9; reversed ranges and steps wider than the field are refused."""
+    low, high = _FIELD_RANGE[name]
+    values: set[int] = set()
+    for item in field.split(","):
+        if name == "day-of-month" and item.upper() == "L":
+            values.add(LAST_DAY)
+            continue
+        match = _ITEM.match(item)
+        if not match:
+            raise RecurrenceError(
+                f"{text!r} is not a valid cron expression: the {name} field has {item!r}"
+            )
+        star, first, last, step = match.groups()
+        if star:
+            start, end = low, high if name != "day-of-week" else 6
+        else:
+            start = _field_number(name, first, text)
+            end = _field_number(name, last, text) if last else (high if step else start)
+            if name == "day-of-week" and last and last.lower() == "sun":
+                end = 7  # `fri-sun`: Sunday closes the week here
+            if end < start:
+                raise RecurrenceError(
+                    f"{text!r} is not a valid cron expression: the {name} range {item!r} is "
+                    f"reversed; write the lower value first"
+                )
+        stride = 1
+        if step is not None:
+            stride = int(step)
+            if not 1 <= stride <= high - low:
+                raise RecurrenceError(
+                    f"{text!r} is not a valid cron expression: the {name} step {step} is "
+                    f"not between 1 and {high - low}"
+                )
+        values.update(range(start, end + 1, stride))
+    return values
+
+
+def _field_number(name: str, word: str, text: str) -> int:
+    low, high = _FIELD_RANGE[name]
+    names = _NAMES.get(name, {})
+    if word.lower() in names:
+        return names[word.lower()]
+    if not (word.isascii() and word.isdigit()) or len(word) > 2 or not low <= int(word) <= high:
+        raise RecurrenceError(
+            f"{text!r} is not a valid cron expression: the {name} field has {word!r}; "
+            f"use a number from {low} to {high}" + (" or a name" if names else "")
+        )
+    return int(word)
 
 
 @lru_cache(maxsize=1024)

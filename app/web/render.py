@@ -8,18 +8,17 @@ header. Autoescape is on: nothing a person or a job wrote is ever marked safe.
 
 from __future__ import annotations
 
-import functools
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cron_descriptor import ExpressionDescriptor, Options
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from app.cron_words import cron_sentence
 from app.resources import TEMPLATES_DIR
 from app.states import Role
 from app.web.security import CSRF_FIELD, request_csrf_token
@@ -71,19 +70,6 @@ def duration(seconds: float | int | None) -> str:
     if minutes:
         return f"{minutes} min {secs} s" if secs else f"{minutes} min"
     return f"{secs} s"
-
-
-@functools.lru_cache(maxsize=4096)  # lists repeat a few rules many times; describing one is slow
-def cron_sentence(expression: str | None) -> str:
-    """`0 9 * * 1-5` -> `At 09:00, Monday through Friday` (cron-descriptor, 24-hour)."""
-    if not expression:
-        return ""
-    options = Options()
-    options.use_24hour_time_format = True
-    try:
-        return str(ExpressionDescriptor(expression, options).get_description())
-    except Exception:  # the trigger validated it; an odd one is shown as written
-        return expression
 
 
 def every(seconds: int | None) -> str:

@@ -93,7 +93,7 @@ def test_names_ranges_steps_and_sunday_as_seven() -> None:
         ("@reboot", "unknown cron alias"),
         ("0 0 * * 5#2", "unsupported day-of-week"),
         ("0 0 15W * *", "unsupported day-of-month"),
-        ("0 0 * * L5", "# or L in the day-of-week field"),
+        ("0 0 * * L5", "the day-of-week field has 'L5'"),
         ("H * * * *", "unsupported minute"),
         ("", "must have 5 fields"),
     ],
