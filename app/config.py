@@ -100,6 +100,11 @@ class Settings:
     metrics_public: bool = False
     metrics_cache_seconds: float = DEFAULT_METRICS_CACHE_SECONDS
     metrics_window_seconds: float = DEFAULT_METRICS_WINDOW_SECONDS
+    # Proxies whose X-Forwarded-For/-Proto are believed (`*`: the peer, as on Heroku, whose
+    # router has no fixed address); none by default, so forged headers change nothing.
+    trusted_proxies: tuple[str, ...] = ()
+    # Host names the web answers to (TrustedHostMiddleware); none set: any.
+    allowed_hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -186,12 +191,30 @@ class Settings:
             metrics_window_seconds=_seconds(
                 env, "SUNDIAL_METRICS_WINDOW_SECONDS", DEFAULT_METRICS_WINDOW_SECONDS
             ),
+            trusted_proxies=_proxies(env, "SUNDIAL_TRUSTED_PROXIES"),
+            allowed_hosts=tuple(h.lower() for h in _list(env, "SUNDIAL_ALLOWED_HOSTS")),
         )
 
 
 def _list(env: Mapping[str, str], name: str) -> list[str]:
     """A comma-separated list, blanks dropped."""
     return [item.strip() for item in (env.get(name) or "").split(",") if item.strip()]
+
+
+def _proxies(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """`*`, or comma-separated addresses and networks (`10.0.0.0/8`)."""
+    items = _list(env, name)
+    if items == ["*"]:
+        return ("*",)
+    try:
+        for item in items:
+            ipaddress.ip_network(item, strict=False)
+    except ValueError:
+        raise ConfigError(
+            f"{name} must be * or a comma-separated list of addresses and networks such as "
+            f"10.0.0.0/8, got {env.get(name)!r}"
+        ) from None
+    return tuple(items)
 
 
 def _networks(env: Mapping[str, str], name: str) -> tuple[IPNetwork, ...]:

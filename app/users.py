@@ -33,6 +33,10 @@ SESSION_LIFETIME_SECONDS = 12 * 3600
 SIGN_IN_LINK_LIFETIME_SECONDS = 15 * 60
 LOGIN_WINDOW_SECONDS = 15 * 60
 LOGIN_MAX_FAILURES = 5  # per user name and address within the window
+# From one address whatever the names (password spraying), and for one name whatever the
+# addresses (a guess spread over many machines); high enough that a person never meets them.
+LOGIN_MAX_FAILURES_PER_ADDRESS = 20
+LOGIN_MAX_FAILURES_PER_ACCOUNT = 50
 MIN_PASSWORD_LENGTH = 8
 MAX_NAME_LENGTH = 100
 
@@ -95,7 +99,8 @@ def sign_in(
     conn: Conn, username: str, password: str, *, address: str, now: datetime | None = None
 ) -> User | None:
     """The user when the password is right; None otherwise. Raises TooManyAttempts after
-    LOGIN_MAX_FAILURES failures for this name from this address within the window."""
+    LOGIN_MAX_FAILURES failures for this name from this address within the window, or too
+    many from this address or for this name overall (see the limits above)."""
     key = {
         "username": username,
         "address": address,
@@ -103,10 +108,8 @@ def sign_in(
         "now": now,
     }
     failures = conn.execute(query("users", "login_failure_count"), key).fetchone()
-    if failures is not None and failures["n"] >= LOGIN_MAX_FAILURES:
-        raise TooManyAttempts(
-            "too many failed sign-ins for this name from your address: wait 15 minutes"
-        )
+    if failures is not None:
+        _refuse_when_over_limits(failures)
     row = conn.execute(query("users", "user_by_name"), {"username": username}).fetchone()
     if row is None or row["disabled"] or not _verify(row["password_hash"], password):
         conn.execute(query("users", "login_failure_insert"), key)
@@ -118,6 +121,22 @@ def sign_in(
             {"id": row["id"], "password_hash": _hasher.hash(password)},
         )
     return _user(row)
+
+
+def _refuse_when_over_limits(failures: dict[str, Any]) -> None:
+    if failures["pair"] >= LOGIN_MAX_FAILURES:
+        raise TooManyAttempts(
+            "too many failed sign-ins for this name from your address: wait 15 minutes"
+        )
+    if failures["from_address"] >= LOGIN_MAX_FAILURES_PER_ADDRESS:
+        raise TooManyAttempts(
+            "too many failed sign-ins from your address, for several names: wait 15 minutes"
+        )
+    if failures["for_account"] >= LOGIN_MAX_FAILURES_PER_ACCOUNT:
+        raise TooManyAttempts(
+            "too many failed sign-ins for this name from many addresses: it is locked for "
+            "15 minutes"
+        )
 
 
 def _verify(password_hash: str | None, password: str) -> bool:

@@ -87,6 +87,8 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
             port=port,
             log_config=None,
             access_log=False,
+            # forwarded headers count only from SUNDIAL_TRUSTED_PROXIES (see app.web)
+            proxy_headers=False,
             timeout_graceful_shutdown=5,
         )
         uvicorn.Server(config).run(sockets=[sock])

@@ -15,9 +15,13 @@ SELECT id, username, password_hash, role, disabled FROM users WHERE username = %
 UPDATE users SET password_hash = %(password_hash)s WHERE id = %(id)s;
 
 -- name: login_failure_count
--- Failed sign-ins for this name from this address within the window.
-SELECT count(*) AS n FROM login_failures
-WHERE username = %(username)s AND address = %(address)s
+-- Failed sign-ins within the window: for this name from this address, from this address
+-- for any name (password spraying), and for this name from any address.
+SELECT count(*) FILTER (WHERE username = %(username)s AND address = %(address)s) AS pair,
+       count(*) FILTER (WHERE address = %(address)s) AS from_address,
+       count(*) FILTER (WHERE username = %(username)s) AS for_account
+FROM login_failures
+WHERE (username = %(username)s OR address = %(address)s)
   AND at > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s);
 
 -- name: login_failure_insert

@@ -17,8 +17,10 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app import collector, users
 from app.config import Settings
@@ -97,7 +99,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(SecurityMiddleware, secret_key=settings.secret_key)],
+        middleware=_middleware(settings),
         exception_handlers=errors.handlers,
     )
     app.state.settings = settings
@@ -105,3 +107,17 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
     app.state.events = hub
     app.state.overview_snapshot = home.Snapshot()
     return app
+
+
+def _middleware(settings: Settings) -> list[Middleware]:
+    """Outermost first: the real client and scheme from a trusted proxy, then the host
+    check, then the security headers and CSRF (which read the scheme)."""
+    stack: list[Middleware] = []
+    if settings.trusted_proxies:
+        stack.append(
+            Middleware(ProxyHeadersMiddleware, trusted_hosts=list(settings.trusted_proxies))
+        )
+    if settings.allowed_hosts:
+        stack.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts)))
+    stack.append(Middleware(SecurityMiddleware, secret_key=settings.secret_key))
+    return stack

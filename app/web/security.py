@@ -41,7 +41,11 @@ SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",
     "x-frame-options": "DENY",
+    # none of the pages uses these browser features; no script may ask for them
+    "permissions-policy": "camera=(), microphone=(), geolocation=(), payment=(), usb=(), "
+    "interest-cohort=()",
 }
+HSTS = "max-age=31536000; includeSubDomains"  # sent only over https: a year of https only
 
 REFUSED_PAGE = (
     b"<!doctype html><html lang=en><meta charset=utf-8><title>Refused</title>"
@@ -81,6 +85,7 @@ class SecurityMiddleware:
             await self.app(scope, receive, send)
             return
         cookies = _cookies(scope)
+        signed_in = SESSION_COOKIE in cookies or bool(_header(scope, "authorization"))
         seed = cookies.get(CSRF_COOKIE) or ""
         new_seed = not seed
         if new_seed:
@@ -92,6 +97,12 @@ class SecurityMiddleware:
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
                     headers.setdefault(name, value)
+                if is_https(scope):
+                    headers.setdefault("strict-transport-security", HSTS)
+                if signed_in and not scope["path"].startswith("/static/"):
+                    # a signed-in page must not outlive the session in a shared cache or
+                    # the back button after sign-out
+                    headers["cache-control"] = "no-store"
                 if new_seed:
                     secure = "; Secure" if is_https(scope) else ""
                     headers.append(
