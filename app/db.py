@@ -28,6 +28,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.config import Settings, database_pooler
+from app.errors import UsageError
 from app.sql import query
 
 if TYPE_CHECKING:
@@ -145,7 +146,13 @@ def _import_pgserver() -> Any:
     it warns when XDG_RUNTIME_DIR is unset, which says nothing a Sundial user can act on."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        import pgserver
+        try:
+            import pgserver
+        except ImportError:
+            raise UsageError(
+                "DATABASE_URL is not set and the embedded PostgreSQL is not installed: set "
+                "DATABASE_URL, or install it with `pip install 'sundial[dev]'`"
+            ) from None
 
     return pgserver
 

@@ -6,6 +6,10 @@ Alembic is imported inside the commands that use it (start-up cost of every comm
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import sys
+import threading
 from typing import Any
 
 from app.config import Settings
@@ -43,7 +47,19 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
         print(f"database is up to date (revision {after})")
     else:
         print(f"migrated database from {before or 'empty'} to revision {after}")
+    if args.then_wait and not os.environ.get("DYNO", "").startswith("release."):
+        sys.stdout.flush()
+        _wait_until_stopped()
     return 0
+
+
+def _wait_until_stopped() -> None:
+    """Sleep until SIGTERM or SIGINT (a Procfile runner stopping everything)."""
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    while not stopped.wait(1):
+        pass
 
 
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
@@ -62,6 +78,13 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
 def add_migrate_command(sub: Any) -> None:
     text = "apply database migrations (safe to run repeatedly)"
     migrate = sub.add_parser("migrate", help=text, description=text)
+    migrate.add_argument(
+        "--then-wait",
+        action="store_true",
+        help="then keep running until stopped, except in Heroku's release phase: the "
+        "Procfile's release line, so that honcho or foreman (which stop every process once one "
+        "exits) keep the others running",
+    )
     migrate.set_defaults(func=cmd_migrate, process="migrate")
 
 
