@@ -19,6 +19,7 @@ from app.config import ConfigError, Settings
 from app.db import DatabaseUnavailable, DatabaseUrlError
 from app.errors import UsageError
 from app.logs import configure_logging
+from app.process_secrets import make_non_dumpable
 
 EXIT_USAGE = 2  # bad input or configuration
 EXIT_UNAVAILABLE = 3  # the database could not be reached
@@ -100,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         configure_logging(args.process, settings.log_level, settings.log_format)
+        if args.command in SERVICE_COMMANDS:
+            # long-running holders of the secrets: closed to what their jobs run (see
+            # app.process_secrets)
+            make_non_dumpable()
         if args.command not in CHECK_THEIR_OWN_SCHEMA:
             service_database(settings)
         command: Command = args.func

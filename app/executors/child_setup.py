@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 from app.handlers.job_process import become_job_child
 from app.logs import JsonFormatter
+from app.process_secrets import make_non_dumpable, receive_secrets
 
 # The worker passes the read end of a pipe whose write end only the worker holds: when
 # the worker ends, however it ends, reads there see end of file.
@@ -24,6 +25,8 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 def prepare_job_child() -> tuple[BinaryIO, int]:
     """Set up this process as a job child; returns (requests stream, replies fd).
 
+    - It makes itself non-dumpable, then reads the worker's secrets from their pipe into
+      `os.environ` (see `app.process_secrets`): they are never in its /proc environment.
     - Requests come on the original stdin and replies go to the original stdout; fd 0
       then reads /dev/null and fd 1 (and `print`) writes to stderr, so a handler can
       neither swallow a request nor corrupt a reply.
@@ -35,6 +38,8 @@ def prepare_job_child() -> tuple[BinaryIO, int]:
       so a graceful shutdown lets running jobs finish. A handler, not SIG_IGN, so
       commands the job starts do not inherit the immunity.
     """
+    make_non_dumpable()  # first: from here on, commands it starts cannot read its memory
+    receive_secrets()
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)

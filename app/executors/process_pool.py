@@ -27,7 +27,7 @@ from app.executors.attempt import Attempt
 from app.executors.framing import encode_frame, read_frame
 from app.executors.outcomes import describe_exit, failed, process_died
 from app.executors.protocol import LinesSink, decode_reply, read_reply
-from app.executors.subprocess_runner import child_environment, kill_group, lifeline
+from app.executors.subprocess_runner import child_launch, kill_group
 from app.jobs import Outcome
 
 log = logging.getLogger(__name__)
@@ -205,17 +205,18 @@ class ProcessPool:
     # ---- children -----------------------------------------------------------------------
 
     async def _spawn(self) -> _Child:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            POOL_CHILD_MODULE,
-            *self.handler_modules,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env=child_environment(),
-            pass_fds=(lifeline(),),
-        )
+        with child_launch() as (env, fds):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                POOL_CHILD_MODULE,
+                *self.handler_modules,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                pass_fds=fds,
+            )
         child = _Child(proc)
         self._children.add(child)
         self._in_background(self._watch(child), self._watchers)

@@ -14,12 +14,14 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 
 from app.executors.attempt import Attempt
 from app.executors.child_setup import LIFELINE_ENV
 from app.executors.outcomes import failed, process_died
 from app.executors.protocol import LinesSink, decode_reply, read_reply
 from app.jobs import Outcome
+from app.process_secrets import SECRETS_FD_ENV, secrets_pipe, without_secrets
 
 CHILD_MODULE = "app.executors.child"
 
@@ -43,13 +45,24 @@ def lifeline() -> int:
 
 
 def child_environment() -> dict[str, str]:
-    """The worker's environment, with its import path, so the child finds the same code,
-    and the number of the lifeline pipe it inherits (pass `pass_fds=(lifeline(),)`)."""
-    env = dict(os.environ)
+    """The worker's environment without its secrets, with its import path, so the child
+    finds the same code, and the number of the lifeline pipe it inherits."""
+    env = without_secrets(os.environ)
     paths = [p or os.getcwd() for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env[LIFELINE_ENV] = str(lifeline())
     return env
+
+
+@contextlib.contextmanager
+def child_launch() -> Iterator[tuple[dict[str, str], tuple[int, ...]]]:
+    """(environment, fds to pass) for starting one job child: `child_environment()`, and a
+    pipe carrying the secrets, read by the child once it is non-dumpable (see
+    `app.process_secrets`)."""
+    env = child_environment()
+    with secrets_pipe(os.environ) as secrets_fd:
+        env[SECRETS_FD_ENV] = str(secrets_fd)
+        yield env, (lifeline(), secrets_fd)
 
 
 def kill_group(pid: int) -> None:
@@ -72,16 +85,17 @@ class SubprocessRunner:
         if self._closing:
             return failed("the worker is shutting down; the job was not started")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                CHILD_MODULE,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                env=child_environment(),
-                pass_fds=(lifeline(),),
-            )
+            with child_launch() as (env, fds):
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    CHILD_MODULE,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    start_new_session=True,
+                    env=env,
+                    pass_fds=fds,
+                )
         except OSError as exc:
             return failed(f"could not start a job process: {exc}")
         self._running.add(proc)

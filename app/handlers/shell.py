@@ -23,12 +23,12 @@ from app.handlers.args import number, optional_string, string_list, string_map
 from app.handlers.gate import SHELL_DISABLED_MESSAGE, shell_enabled
 from app.handlers.job_process import is_job_child
 from app.jobs import JobContext, NonRetryableError
+from app.process_secrets import is_secret
 
 OUTPUT_TAIL_BYTES = 4096  # of stdout and of stderr, kept in the result
 POLL_SECONDS = 0.05  # how often a running command checks for cancellation
 # What a command inherits from the worker; anything else only through `env` or `pass_env`.
 BASE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
-SUNDIAL_SECRETS = ("DATABASE_URL", "SECRET_KEY")
 SUNDIAL_PREFIX = "SUNDIAL_"
 
 
@@ -85,7 +85,7 @@ def command_environment(env: Any, pass_env: Any, worker_env: Mapping[str, str]) 
     environment = {name: worker_env[name] for name in BASE_ENVIRONMENT if name in worker_env}
     environment.setdefault("PATH", os.defpath)
     for name in string_list("pass_env", pass_env):
-        if name in SUNDIAL_SECRETS or name.startswith(SUNDIAL_PREFIX):
+        if is_secret(name) or name.startswith(SUNDIAL_PREFIX):
             raise NonRetryableError(
                 f"argument 'pass_env' cannot pass {name}: Sundial's own settings never "
                 "reach a command"
