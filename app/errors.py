@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 
+class NotAllowed(PermissionError):
+    """The person or token acting may not do this (403); the message says who may."""
+
+
 class UsageError(ValueError):
     """Bad input from a person: the message is one sentence saying what to change.
 

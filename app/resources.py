@@ -26,3 +26,5 @@ TEMPLATES_DIR = ASSETS_ROOT / "templates"
 STATIC_DIR = ASSETS_ROOT / "static"
 MIGRATIONS_DIR = ASSETS_ROOT / "migrations"
 PROCFILE = ASSETS_ROOT / "Procfile"
+# Prometheus alerting rules over /metrics, shipped inside the package itself.
+ALERT_RULES = Path(__file__).resolve().parent / "prometheus-alerts.yml"

@@ -38,7 +38,7 @@ from app.dag_graph import check_dag as check_dag
 from app.db import Conn
 from app.errors import UsageError
 from app.fingerprints import LEASE_EXPIRED, fingerprint_of
-from app.handlers.gate import refuse_disabled_handlers
+from app.handlers.gate import refuse_commands_for_run, refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.json_rows import encode_json, json_rows
 from app.metrics import FENCE_LOST, TRANSITIONS
@@ -636,6 +636,7 @@ def retry(
     steps skipped because this run did not complete (transitively) go back to blocked in
     the same transaction, so the DAG run can still complete: skipped -> blocked where
     every other upstream of theirs completed or is waiting again too."""
+    refuse_commands_for_run(conn, run_id)
     for attempt in range(RETRY_TRIES):
         try:
             with conn.transaction():

@@ -25,3 +25,6 @@ UNION
 SELECT j.handler
 FROM workflow_steps s JOIN job_definitions j ON j.id = s.job_id
 WHERE s.workflow_id = %(workflow_id)s;
+
+-- name: handler_of_run
+SELECT handler FROM job_runs WHERE id = %(id)s;

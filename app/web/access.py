@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from app import users
+from app.errors import NotAllowed
+from app.handlers.gate import may_run_commands
 from app.states import Role
 from app.users import User
 from app.web.database import call
@@ -49,7 +51,11 @@ def requires(role: Role) -> Callable[[Endpoint], Endpoint]:
                 return _to_sign_in(request)
             if not user.may(role):
                 return render(request, "shared/forbidden.html", status_code=403, needed=role.value)
-            return await endpoint(request)
+            may_run_commands.set(user.may(Role.ADMIN))
+            try:
+                return await endpoint(request)
+            except NotAllowed as exc:
+                return render(request, "shared/forbidden.html", status_code=403, reason=str(exc))
 
         setattr(guarded, ROLE_ATTRIBUTE, role)
         return guarded

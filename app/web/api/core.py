@@ -29,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app import tokens
-from app.errors import UsageError
+from app.errors import NotAllowed, UsageError
+from app.handlers.gate import may_run_commands
 from app.states import Role
 from app.tokens import Principal
 from app.web.access import ROLE_ATTRIBUTE
@@ -125,6 +126,7 @@ def operation(
                 writes = request.method not in SAFE_METHODS
                 if not principal.may(role, writes=writes):
                     return _forbidden(principal, role, writes)
+                may_run_commands.set(principal.user.may(Role.ADMIN))
                 path_values = _path_values(request, spec.path)
                 query_value = _validate(spec.query, dict(request.query_params), "query")
                 body_value = _validate(spec.body, await read_json(request), "body")
@@ -135,6 +137,8 @@ def operation(
                 return exc.response()
             except UsageError as exc:
                 return error_response(422, str(exc), getattr(exc, "field", None))
+            except NotAllowed as exc:
+                return error_response(403, str(exc), "handler")
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 log.error("database unavailable for %s: %s", request.url.path, exc)
                 return error_response(503, "the database cannot be reached; try again soon")
