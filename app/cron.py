@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from functools import lru_cache
+from importlib.resources import files
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -269,12 +270,25 @@ def _field_number(name: str, word: str, text: str) -> int:
     return int(word)
 
 
+@lru_cache(maxsize=1)
+def iana_zone_names() -> frozenset[str]:
+    """The names the IANA tz database lists as zones (links such as US/Eastern included),
+    as the tzdata package records them: not the files and folders beside them in a system's
+    zoneinfo folder (`posix/...`, `right/...`, `localtime`, `zone.tab`)."""
+    return frozenset(files("tzdata").joinpath("zones").read_text().split()) - {"Factory"}
+
+
 @lru_cache(maxsize=1024)
 def zone_named(name: str) -> ZoneInfo:
-    """The IANA time zone `name`; RecurrenceError for an unknown one (never silently UTC)."""
+    """The IANA time zone `name`; RecurrenceError for any other (never silently UTC)."""
+    if name not in iana_zone_names():
+        shown = name if len(name) <= 60 else name[:60] + "…"
+        raise RecurrenceError(
+            f"unknown time zone {shown!r}; use an IANA name like Europe/Berlin or UTC"
+        )
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise RecurrenceError(
             f"unknown time zone {name!r}; use an IANA name like Europe/Berlin or UTC"
         ) from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -108,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command not in CHECK_THEIR_OWN_SCHEMA:
             service_database(settings)
         command: Command = args.func
-        return int(command(args, settings))
+        code = int(command(args, settings))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return code
     except (ConfigError, DatabaseUrlError, UsageError) as exc:
         return _error(args.command, exc, EXIT_USAGE)
     except DatabaseUnavailable as exc:
@@ -117,6 +120,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(args.command, exc, EXIT_PORT_IN_USE)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """`sundial runs | head`: the reader closed the pipe. End quietly, as other tools do,
+    and keep the interpreter from complaining again when it flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 def _error(command: str, exc: Exception, code: int) -> int:

@@ -27,6 +27,7 @@ log = logging.getLogger("sundial")
 
 
 # The commands `add_service_commands` defines.
+WEB_HOST_ENV = "SUNDIAL_WEB_HOST"  # `sundial dev` tells its web process where to bind
 SERVICE_COMMANDS = frozenset({"web", "worker", "trigger", "reaper", "dev"})
 
 
@@ -143,7 +144,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
 
     load_handler_modules(settings)
     port = args.port or settings.port
-    listen_socket("0.0.0.0", port).close()  # taken: say so before starting anything
+    listen_socket(args.host, port).close()  # taken: say so before starting anything
     url = resolve_database_url(settings)
     check_database(url)
     migrate.upgrade(url)
@@ -151,7 +152,8 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     env["DATABASE_URL"] = url
     env["PORT"] = str(port)
     env.setdefault("SUNDIAL_LOG_FORMAT", "text")
-    env.setdefault("SECRET_KEY", secrets.token_urlsafe(32))  # sessions last one dev run
+    env[WEB_HOST_ENV] = args.host
+    env.setdefault("SECRET_KEY", dev_secret_key(settings.data_dir))
     # Children find `sundial` next to the interpreter running this command.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     procfile = parse_procfile(PROCFILE.read_text())
@@ -166,6 +168,25 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     return int(manager.returncode or 0)
 
 
+def dev_secret_key(data_dir: Path) -> str:
+    """`sundial dev`'s secret key, kept (readable by this user only) in the data folder, so
+    that a sign-in survives a restart of `sundial dev`."""
+    path = data_dir / "dev-secret-key"
+    try:
+        return path.read_text().strip() or _new_dev_key(path)
+    except FileNotFoundError:
+        return _new_dev_key(path)
+
+
+def _new_dev_key(path: Path) -> str:
+    key = secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(key)
+    return key
+
+
 def add_service_commands(sub: Any) -> None:
     def add(name: str, func: Any, help: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
@@ -173,7 +194,11 @@ def add_service_commands(sub: Any) -> None:
         return p
 
     web = add("web", cmd_web, "serve the dashboard, JSON API, /metrics and /healthz")
-    web.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    web.add_argument(
+        "--host",
+        default=os.environ.get(WEB_HOST_ENV) or "0.0.0.0",
+        help=f"address to bind (default ${WEB_HOST_ENV} or 0.0.0.0)",
+    )
     web.add_argument("--port", type=port_number, default=None, help="port (default $PORT or 8000)")
     worker = add("worker", cmd_worker, "claim and execute runs")
     worker.add_argument(
@@ -187,4 +212,9 @@ def add_service_commands(sub: Any) -> None:
     dev = add("dev", cmd_dev, "run every Procfile process locally (embedded database if none)")
     dev.add_argument(
         "--port", type=port_number, default=None, help="dashboard port (default $PORT)"
+    )
+    dev.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the dashboard binds (default 127.0.0.1: this computer only)",
     )

@@ -102,6 +102,9 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         middleware=_middleware(settings),
         exception_handlers=errors.handlers,
     )
+    # no redirect to an address with or without a trailing slash: Starlette builds it from
+    # the Host header, which a client chooses
+    app.router.redirect_slashes = False
     app.state.settings = settings
     app.state.pool = pool
     app.state.events = hub

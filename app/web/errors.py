@@ -10,6 +10,7 @@ from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 
 from app.web.render import render
 
@@ -29,8 +30,21 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
     return render(request, "shared/unavailable.html", status_code=503)
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path (one route per method is common here,
+    so the route that refused the request knows only its own)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "\x00"})
+        if match is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        exc = HTTPException(405, exc.detail, headers={"Allow": allowed_methods(request)})
     if _is_api(request):  # the JSON API answers in JSON even where no handler ran (404, 405)
         return JSONResponse(
             {"error": {"message": str(exc.detail), "field": None}},

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from app.db import Conn
 from app.firing import db_now
+from app.resources import STATIC_DIR
 from app.sql import query
 from app.states import Role, RunStatus
 from app.web.access import public, requires
@@ -261,7 +262,18 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok", "database": "ok"})
 
 
+@public
+async def favicon(request: Request) -> Response:
+    """Browsers ask for /favicon.ico whatever the page links: the same picture, cached."""
+    return FileResponse(
+        STATIC_DIR / "favicon.svg",
+        media_type="image/svg+xml",
+        headers={"cache-control": "public, max-age=86400"},
+    )
+
+
 routes = [
     Route("/", index, name="home"),
     Route("/healthz", healthz, name="healthz"),
+    Route("/favicon.ico", favicon, name="favicon"),
 ]

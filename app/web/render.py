@@ -11,13 +11,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from app.cron import RecurrenceError, zone_named
 from app.cron_words import cron_sentence
 from app.resources import TEMPLATES_DIR
 from app.states import Role
@@ -38,8 +38,8 @@ def in_zone(moment: datetime | None, zone: str = "UTC") -> str:
     if moment is None:
         return "—"
     try:
-        local = moment.astimezone(ZoneInfo(zone))
-    except (ZoneInfoNotFoundError, ValueError):
+        local = moment.astimezone(zone_named(zone))
+    except RecurrenceError:
         local = moment
     return local.strftime("%Y-%m-%d %H:%M %Z")
 
@@ -49,8 +49,8 @@ def in_zone_seconds(moment: datetime | None, zone: str = "UTC") -> str:
     if moment is None:
         return "—"
     try:
-        local = moment.astimezone(ZoneInfo(zone))
-    except (ZoneInfoNotFoundError, ValueError):
+        local = moment.astimezone(zone_named(zone))
+    except RecurrenceError:
         local = moment
     return local.strftime("%Y-%m-%d %H:%M:%S %Z")
 

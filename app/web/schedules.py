@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
-from zoneinfo import available_timezones
 
 from starlette.datastructures import FormData, QueryParams
 from starlette.exceptions import HTTPException
@@ -21,7 +20,7 @@ from starlette.routing import Route
 
 from app import calendars, job_definitions, schedules, versions, workflows
 from app.calendars import CalendarError
-from app.cron import DstRepeated, DstSkipped, RecurrenceError, zone_named
+from app.cron import DstRepeated, DstSkipped, RecurrenceError, iana_zone_names, zone_named
 from app.db import Conn
 from app.exclusions import excluded_reason
 from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
@@ -47,7 +46,7 @@ from app.web.history import shown
 from app.web.render import redirect, render
 from app.web.viewer_zone import zone_of
 
-ZONES = sorted(available_timezones())
+ZONES = sorted(iana_zone_names())  # the zone field offers exactly what the rules accept
 TEXT_FIELDS = ("name", "target_kind", "job", "workflow", "handler", "args", "preset",
                "every_minutes", "minute", "at", "cron", "every", "unit", "timezone", "catchup",
                "overlap", "spread_seconds", "dst_skipped", "dst_repeated",

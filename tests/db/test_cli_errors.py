@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -241,3 +242,22 @@ def test_ctrl_c_in_dev_hands_the_running_run_back(db_url: str, tmp_path: Path) -
     row = run_row(db_url, run_id)
     assert row["status"] == "pending", (row, output)  # handed back, ready for the next worker
     assert row["lease_owner"] is None, row
+
+
+def test_output_cut_short_by_head_ends_quietly(db_url: str) -> None:
+    """`sundial runs | head -1`: the reader goes away after one line; no traceback."""
+    for _ in range(3):
+        assert run_sundial(db_url, "submit", "noop").returncode == 0
+    env = sundial_env(db_url)
+    pipeline = subprocess.run(
+        f"{' '.join(map(shlex.quote, sundial_cmd('runs', '--limit', '100')))} | head -c 1",
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in pipeline.stderr and "BrokenPipe" not in pipeline.stderr, (
+        pipeline.stderr
+    )
+    assert "Exception ignored" not in pipeline.stderr

@@ -213,3 +213,18 @@ def test_odd_rules_are_refused_with_a_sentence(rule: str) -> None:
     with pytest.raises(RecurrenceError) as refused:
         parse_cron(rule)
     assert rule in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["posix", "right/UTC", "posix/Europe/Paris", "Etc/", "zone.tab", "../x", "localtime",
+     "Factory", "Europe/Paris/", "europe/paris", "a" * 300, "UTC\n", "Europe/Pa\x00ris"],
+)  # fmt: skip
+def test_only_iana_zone_names_are_zones(name: str) -> None:
+    with pytest.raises(RecurrenceError, match="unknown time zone"):
+        Recurrence.from_cron("0 9 * * *", name)
+
+
+@pytest.mark.parametrize("name", ["UTC", "Europe/Paris", "US/Eastern", "Asia/Calcutta", "EST5EDT"])
+def test_iana_zones_and_their_links_are_zones(name: str) -> None:
+    assert Recurrence.from_cron("0 9 * * *", name).zone.key == name

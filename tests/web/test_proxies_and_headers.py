@@ -120,3 +120,11 @@ def test_allowed_hosts_refuse_other_host_names(db_url: str) -> None:
 def test_a_bad_trusted_proxies_value_is_one_sentence() -> None:
     with pytest.raises(ConfigError, match="SUNDIAL_TRUSTED_PROXIES"):
         Settings.from_env({"SUNDIAL_TRUSTED_PROXIES": "the router"})
+
+
+def test_the_favicon_is_served_and_linked(db_url: str) -> None:
+    with client_with(db_url) as client:
+        icon = client.get("/favicon.ico")
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        assert "<svg" in icon.text
+        assert 'rel="icon"' in client.get("/login").text

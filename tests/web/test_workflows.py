@@ -362,8 +362,11 @@ def test_a_step_whose_job_runs_a_disabled_handler_is_refused_next_to_the_steps(
 
     set_shell_enabled(conn, True, actor="test")
     create(conn, JobSpec("cleanup", "shell", {"command": "true"}), actor="test")
+    editor = as_role("editor")  # running commands needs an admin, enabled or not
+    not_allowed = post(editor, "/workflows", form("nightly", [("clean", "cleanup", [])]))
+    assert not_allowed.status_code == 403 and "Only an admin" in not_allowed.text
     set_shell_enabled(conn, False, actor="test")
-    client = as_role("editor")
+    client = as_role("admin")
     refused = post(client, "/workflows", form("nightly", [("clean", "cleanup", [])]))
     assert refused.status_code == 422
     assert 'id="steps-error" role="alert">the shell handler is disabled' in refused.text

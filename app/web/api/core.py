@@ -211,10 +211,48 @@ async def read_json(request: Request) -> Any:
     raw = b"".join(chunks)
     if not raw.strip():
         return None
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise ApiError(
+            415,
+            f"the request body must be JSON sent with Content-Type: application/json, not "
+            f"{media_type or 'no Content-Type'}",
+            "body",
+        )
     try:
-        return json.loads(raw)
+        value = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+        raise ApiError(400, f"the request body is not valid JSON: {exc}", "body") from None
+    except RecursionError:
+        value = None  # nested past Python's own limit: refused just below
+    if value is None or _depth(value) > MAX_JSON_DEPTH:
+        if value is None and raw.strip() == b"null":
+            return None
+        raise ApiError(400, f"the request body nests deeper than {MAX_JSON_DEPTH} levels", "body")
+    return value
+
+
+MAX_JSON_DEPTH = 32  # objects and lists within each other; real bodies use a handful
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(value: Any) -> int:
+    """How deeply objects and lists nest in `value` (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        )
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if level <= MAX_JSON_DEPTH:
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _validate(model: type[BaseModel] | None, value: Any, where: str) -> Any:

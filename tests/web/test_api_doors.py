@@ -1,0 +1,89 @@
+"""What the JSON API refuses before any handler runs: bodies that are not JSON (415), JSON
+that nests too deep or holds NaN (400), a wrong method (405 with every allowed method in
+Allow), and no redirect built from the Host header."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+from app.config import Settings
+from app.web import create_app
+from tests.processes import query
+from tests.web.api_client import make_token
+
+
+@pytest.fixture
+def api(db_url: str) -> Iterator[TestClient]:
+    settings = Settings.from_env({"DATABASE_URL": db_url, "SECRET_KEY": "test-secret-key"})
+    with TestClient(create_app(settings, db_url)) as client:
+        client.headers["authorization"] = f"Bearer {make_token(db_url, 'admin', 'write')}"
+        yield client
+
+
+def runs_count(db_url: str) -> int:
+    return int(query(db_url, "SELECT count(*) AS n FROM job_runs")[0]["n"])
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("text/plain", b'{"handler": "noop"}'),
+        ("application/x-www-form-urlencoded", b"handler=noop"),
+        ("", b'{"handler": "noop"}'),
+        ("application/xml", b"<run><handler>noop</handler></run>"),
+    ],
+)
+def test_a_body_that_is_not_json_is_415(
+    api: TestClient, db_url: str, content_type: str, body: bytes
+) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    answer = api.post("/api/v1/runs", content=body, headers=headers)
+    assert answer.status_code == 415, answer.text
+    assert "application/json" in answer.json()["error"]["message"]
+    assert answer.json()["error"]["field"] == "body"
+    assert runs_count(db_url) == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"handler": "noop", "args": ' + b"[" * 40 + b"]" * 40 + b"}",
+        b'{"handler": "noop", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"handler": "noop", "args": {"x": NaN}}',
+        b'{"handler": "noop", "args": {"x": Infinity}}',
+        b'{"handler": "noop"',
+    ],
+)
+def test_json_nested_too_deep_or_not_json_numbers_is_400(
+    api: TestClient, db_url: str, body: bytes
+) -> None:
+    answer = api.post("/api/v1/runs", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code in (400, 413), answer.text
+    assert answer.json()["error"]["message"]
+    assert runs_count(db_url) == 0
+
+
+def test_json_with_a_charset_is_json(api: TestClient) -> None:
+    answer = api.post(
+        "/api/v1/runs",
+        content=b'{"handler": "noop"}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert answer.status_code == 201, answer.text
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
+def test_a_wrong_method_is_405_with_every_allowed_method(api: TestClient, method: str) -> None:
+    answer = api.request(method, "/api/v1/runs")
+    assert answer.status_code == 405
+    assert {"GET", "POST"} <= {m.strip() for m in answer.headers["allow"].split(",")}
+    assert answer.json()["error"]["message"]
+
+
+def test_no_redirect_follows_the_host_header(api: TestClient) -> None:
+    for path in ("/api/v1/runs/", "/jobs/", "/healthz/"):
+        answer = api.get(path, headers={"host": "evil.example"}, follow_redirects=False)
+        assert "evil.example" not in answer.headers.get("location", ""), path
