@@ -315,7 +315,12 @@ def add_schedule_commands(sub: Any) -> None:
     add("run-now", cmd_run_now, "create a run of the schedule's job now and print its id")
     add("delete", cmd_delete, "delete a schedule and its fire ledger (runs keep history)")
     fires = add("fires", cmd_fires, "show the fire ledger: what became of each fire, and why")
-    fires.add_argument("--limit", type=int, default=50, help="newest fires shown (default 50)")
+    fires.add_argument(
+        "--limit",
+        type=int,
+        default=50,
+        help=f"newest fires shown (1-{limits.MAX_FIRES_SHOWN:,}, default 50)",
+    )
 
 
 def _add_add_options(p: argparse.ArgumentParser) -> None:

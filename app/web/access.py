@@ -50,17 +50,27 @@ def requires(role: Role) -> Callable[[Endpoint], Endpoint]:
             if user is None:
                 return _to_sign_in(request)
             if not user.may(role):
-                return render(request, "shared/forbidden.html", status_code=403, needed=role.value)
+                return _forbidden(request, needed=role.value)
             may_run_commands.set(user.may(Role.ADMIN))
             try:
                 return await endpoint(request)
             except NotAllowed as exc:
-                return render(request, "shared/forbidden.html", status_code=403, reason=str(exc))
+                return _forbidden(request, reason=str(exc))
 
         setattr(guarded, ROLE_ATTRIBUTE, role)
         return guarded
 
     return wrap
+
+
+def _forbidden(request: Request, **why: str) -> Response:
+    """The refusal page; a button of a page (htmx) shows it in place of the page, so the
+    person reads why instead of seeing nothing happen."""
+    response = render(request, "shared/forbidden.html", status_code=403, **why)
+    if request.headers.get("HX-Request") == "true":
+        response.headers["HX-Retarget"] = "body"
+        response.headers["HX-Reswap"] = "innerHTML"
+    return response
 
 
 def _to_sign_in(request: Request) -> Response:

@@ -3,16 +3,19 @@ and the pages: an operator's or editor's write token gets 403 and nothing is sto
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
+from starlette.testclient import TestClient
 
 from app import runs
 from app.handlers.gate import set_shell_enabled
 from app.runs import NewRun
 from tests.processes import query
 from tests.web.api_client import make_token, request
+from tests.web.conftest import csrf_of
 
 SHELL = {"handler": "shell", "args": {"command": "true"}}
 
@@ -60,3 +63,23 @@ def test_an_admin_token_may_start_a_command(
         live_server, "POST", "/api/v1/runs", make_token(db_url, "admin", "write"), SHELL
     )
     assert answer.status == 201, answer.body
+
+
+def test_a_page_button_below_admin_shows_why_in_place(
+    as_role: Callable[[str], TestClient], conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    set_shell_enabled(conn, True, actor="test")
+    failed = runs.submit(conn, NewRun("shell", {"command": "false"})).id
+    conn.execute(
+        "UPDATE job_runs SET status = 'failed', finished_at = now() WHERE id = %s", (failed,)
+    )
+    client = as_role("operator")
+    answer = client.post(
+        f"/runs/{failed}/retry",
+        headers={"HX-Request": "true", "X-CSRF-Token": csrf_of(client, "/runs")},
+    )
+    assert answer.status_code == 403 and "Only an admin" in answer.text
+    assert answer.headers["HX-Retarget"] == "body"  # shown in place of the page
+    assert (
+        query(db_url, "SELECT status FROM job_runs WHERE id = %s", failed)[0]["status"] == "failed"
+    )
