@@ -63,10 +63,12 @@ def requires(role: Role) -> Callable[[Endpoint], Endpoint]:
     return wrap
 
 
-def _forbidden(request: Request, **why: str) -> Response:
+def _forbidden(request: Request, *, needed: str = "", reason: str = "") -> Response:
     """The refusal page; a button of a page (htmx) shows it in place of the page, so the
     person reads why instead of seeing nothing happen."""
-    response = render(request, "shared/forbidden.html", status_code=403, **why)
+    response = render(
+        request, "shared/forbidden.html", status_code=403, needed=needed, reason=reason
+    )
     if request.headers.get("HX-Request") == "true":
         response.headers["HX-Retarget"] = "body"
         response.headers["HX-Reswap"] = "innerHTML"
