@@ -12,7 +12,17 @@ from datetime import UTC, datetime
 
 from app.cli.text import safe_lines
 
-CONTEXT_FIELDS = ("run_id", "attempt", "worker", "schedule_id", "handler", "term", "count")
+CONTEXT_FIELDS = (
+    "run_id",
+    "attempt",
+    "worker",
+    "schedule_id",
+    "handler",
+    "term",
+    "count",
+    "outcome",
+    "error",
+)
 
 
 class JsonFormatter(logging.Formatter):

@@ -443,6 +443,22 @@ class Worker:
         if item.handed_back or item.lost:
             return
         outcome = storable(outcome, self.settings.max_result_bytes)
+        if outcome.status in (OutcomeStatus.FAILED, OutcomeStatus.TIMED_OUT):
+            # one line an operator can search for (JSON by default), whatever happens next
+            log.warning(
+                "run %s attempt %s %s: %s",
+                job.run_id,
+                job.attempt,
+                outcome.status.value.replace("_", " "),
+                outcome.error,
+                extra={
+                    "run_id": job.run_id,
+                    "attempt": job.attempt,
+                    "handler": job.handler,
+                    "outcome": outcome.status.value,
+                    "error": outcome.error,
+                },
+            )
         self._finishes.append(Finish(job.run_id, job.attempt, outcome))
         self._finish_ready.set()
 

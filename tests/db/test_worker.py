@@ -3,6 +3,7 @@ PostgreSQL, real crashes (SIGKILL), pauses (SIGSTOP) and cancellations."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,18 @@ def test_sigterm_is_honoured_when_every_slot_is_busy(db_url: str, tmp_path: Path
         assert "handed 1 unfinished runs back" in worker.log()  # it did not wait out the job
     assert status_of(db_url, run_id) == "pending"
     assert attempt_outcomes(db_url, run_id) == ["released"]
+
+
+def test_a_failed_attempt_is_one_json_line_in_the_worker_log(db_url: str, tmp_path: Path) -> None:
+    (run_id,) = submit(db_url, NewRun("fail", {"message": "the bank said no"}, max_retries=0))
+    with services(db_url, tmp_path) as start:
+        worker = start("worker", SUNDIAL_LOG_FORMAT="json")
+        wait_until(
+            lambda: run_row(db_url, run_id)["status"] == "failed", "the run failed", 30, worker
+        )
+        worker.stop()
+    lines = [json.loads(line) for line in worker.log().splitlines() if line.startswith("{")]
+    (failed,) = [line for line in lines if line.get("run_id") == run_id and line.get("outcome")]
+    assert failed["outcome"] == "failed" and failed["handler"] == "fail"
+    assert "the bank said no" in failed["error"] and failed["attempt"] == 1
+    assert all(line.startswith("{") for line in worker.log().splitlines() if line.strip())
