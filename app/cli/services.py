@@ -75,6 +75,7 @@ def listen_socket(host: str, port: int) -> socket.socket:
 def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
+    from app.logs import AccessLog
     from app.web.app import check_secret_key, create_app
 
     port = args.port or settings.port
@@ -83,11 +84,11 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
         check_secret_key(settings, args.host)
         log.info("web listening on http://%s:%d", args.host, port)
         config = uvicorn.Config(
-            create_app(settings, url),
+            AccessLog(create_app(settings, url)),
             host=args.host,
             port=port,
-            log_config=None,
-            access_log=False,
+            log_config=None,  # uvicorn's lines go to the root logger: JSON like every other
+            access_log=False,  # AccessLog writes them, with the duration and real client
             # forwarded headers count only from SUNDIAL_TRUSTED_PROXIES (see app.web)
             proxy_headers=False,
             timeout_graceful_shutdown=5,

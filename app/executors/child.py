@@ -19,9 +19,11 @@ from app.executors.outcomes import failed
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
 from app.jobs import Outcome
+from app.logs import json_lines_in_child
 
 
 def main() -> int:
+    json_lines_in_child("job-child")  # first: what goes wrong from here is one JSON line
     requests, reply_fd = prepare_job_child()
     with requests:
         request = json.loads(requests.read())

@@ -17,9 +17,11 @@ from app.executors.child_setup import prepare_job_child, send_reply
 from app.executors.framing import encode_frame, read_frame_blocking, write_frame
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
+from app.logs import json_lines_in_child
 
 
 def main(handler_modules: list[str]) -> int:
+    json_lines_in_child("job-child")  # first: what goes wrong from here is one JSON line
     requests, replies = prepare_job_child()
     try:
         load_modules(handler_modules)
