@@ -13,6 +13,7 @@ import os
 import secrets
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +99,22 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.periodic import stop_on_signals
     from app.services.worker import run_worker
 
     load_handler_modules(settings)
-    url = service_database(settings)
+    url = wait_for_service_database(settings, "worker", stop_on_signals())
+    if url is None:
+        return 0  # stopped while waiting
     return run_worker(settings, url, concurrency=args.concurrency)
+
+
+def wait_for_service_database(settings: Settings, name: str, stop: threading.Event) -> str | None:
+    """The database URL once the database answers with the schema this version needs,
+    waiting (a log line per try) while it is unreachable or full; None if stopped first."""
+    from app.services.reconnecting import wait_for_database
+
+    return wait_for_database(name, lambda: service_database(settings), stop)
 
 
 def load_handler_modules(settings: Settings) -> None:
@@ -120,8 +132,10 @@ def cmd_trigger(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.periodic import stop_on_signals
     from app.services.trigger import Trigger
 
-    url = service_database(settings)
-    Trigger(settings).run_forever(url, stop_on_signals())
+    stop = stop_on_signals()
+    url = wait_for_service_database(settings, "trigger", stop)
+    if url is not None:
+        Trigger(settings).run_forever(url, stop)
     return 0
 
 
@@ -129,8 +143,10 @@ def cmd_reaper(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.periodic import stop_on_signals
     from app.services.reaper import Reaper
 
-    url = service_database(settings)
-    Reaper(settings).run_forever(url, stop_on_signals())
+    stop = stop_on_signals()
+    url = wait_for_service_database(settings, "reaper", stop)
+    if url is not None:
+        Reaper(settings).run_forever(url, stop)
     return 0
 
 

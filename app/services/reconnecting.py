@@ -190,3 +190,50 @@ class Reconnecting:
                 self._conn.close()
             finally:
                 self._conn = None
+
+
+# ---- waiting for the database at start --------------------------------------------------
+
+START_RETRY_BASE_SECONDS = 0.5
+START_RETRY_CAP_SECONDS = 5.0
+
+# Refusals that waiting does not cure: the URL names a user, password or database the
+# server does not have. The service says so once and exits (a configuration error).
+_MISCONFIGURED = (
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "does not exist",
+)
+
+
+def misconfigured(exc: BaseException) -> bool:
+    """Whether `exc` refuses this URL for good rather than for now."""
+    return any(text in str(exc) for text in _MISCONFIGURED)
+
+
+def wait_for_database(name: str, start: Callable[[], T], stop: threading.Event) -> T | None:
+    """`start()` (a service's start-up check of its database), tried again with growing
+    delays while the database cannot be reached or is short of resources (out of
+    connection slots, disk full), with a log line per try: a trigger or reaper started
+    before its database (a restart, a failover, a dyno that comes up first) starts working
+    once the database answers instead of exiting. None if `stop` is set first; a
+    misconfigured URL raises at once."""
+    backoff = Backoff(START_RETRY_BASE_SECONDS, START_RETRY_CAP_SECONDS)
+    began = time.monotonic()
+    while True:
+        try:
+            return start()
+        except DB_ERRORS as exc:
+            if misconfigured(exc):
+                raise
+            delay = backoff.next_delay()
+            log.warning(
+                "%s waits for the database: %s for %.0fs (%s); trying again in %.1fs",
+                name,
+                describe_db_error(exc),
+                time.monotonic() - began,
+                " ".join(str(exc).split())[:200],
+                delay,
+            )
+        if stop.wait(delay):
+            return None
