@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,24 @@ def parse_args_json(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError(f"--args must be a JSON object like '{{\"key\": 1}}', got {text!r}")
     return limits.check_args("--args", value)
+
+
+def whole_number(minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number (ASCII digits) from `minimum` to `maximum`; anything
+    else is refused with a sentence and exit code 2 before the command runs."""
+
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"[+-]?[0-9]{1,20}", text.strip()):
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}")
+        value = int(text)
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"must be between {minimum:,} and {maximum:,}, got {value:,}"
+            )
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in some errors
+    return parse
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,11 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from app import limits
-from app.cli.inputs import add_job_settings_options, parse_args_json, read_json
+from app.cli.inputs import add_job_settings_options, parse_args_json, read_json, whole_number
 from app.config import Settings
 from app.dag_spec import parse_dag
 from app.db import connect, resolve_database_url
 from app.errors import UsageError
+from app.run_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from app.sql import query
 
 
@@ -51,11 +52,38 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         execution_model=args.execution_model,
     )
     with connect(resolve_database_url(settings), autocommit=True) as conn:
+        unknown = no_live_worker_runs(conn, args.handler)
+        if unknown and args.strict:
+            raise UsageError(f"{unknown}: nothing submitted (--strict)")
+        if unknown:
+            print(
+                f"sundial submit: warning: {unknown}: the run waits until a worker that knows "
+                "it starts",
+                file=sys.stderr,
+            )
         if args.after:
             print(runs.submit_after(conn, new_run, args.after))
         else:
             print(runs.submit(conn, new_run).id)
     return 0
+
+
+def no_live_worker_runs(conn: Any, handler: str) -> str | None:
+    """Why no live worker would run `handler` now; None if one would. Such a run is still
+    valid: it waits until a worker that knows the handler starts."""
+    from app import worker_registry
+    from app.cli.text import safe
+
+    live = [row for row in worker_registry.registrations(conn) if row["live"]]
+    if not live:
+        return f"no worker is running, so none knows handler {safe(handler)!r}"
+    known = set().union(*(row["handlers"] for row in live))
+    if handler in known:
+        return None
+    return (
+        f"no live worker knows handler {safe(handler)!r} (they know "
+        f"{safe(', '.join(sorted(known)))})"
+    )
 
 
 def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
@@ -197,6 +225,11 @@ def add_run_commands(sub: Any) -> None:
     when.add_argument("--delay", type=float, help="seconds from now before it may start")
     when.add_argument("--at", help="ISO 8601 time with zone at which it may start")
     submit.add_argument("--idempotency-key", help="resubmitting with this key is safe")
+    submit.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2) a handler no live worker knows, instead of a warning",
+    )
     add_job_settings_options(submit)
     submit.add_argument(
         "--after",
@@ -230,7 +263,12 @@ def add_run_commands(sub: Any) -> None:
     runs.add_argument("--until", help="created before this ISO 8601 time with zone")
     runs.add_argument("--error", help="text in the last error (any case)")
     runs.add_argument("--before-id", type=int, help="runs older than this run id")
-    runs.add_argument("--limit", type=int, default=50, help="how many (1-500, default 50)")
+    runs.add_argument(
+        "--limit",
+        type=whole_number(1, MAX_PAGE_SIZE),
+        default=DEFAULT_PAGE_SIZE,
+        help=f"how many (1-{MAX_PAGE_SIZE}, default {DEFAULT_PAGE_SIZE})",
+    )
     runs.add_argument("--json", action="store_true", help="print JSON rows")
     for name, func, text in (
         ("cancel", cmd_cancel, "cancel a run (a running one is stopped by its worker)"),

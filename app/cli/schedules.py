@@ -19,7 +19,7 @@ from typing import Any
 
 from app import limits
 from app.audit import cli_actor
-from app.cli.inputs import add_job_settings_options, parse_args_json
+from app.cli.inputs import add_job_settings_options, parse_args_json, whole_number
 from app.cli.text import safe
 from app.config import Settings
 from app.cron import DstRepeated, DstSkipped, zone_named
@@ -317,7 +317,7 @@ def add_schedule_commands(sub: Any) -> None:
     fires = add("fires", cmd_fires, "show the fire ledger: what became of each fire, and why")
     fires.add_argument(
         "--limit",
-        type=int,
+        type=whole_number(1, limits.MAX_FIRES_SHOWN),
         default=50,
         help=f"newest fires shown (1-{limits.MAX_FIRES_SHOWN:,}, default 50)",
     )

@@ -156,7 +156,7 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
 
     from app import migrate
     from app.cli.dev_manager import GracefulManager
-    from app.cli.users import dev_sign_in_link
+    from app.cli.users import DEV_ADMIN, dev_sign_in
     from app.db import check_database
 
     load_handler_modules(settings)
@@ -179,8 +179,13 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
         if name != "release":
             manager.add_process(name, command, env=env, cwd=os.getcwd())
     print(f"Sundial dashboard: http://localhost:{port}/  (database: {safe(redact(url))})")
-    link = dev_sign_in_link(url, env["SECRET_KEY"], port)
-    print(f"Sign in as the local admin (once, within 15 minutes): {link}")
+    sign_in = dev_sign_in(url, env["SECRET_KEY"], port)
+    if sign_in.new_password is not None:
+        print(
+            f"Local admin created: user {DEV_ADMIN}, password {sign_in.new_password}  "
+            "(shown this once: keep it, or use a sign-in link a start prints)"
+        )
+    print(f"Sign in as the local admin (once, within 15 minutes): {sign_in.link}")
     manager.loop()
     return int(manager.returncode or 0)
 

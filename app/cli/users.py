@@ -6,6 +6,7 @@ import argparse
 import getpass
 import secrets
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from app import audit, users
@@ -35,15 +36,31 @@ def cmd_createuser(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def dev_sign_in_link(url: str, secret_key: str, port: int) -> str:
-    """A one-time link signing in the local admin of `sundial dev` (created if missing,
-    with a random password nobody knows: the link is the way in)."""
+@dataclass(frozen=True)
+class DevSignIn:
+    link: str  # one-time, valid 15 minutes
+    new_password: str | None  # the admin's password when this start created the admin
+
+
+def dev_sign_in(url: str, secret_key: str, port: int) -> DevSignIn:
+    """A one-time link signing in the local admin of `sundial dev`; the admin is created
+    on the first start only, with a random password returned that once (it is stored
+    hashed: no later start can show it again)."""
+    password = None
     with connect(url, autocommit=True) as conn:
-        admin = users.find_user(conn, DEV_ADMIN) or users.create_user(
-            conn, DEV_ADMIN, secrets.token_urlsafe(24), Role.ADMIN.value, actor="sundial dev"
-        )
+        admin = users.find_user(conn, DEV_ADMIN)
+        if admin is None:
+            password = secrets.token_urlsafe(12)
+            admin = users.create_user(
+                conn, DEV_ADMIN, password, Role.ADMIN.value, actor="sundial dev"
+            )
         token = users.create_sign_in_link(conn, admin, secret_key)
-    return f"http://localhost:{port}/login/link?token={token}"
+    return DevSignIn(f"http://localhost:{port}/login/link?token={token}", password)
+
+
+def dev_sign_in_link(url: str, secret_key: str, port: int) -> str:
+    """Only the link of `dev_sign_in`."""
+    return dev_sign_in(url, secret_key, port).link
 
 
 def add_user_commands(sub: Any) -> None:

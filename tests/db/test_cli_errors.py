@@ -11,9 +11,11 @@ import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app import runs
 from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_env
 from tests.db.test_workflows import ETL, define_jobs, write
 from tests.processes import query, run_row, wait_until
@@ -244,19 +246,21 @@ def test_ctrl_c_in_dev_hands_the_running_run_back(db_url: str, tmp_path: Path) -
     assert row["lease_owner"] is None, row
 
 
-def test_output_cut_short_by_head_ends_quietly(db_url: str) -> None:
-    """`sundial runs | head -1`: the reader goes away after one line; no traceback."""
-    for _ in range(3):
-        assert run_sundial(db_url, "submit", "noop").returncode == 0
-    env = sundial_env(db_url)
+def test_output_cut_short_by_head_ends_quietly(conn: Any, db_url: str) -> None:
+    """`sundial runs list --json | head -c 1`: the reader goes away after one byte, while
+    the command still has far more to write than a pipe holds; no traceback, exit 0."""
+    runs.submit_many(conn, [runs.NewRun(handler="noop", args={"pad": "x" * 500})] * 500)
+    command = " ".join(map(shlex.quote, sundial_cmd("runs", "list", "--limit", "500", "--json")))
     pipeline = subprocess.run(
-        f"{' '.join(map(shlex.quote, sundial_cmd('runs', '--limit', '100')))} | head -c 1",
-        shell=True,
-        env=env,
+        ["bash", "-c", f"set -o pipefail; {command} | head -c 1"],
+        env=sundial_env(db_url),
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=REPO,
     )
+    assert pipeline.stdout == "["
+    assert pipeline.returncode == 0, pipeline.stderr  # sundial's own code, by pipefail
     assert "Traceback" not in pipeline.stderr and "BrokenPipe" not in pipeline.stderr, (
         pipeline.stderr
     )

@@ -39,4 +39,4 @@ def test_runs_list_says_what_is_wrong_with_a_filter(db_url: str) -> None:
     bad = run_sundial(db_url, "runs", "list", "--since", "yesterday")
     assert bad.returncode == 2 and "--since must be an ISO 8601 time" in bad.stderr
     bad = run_sundial(db_url, "runs", "list", "--limit", "0")
-    assert bad.returncode == 2 and "limit must be between 1 and 500" in bad.stderr
+    assert bad.returncode == 2 and "--limit: must be between 1 and 500" in bad.stderr

@@ -3,12 +3,16 @@
 import os
 import re
 import signal
+import stat
 import subprocess
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
+from app import users
 from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_env, wait_for_http
 from tests.processes import wait_until
 
@@ -74,3 +78,82 @@ def _live_workers(db_url: str) -> int:
     with psycopg.connect(db_url) as conn:
         row: Any = conn.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone()
         return int(row[0])
+
+
+def _start_dev(db_url: str, port: int, data_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    env = sundial_env(db_url, SUNDIAL_DATA_DIR=str(data_dir))
+    env.pop("SECRET_KEY", None)  # `sundial dev` keeps its own in the data folder
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            sundial_cmd("dev", "--port", str(port)),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60, proc=proc)
+        wait_until(lambda: "Sign in as the local admin" in log_path.read_text(), "the link")
+    except BaseException:
+        _stop_dev(proc)
+        print(log_path.read_text())
+        raise
+    return proc
+
+
+def _stop_dev(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(60)
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses (hex, as /proc/net/tcp* writes them) listening on `port`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
+
+
+def _signed_in(opener: urllib.request.OpenerDirector, base: str) -> bool:
+    with opener.open(f"{base}/", timeout=10) as response:
+        return "/login" not in response.geturl()
+
+
+def test_dev_keeps_its_admin_and_sign_ins_across_restarts(db_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    data_dir = tmp_path / "data"
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+
+    proc = _start_dev(db_url, port, data_dir, first_log)
+    try:
+        assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+        output = first_log.read_text()
+        password = re.search(r"Local admin created: user admin, password (\S+)", output)
+        assert password, output
+        link = re.search(r"/login/link\?token=\S+", output)
+        assert link, output
+        assert not _signed_in(browser, base)
+        browser.open(f"{base}{link.group(0)}", timeout=10).close()
+        assert _signed_in(browser, base)
+    finally:
+        _stop_dev(proc)
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        admin = users.sign_in(conn, "admin", password.group(1), address="127.0.0.1")
+        assert admin is not None and admin.role.value == "admin"
+
+    proc = _start_dev(db_url, port, data_dir, second_log)
+    try:
+        assert _signed_in(browser, base)  # the session from before the restart holds
+        output = second_log.read_text()
+        assert password.group(1) not in output  # shown on the first start only
+        assert "Local admin created" not in output
+    finally:
+        _stop_dev(proc)
+    assert stat.S_IMODE((data_dir / "dev-secret-key").stat().st_mode) == 0o600
