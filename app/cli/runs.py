@@ -51,20 +51,24 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         max_retries=args.max_retries,
         execution_model=args.execution_model,
     )
+    from app.handlers.gate import refuse_disabled_handlers
+
+    new_run.validate()  # a run refused anyway is refused before any warning about it
     with connect(resolve_database_url(settings), autocommit=True) as conn:
+        refuse_disabled_handlers(conn, {new_run.handler})
         unknown = no_live_worker_runs(conn, args.handler)
         if unknown and args.strict:
             raise UsageError(f"{unknown}: nothing submitted (--strict)")
-        if unknown:
-            print(
-                f"sundial submit: warning: {unknown}: the run waits until a worker that knows "
-                "it starts",
-                file=sys.stderr,
-            )
         if args.after:
             print(runs.submit_after(conn, new_run, args.after))
         else:
             print(runs.submit(conn, new_run).id)
+    if unknown:  # only about a run that was stored: a refused one gets its sentence alone
+        print(
+            f"sundial submit: warning: {unknown}: the run waits until a worker that knows it "
+            "starts",
+            file=sys.stderr,
+        )
     return 0
 
 
