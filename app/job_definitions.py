@@ -53,6 +53,7 @@ class JobSpec:
     priority: int = runs.DEFAULT_PRIORITY
     timeout_seconds: int = runs.DEFAULT_TIMEOUT_SECONDS
     max_retries: int = runs.DEFAULT_MAX_RETRIES
+    max_crashes: int = limits.DEFAULT_MAX_CRASHES  # its runs are quarantined after this many
 
 
 def parse_args(text: str) -> dict[str, Any]:
@@ -81,6 +82,12 @@ def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
         raise JobError(f"only an admin may create a job that runs {spec.handler!r}", "handler")
     if not name or len(name) > limits.MAX_NAME_LENGTH or not name.isprintable():
         raise JobError(f"a job name is 1 to {limits.MAX_NAME_LENGTH} printable characters", "name")
+    if not 1 <= spec.max_crashes <= limits.MAX_CRASHES:
+        raise JobError(
+            f"crashes before quarantine must be between 1 and {limits.MAX_CRASHES}, "
+            f"got {spec.max_crashes}",
+            "max_crashes",
+        )
     checks = runs.NewRun(
         spec.handler,
         spec.args,

@@ -28,6 +28,7 @@ class JobSpec:
     idempotency_key: str | None = None
     fire_time: datetime | None = None
     upstream_results: dict[str, JSON] | None = None  # DAG steps: upstream name -> result
+    crash_count: int = 0  # > 0: its worker died under it before, so it runs alone
 
 
 class Cancelled(Exception):

@@ -87,6 +87,9 @@ class JobDefinition(SQLModel, table=True):
             _between("max_retries", 0, limits.MAX_RETRIES), name="job_definitions_retries_range"
         ),
         sa.CheckConstraint(
+            _between("max_crashes", 1, limits.MAX_CRASHES), name="job_definitions_crashes_range"
+        ),
+        sa.CheckConstraint(
             _between("char_length(name)", 1, limits.MAX_NAME_LENGTH),
             name="job_definitions_name_length",
         ),
@@ -111,6 +114,13 @@ class JobDefinition(SQLModel, table=True):
     )
     max_retries: int = Field(
         default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
+    )
+    # A run of this job whose worker died under it this many times is quarantined.
+    max_crashes: int = Field(
+        default=limits.DEFAULT_MAX_CRASHES,
+        sa_column=sa.Column(
+            sa.Integer, nullable=False, server_default=str(limits.DEFAULT_MAX_CRASHES)
+        ),
     )
     created_at: datetime | None = _ts(nullable=False, now=True)
     updated_at: datetime | None = _ts(nullable=False, now=True)
@@ -531,6 +541,20 @@ class JobRun(SQLModel, table=True):
     )
     max_retries: int = Field(
         default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
+    )
+    # Crash accounting (see the reaper's run_reap). `began_attempt` is the last attempt whose
+    # handler began: an expired lease with a later `attempt` was claimed but never started,
+    # and goes back to the queue for free. A began attempt whose worker died is a crash,
+    # counted in `crash_count` instead of the retry budget; a run that crashed is a suspect
+    # and runs alone on its worker; after its job's `max_crashes` it is quarantined (failed).
+    began_attempt: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    crash_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    quarantined: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
     )
     timeout_seconds: int = Field(
         default=300, sa_column=sa.Column(sa.Integer, nullable=False, server_default="300")

@@ -228,14 +228,22 @@ def claim(
     limit: int,
     lease_seconds: float,
     *,
+    busy: bool = False,
     now: datetime | None = None,
 ) -> list[JobSpec]:
-    """pending -> running for up to `limit` due runs, leased to `worker`."""
+    """pending -> running for up to `limit` due runs, leased to `worker`. A suspect (a run
+    that crashed before) is claimed only alone, by a worker that is not `busy` with others."""
     if limit <= 0:
         return []
     # Plain tuples and JSON decoded here: a drain claims thousands of runs a second.
     with conn.cursor(row_factory=tuple_row) as cursor:
-        params = {"worker": worker, "limit": limit, "lease_seconds": lease_seconds, **_now(now)}
+        params = {
+            "worker": worker,
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "busy": busy,
+            **_now(now),
+        }
         rows = cursor.execute(query("runs", "run_claim"), params).fetchall()
     TRANSITIONS.labels("run_claim").inc(len(rows))
     rows.sort(key=_claim_order)  # start in claim order
@@ -250,6 +258,7 @@ def claim(
             idempotency_key,
             fire_time,
             None if upstream is None else _decode_json(upstream),
+            crash_count,
         )
         for (
             run_id,
@@ -262,6 +271,7 @@ def claim(
             fire_time,
             _priority,
             _run_at,
+            crash_count,
             upstream,
         ) in rows
     ]
@@ -562,23 +572,68 @@ class Reaped:
     attempt: int
     status: str
     worker: str | None
+    crashed: bool = True  # its handler had begun: the worker died under it
+    quarantined: bool = False
+    crash_count: int = 0
 
 
 def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[Reaped]:
-    """running -> pending | failed | cancelled for runs whose lease has expired."""
+    """running -> pending | failed | cancelled for runs whose lease has expired: handed
+    back when the attempt never began, else a crash, quarantined at the job's limit."""
     with conn.transaction():
-        params = {"limit": limit, "lease_fingerprint": LEASE_EXPIRED, **_now(now)}
+        params = {
+            "limit": limit,
+            "lease_fingerprint": LEASE_EXPIRED,
+            "max_crashes": limits.DEFAULT_MAX_CRASHES,
+            **_now(now),
+        }
         rows = conn.execute(query("runs", "run_reap"), params).fetchall()
         _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     TRANSITIONS.labels("run_reap").inc(len(rows))
-    reaped = [Reaped(r["id"], r["attempt"], r["status"], r["lease_owner"]) for r in rows]
-    for r in reaped:
-        log.warning(
-            "lease expired; run %s",
-            "re-queued" if r.status == RunStatus.PENDING else f"ended {r.status}",
-            extra={"run_id": r.run_id, "attempt": r.attempt, "worker": r.worker},
+    for row in rows:
+        outcome = (
+            "quarantined" if row["quarantined"] else "crashed" if row["crashed"] else "handed back"
         )
-    return reaped
+        # one line per run an operator can search for (JSON by default)
+        log.warning(
+            "run %s %s",
+            row["id"],
+            row["last_error"],
+            extra={
+                "run_id": row["id"],
+                "attempt": row["attempt"],
+                "worker": row["lease_owner"],
+                "handler": row["handler"],
+                "outcome": outcome,
+                "error": row["last_error"],
+            },
+        )
+    return [
+        Reaped(
+            r["id"],
+            r["attempt"],
+            r["status"],
+            r["lease_owner"],
+            r["crashed"],
+            r["quarantined"],
+            r["crash_count"],
+        )
+        for r in rows
+    ]
+
+
+def mark_begun(conn: Conn, worker: str, attempts: Sequence[tuple[int, int]]) -> None:
+    """Record that these attempts' handlers began (process runs: once a child took them),
+    so that if their worker dies now they count as crashes rather than hand-backs."""
+    if attempts:
+        conn.execute(
+            query("runs", "run_mark_begun"),
+            {
+                "worker": worker,
+                "ids": [run_id for run_id, _ in attempts],
+                "attempts": Jsonb({str(run_id): attempt for run_id, attempt in attempts}),
+            },
+        )
 
 
 def age_priorities(

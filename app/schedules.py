@@ -456,6 +456,7 @@ def _target_for(
     except handler_args.ArgsError as exc:
         raise ScheduleError(f"args: {exc}") from None
     new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
+    new.setdefault("max_crashes", limits.DEFAULT_MAX_CRASHES)
     if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
         raise ScheduleError(
             f"a job definition named {spec.name!r} already exists; schedule it with "

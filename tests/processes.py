@@ -145,3 +145,14 @@ def pg_ctl(server: Any, action: str) -> None:
     run_pg_ctl(
         ["-w", action, "-m", "fast"], pgdata=server.pgdata, user=server.system_user, timeout=60
     )
+
+
+def one_crash_from_quarantine(conn: Any, *run_ids: int) -> None:
+    """Set these runs up as if their workers had died under them all but once: the next
+    expired lease of theirs quarantines them (default crash limit)."""
+    from app.limits import DEFAULT_MAX_CRASHES
+
+    conn.execute(
+        "UPDATE job_runs SET crash_count = %s WHERE id = ANY(%s)",
+        (DEFAULT_MAX_CRASHES - 1, list(run_ids)),
+    )

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from app import audit, job_definitions
-from app.cli.inputs import add_job_settings_options
+from app import audit, job_definitions, limits
+from app.cli.inputs import add_job_settings_options, whole_number
 from app.cli.text import safe
 from app.config import Settings
 from app.db import connect, resolve_database_url
@@ -42,6 +42,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
                 timeout_seconds=args.timeout,
                 max_retries=args.max_retries,
                 execution_model=args.execution_model,
+                max_crashes=args.max_crashes,
             )
             for warning in job_definitions.create(conn, spec, actor=actor):
                 print(f"warning: {safe(warning)}", file=sys.stderr)
@@ -66,3 +67,10 @@ def add_job_commands(sub: Any) -> None:
         help="delete: also delete the schedules that run this job (they are named)",
     )
     add_job_settings_options(job)
+    job.add_argument(
+        "--max-crashes",
+        type=whole_number(1, limits.MAX_CRASHES),
+        default=limits.DEFAULT_MAX_CRASHES,
+        help="add: a run whose worker dies under it this many times is quarantined "
+        f"(1-{limits.MAX_CRASHES}, default {limits.DEFAULT_MAX_CRASHES})",
+    )

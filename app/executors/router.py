@@ -71,6 +71,9 @@ class Executors:
     ) -> None:
         self.registry = registry
         self.on_child_lines = on_child_lines
+        # Called with (run_id, attempt) when a process run's pool child takes it: the other
+        # models begin as soon as they are claimed.
+        self.on_begin: Callable[[tuple[int, int]], object] | None = None
         self.thread_workers = thread_workers
         self.process_workers = process_workers
         self.handler_modules = tuple(handler_modules)
@@ -286,13 +289,14 @@ class Executors:
                 return failed(f"the process pool could not start: {exc}")
             if pool is None:
                 return attempt.stopped_outcome()
-            outcome = await pool.run(
-                attempt,
-                request,
-                lambda: self._deadlines.arm(attempt, attempt.job.timeout_seconds),
-                on_lines,
-            )
+            outcome = await pool.run(attempt, request, lambda: self._began(attempt), on_lines)
         return replace(outcome, logs=(*early, *outcome.logs)) if early else outcome
+
+    def _began(self, attempt: Attempt) -> None:
+        """A pool child took a process run: its timeout starts, and the worker is told."""
+        self._deadlines.arm(attempt, attempt.job.timeout_seconds)
+        if self.on_begin is not None:
+            self.on_begin((attempt.job.run_id, attempt.job.attempt))
 
     # ---- observing ----------------------------------------------------------------------
 

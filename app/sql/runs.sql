@@ -22,24 +22,44 @@ SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = 
 -- name: run_claim
 -- pending -> running: lease up to %(limit)s due runs to one worker, highest effective
 -- priority first, then oldest; attempt + 1 is the new fencing token.
+-- A suspect (a run whose worker died under it before) runs alone, so that if it kills its
+-- worker again it takes no neighbour along: a claim takes the runs ahead of the first
+-- suspect it sees, and that suspect alone only when it comes first and the worker holds
+-- nothing else (%(busy)s false). A busy worker with a suspect first takes nothing, drains,
+-- then takes it: the suspect keeps its place in line.
+-- The claim marks the attempt begun (began_attempt), since the worker starts it at once;
+-- a process run begins when a pool child takes it (run_mark_begun).
 WITH picked AS (
-    SELECT id FROM job_runs
+    SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
     WHERE status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), first_suspect AS (
+    SELECT id, priority, run_at FROM picked WHERE suspect ORDER BY priority DESC, run_at, id LIMIT 1
+), ahead AS (
+    SELECT p.id FROM picked p
+    WHERE NOT p.suspect AND NOT EXISTS (
+        SELECT FROM first_suspect f
+        WHERE p.priority < f.priority OR (p.priority = f.priority AND p.run_at >= f.run_at)
+    )
+), chosen AS (
+    SELECT id FROM ahead
+    UNION ALL
+    SELECT id FROM first_suspect WHERE NOT %(busy)s AND NOT EXISTS (SELECT FROM ahead)
 ), claimed AS (
 UPDATE job_runs r
 SET status = 'running',
     lease_owner = %(worker)s,
     lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
     attempt = r.attempt + 1,
+    began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
     started_at = coalesce(%(now)s::timestamptz, now())
 -- = ANY(ARRAY(...)) keeps the join a primary-key lookup whatever the table statistics say.
-WHERE r.id = ANY(ARRAY(SELECT id FROM picked))
+WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
 -- JSON as text: the worker decodes it itself, with a shortcut for the common `{}` args.
 RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
-          r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at,
+          r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
           -- A DAG step reads its upstreams' results, by step name (or run id).
           CASE WHEN r.dag_run_id IS NOT NULL THEN (
               SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
@@ -136,6 +156,8 @@ WITH done AS (
                            THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
                            ELSE r.lease_until END,
         attempt = r.attempt + CASE WHEN s.id IS NOT NULL THEN 1 ELSE 0 END,
+        began_attempt = CASE WHEN s.id IS NOT NULL AND r.execution_model <> 'process'
+                             THEN r.attempt + 1 ELSE r.began_attempt END,
         started_at = CASE WHEN s.id IS NOT NULL THEN coalesce(%(now)s::timestamptz, now()) ELSE r.started_at END
     FROM edges e LEFT JOIN started s ON s.id = e.run_id
     WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
@@ -177,16 +199,17 @@ LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM 
 WITH done AS (
     UPDATE job_runs r
     SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
-        result = %(result)s, last_error = NULL, traceback = NULL
+        result = %(result)s, last_error = NULL, traceback = NULL, quarantined = false
     WHERE r.id = %(id)s AND r.attempt = %(attempt)s AND r.status IN ('pending', 'failed')
-      AND starts_with(r.last_error, 'lease expired:')
+      -- the reaper's words (run_reap): a crash, a quarantine or a hand-back
+      AND (starts_with(r.last_error, 'lease expired') OR starts_with(r.last_error, 'quarantined after'))
     RETURNING r.id, r.attempt, r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     UPDATE job_run_attempts a
     SET outcome = 'completed', worker = %(worker)s, finished_at = coalesce(%(now)s::timestamptz, now()), error = NULL,
         requeued = NULL
     FROM done
-    WHERE a.run_id = done.id AND a.attempt = done.attempt AND a.outcome = 'lost'
+    WHERE a.run_id = done.id AND a.attempt = done.attempt AND a.outcome IN ('lost', 'released')
 )
 SELECT id, attempt, in_dag FROM done;
 
@@ -250,44 +273,85 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: run_reap
 -- running -> pending | failed | cancelled: runs whose lease expired (worker died, stalled
--- or partitioned); a re-queued run keeps its run_at, so its place at the head of the queue. The UPDATE re-checks status and lease under the row lock, so a run that
--- completed or was cancelled meanwhile is never touched, and a cancelled run never re-queued.
+-- or partitioned). Three cases, none of which spends an ordinary attempt (retry_base + 1):
+-- - a cancel was requested: cancelled;
+-- - the attempt never began (claimed, waiting for a process child): handed back, pending;
+-- - it began: a crash, counted in crash_count; the run is re-queued as a suspect (it runs
+--   alone next time), or quarantined (failed) at its job's max_crashes (default
+--   %(max_crashes)s).
+-- A re-queued run keeps its run_at, so its place at the head of the queue. The UPDATE
+-- re-checks status and lease under the row lock, so a run that completed or was cancelled
+-- meanwhile is never touched, and a cancelled run never re-queued.
 WITH expired AS (
     SELECT id, lease_owner, started_at FROM job_runs
     WHERE status = 'running' AND lease_until < coalesce(%(now)s::timestamptz, now())
     ORDER BY lease_until
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), judged AS (
+    SELECT r.id, e.lease_owner, e.started_at,
+           r.began_attempt >= r.attempt AS crashed,
+           r.began_attempt >= r.attempt AND NOT r.cancel_requested
+               AND r.crash_count + 1 >= coalesce(j.max_crashes, %(max_crashes)s) AS quarantine,
+           coalesce(j.max_crashes, %(max_crashes)s) AS max_crashes
+    FROM expired e JOIN job_runs r ON r.id = e.id
+    LEFT JOIN job_definitions j ON j.id = r.job_id
 ), reaped AS (
     UPDATE job_runs r
     SET status = CASE
             WHEN r.cancel_requested THEN 'cancelled'
-            WHEN r.attempt - r.retry_base > r.max_retries THEN 'failed'
+            WHEN g.quarantine THEN 'failed'
             ELSE 'pending'
         END,
         finished_at = CASE
-            WHEN r.cancel_requested OR r.attempt - r.retry_base > r.max_retries
-            THEN coalesce(%(now)s::timestamptz, now())
+            WHEN r.cancel_requested OR g.quarantine THEN coalesce(%(now)s::timestamptz, now())
         END,
+        retry_base = r.retry_base + 1,
+        crash_count = r.crash_count + CASE WHEN g.crashed THEN 1 ELSE 0 END,
+        quarantined = g.quarantine,
         lease_owner = NULL, lease_until = NULL,
-        last_error = 'lease expired: worker ' || coalesce(e.lease_owner, '?')
-                     || ' stopped heartbeating during attempt ' || r.attempt,
+        last_error = CASE
+            WHEN NOT g.crashed THEN
+                'lease expired before attempt ' || r.attempt || ' began: worker '
+                || coalesce(g.lease_owner, '?') || ' stopped; handed back without using an attempt'
+            WHEN g.quarantine THEN
+                'quarantined after ' || r.crash_count + 1 || ' crashes: worker '
+                || coalesce(g.lease_owner, '?') || ' stopped heartbeating during attempt ' || r.attempt
+            ELSE
+                'lease expired: worker ' || coalesce(g.lease_owner, '?')
+                || ' stopped heartbeating during attempt ' || r.attempt
+                || ' (crash ' || r.crash_count + 1 || ' of ' || g.max_crashes || ')'
+        END,
         error_fingerprint = %(lease_fingerprint)s
-    FROM expired e
-    WHERE r.id = e.id AND r.status = 'running'
+    FROM judged g
+    WHERE r.id = g.id AND r.status = 'running'
       AND r.lease_until < coalesce(%(now)s::timestamptz, now())
-    RETURNING r.id, r.attempt, r.status, e.lease_owner, e.started_at, r.last_error,
+    RETURNING r.id, r.attempt, r.status, g.lease_owner, g.started_at, r.last_error,
+              g.crashed, r.quarantined, r.crash_count, r.handler, r.job_id,
               r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error,
                                   requeued)
-    SELECT id, attempt, lease_owner, 'lost', started_at, coalesce(%(now)s::timestamptz, now()),
-           last_error, status = 'pending'
+    SELECT id, attempt, lease_owner, CASE WHEN crashed THEN 'lost' ELSE 'released' END,
+           started_at, coalesce(%(now)s::timestamptz, now()), last_error, status = 'pending'
     FROM reaped
     ON CONFLICT (run_id, attempt) DO NOTHING
 )
-SELECT reaped.id, reaped.attempt, reaped.status, reaped.lease_owner, reaped.in_dag FROM reaped
+SELECT reaped.id, reaped.attempt, reaped.status, reaped.lease_owner, reaped.in_dag,
+       reaped.crashed, reaped.quarantined, reaped.crash_count, reaped.handler,
+       reaped.last_error
+FROM reaped
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_mark_begun
+-- running -> running: these attempts' handlers began (a process run, once a pool child
+-- took it); an attempt the worker no longer holds is left alone.
+UPDATE job_runs r
+SET began_attempt = r.attempt
+-- by primary key, attempts keyed by id: see the top of this file
+WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+  AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+  AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s;
 
 -- name: run_cancel
 -- pending | blocked -> cancelled at once; running -> running with cancel_requested, which
@@ -302,11 +366,11 @@ RETURNING id, status, dag_run_id IS NOT NULL AS in_dag, pg_notify('sundial_event
 -- name: run_retry
 -- failed | timed_out | cancelled -> pending: a person retries a dead letter with a fresh
 -- retry budget (and, when %(args)s is given, new args). attempt is kept: the next claim
--- still moves the fencing token forward.
+-- still moves the fencing token forward. A quarantined run gets a fresh crash budget too.
 WITH retried AS (
     UPDATE job_runs
     SET status = 'pending', run_at = coalesce(%(now)s::timestamptz, now()), finished_at = NULL, cancel_requested = false,
-        retry_base = attempt, priority = base_priority, lease_owner = NULL, lease_until = NULL,
+        retry_base = attempt, crash_count = 0, quarantined = false, priority = base_priority, lease_owner = NULL, lease_until = NULL,
         args = coalesce(%(args)s::jsonb, args)
     WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
     RETURNING id, status, dag_run_id

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import handler_args, job_definitions, versions
+from app import handler_args, job_definitions, limits, versions
 from app.db import Conn
 from app.errors import UsageError
 from app.job_definitions import JobError, JobSpec
@@ -24,7 +24,7 @@ from app.web.database import call
 from app.web.render import redirect, render
 
 FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
-          "max_retries")  # fmt: skip
+          "max_retries", "max_crashes")  # fmt: skip
 MODELS = [m.value for m in ExecutionModel]
 
 
@@ -48,6 +48,10 @@ def _spec(values: dict[str, str], args: dict[str, Any]) -> JobSpec:
         priority=_whole(values, "priority", "priority"),
         timeout_seconds=_whole(values, "timeout_seconds", "timeout"),
         max_retries=_whole(values, "max_retries", "retries"),
+        # left empty (or posted by a form from before the field): the default
+        max_crashes=_whole(values, "max_crashes", "crashes before quarantine")
+        if values["max_crashes"]
+        else limits.DEFAULT_MAX_CRASHES,
     )
 
 

@@ -15,6 +15,7 @@ from app.dead_letters import DeadLetterError
 from app.fingerprints import LEASE_EXPIRED, fingerprint_of
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, NewRun
+from tests.processes import one_crash_from_quarantine
 from tests.waits import db_now
 
 Conn = psycopg.Connection[Any]
@@ -78,6 +79,7 @@ def test_a_retry_that_fails_again_does_not_group_while_pending(conn: Conn) -> No
 
 def test_the_reaper_fingerprints_every_expired_lease_alike(conn: Conn) -> None:
     run_id = runs.submit(conn, NewRun("charge", max_retries=0)).id
+    one_crash_from_quarantine(conn, run_id)
     runs.claim(conn, "w", 1, 30)
     later = db_now(conn).replace(year=db_now(conn).year + 1)
     (reaped,) = runs.reap(conn, now=later)

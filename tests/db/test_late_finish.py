@@ -11,7 +11,7 @@ import psycopg
 from app import runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, NewRun
-from tests.processes import finish_run
+from tests.processes import finish_run, one_crash_from_quarantine
 
 Conn = psycopg.Connection[Any]
 LATER = timedelta(minutes=10)  # past any lease the tests take
@@ -50,9 +50,11 @@ def completed(run_id: int, attempt: int, result: Any = "late") -> Finish:
 
 def test_a_last_attempt_declared_dead_is_completed_by_its_late_result(conn: Conn) -> None:
     run_id = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    one_crash_from_quarantine(conn, run_id)
     attempt = claim_only(conn, run_id)
     (reaped,) = reap_all(conn)
-    assert reaped.status == "failed" and row(conn, run_id)["last_error"].startswith("lease")
+    assert reaped.status == "failed" and reaped.quarantined
+    assert row(conn, run_id)["last_error"].startswith("quarantined after 3 crashes")
     won = runs.finish_many(conn, "w", [completed(run_id, attempt, {"answer": 42})])
     assert [f.run_id for f in won] == [run_id]
     after = row(conn, run_id)
@@ -84,6 +86,7 @@ def test_a_newer_attempt_refuses_the_late_result(conn: Conn) -> None:
 
 def test_only_completions_are_taken_late_and_never_over_a_cancel(conn: Conn) -> None:
     failing = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    one_crash_from_quarantine(conn, failing)
     failing_attempt = claim_only(conn, failing)
     cancelled = runs.submit(conn, NewRun("noop", max_retries=0)).id
     cancelled_attempt = claim_only(conn, cancelled)
@@ -100,6 +103,7 @@ def test_a_dag_step_completed_late_releases_the_steps_its_death_skipped(conn: Co
     nodes = {name: NewRun("noop", max_retries=0) for name in "ABC"}
     dag = runs.submit_dag(conn, nodes, [("A", "B"), ("B", "C")])
     a = dag.run_ids["A"]
+    one_crash_from_quarantine(conn, a)
     attempt = claim_only(conn, a)
     reap_all(conn)
     assert row(conn, dag.run_ids["B"])["status"] == "skipped"

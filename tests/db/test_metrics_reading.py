@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app import metrics, runs
 from app.runs import NewRun
+from tests.processes import one_crash_from_quarantine
 from tests.waits import db_now
 
 Conn = psycopg.Connection[Any]
@@ -33,10 +34,13 @@ def test_a_lost_attempt_counts_as_requeued_only_when_the_reaper_put_the_run_back
     runs.claim(conn, "w", 10, 30)
     later = db_now(conn) + timedelta(seconds=60)
     assert [r.status for r in runs.reap(conn, now=later)] == ["pending"]
-    # The re-queued run is claimed again and its worker dies too: out of retries, it fails.
+    # The re-queued run is claimed again and its worker dies too: at its crash limit, it
+    # is quarantined.
+    one_crash_from_quarantine(conn, retried)
     runs.claim(conn, "w2", 10, 30, now=later)
     assert [r.status for r in runs.reap(conn, now=later + timedelta(seconds=60))] == ["failed"]
     ended = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    one_crash_from_quarantine(conn, ended)
     runs.claim(conn, "w3", 10, 30)
     assert [r.status for r in runs.reap(conn, now=db_now(conn) + timedelta(seconds=60))] == [
         "failed"

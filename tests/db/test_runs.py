@@ -299,14 +299,30 @@ def test_reap_requeues_expired_leases_only(conn: Conn) -> None:
     assert "stopped heartbeating" in row(conn, expired)["last_error"]
 
 
-def test_reap_fails_a_run_whose_attempts_are_exhausted(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("crash", max_retries=1)).id
-    for _ in range(2):
+def test_reap_counts_crashes_apart_from_retries_and_quarantines_at_the_limit(
+    conn: Conn,
+) -> None:
+    run_id = runs.submit(conn, NewRun("crash", max_retries=0)).id
+    statuses = []
+    for _ in range(3):
         runs.claim(conn, "w1", 1, 30)
-        runs.reap(conn, now=db_now(conn) + timedelta(minutes=1))
+        (reaped,) = runs.reap(conn, now=db_now(conn) + timedelta(minutes=1))
+        statuses.append((reaped.status, reaped.crashed, reaped.quarantined, reaped.crash_count))
+    # no retry allowed, yet its worker's deaths did not end it until the third
+    assert statuses == [
+        ("pending", True, False, 1),
+        ("pending", True, False, 2),
+        ("failed", True, True, 3),
+    ]
     r = row(conn, run_id)
-    assert (r["status"], r["attempt"]) == ("failed", 2)
+    assert (r["status"], r["attempt"], r["crash_count"], r["quarantined"]) == (
+        "failed",
+        3,
+        3,
+        True,
+    )
     assert r["finished_at"] is not None
+    assert r["last_error"].startswith("quarantined after 3 crashes: worker w1")
 
 
 def test_reap_never_requeues_a_cancelled_run(conn: Conn) -> None:

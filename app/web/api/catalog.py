@@ -86,7 +86,8 @@ def _update_job(conn: Conn, api: ApiCall, name: str) -> tuple[list[str], dict[st
     with conn.transaction():
         before = _job(conn, name)
         values = {k: before[k] for k in ("name", "handler", "args", "execution_model",
-                                         "priority", "timeout_seconds", "max_retries")}  # fmt: skip
+                                         "priority", "timeout_seconds", "max_retries",
+                                         "max_crashes")}  # fmt: skip
         spec = JobSpec(**{**values, **changes})
         _refuse_dangerous(api, before["handler"], spec.handler)
         renamed = spec.name.strip()

@@ -22,6 +22,7 @@ Name = Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
 Priority = Annotated[int, Field(ge=-limits.MAX_PRIORITY, le=limits.MAX_PRIORITY)]
 Timeout = Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)]
 Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES)]
+Crashes = Annotated[int, Field(ge=1, le=limits.MAX_CRASHES)]
 Seconds = Annotated[float, Field(ge=0, le=limits.MAX_DURATION_SECONDS)]
 
 
@@ -197,6 +198,7 @@ class JobOut(BaseModel):
     priority: int
     timeout_seconds: int
     max_retries: int
+    max_crashes: int
 
 
 class JobListOut(BaseModel):
@@ -213,6 +215,7 @@ class JobChanges(Strict):
     priority: Priority | None = None
     timeout_seconds: Timeout | None = None
     max_retries: Retries | None = None
+    max_crashes: Crashes | None = None
 
 
 class JobIn(RunSettings):
@@ -221,6 +224,11 @@ class JobIn(RunSettings):
 
     name: Name
     handler: Name
+    max_crashes: Crashes | None = Field(
+        None,
+        description="Times a worker may die under one of its runs before that run is "
+        f"quarantined. Default {limits.DEFAULT_MAX_CRASHES}.",
+    )
 
 
 class JobChangedOut(BaseModel):
