@@ -33,6 +33,7 @@ _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (.+)$', re.MULTILINE)
 _CLASS = re.compile(r"^([A-Za-z_][\w.]*):")
 MAX_MESSAGE_CHARS = 300
 LEASE_EXPIRED_ERROR = "lease expired: the worker stopped heartbeating"
+QUARANTINED_ERROR = "quarantined: its worker stopped while running it too many times"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,8 @@ def fingerprint_of(error: str | None, traceback: str | None) -> Fingerprint:
     text = error or ""
     if text.startswith("lease expired:"):
         text = LEASE_EXPIRED_ERROR  # the worker's name and attempt differ every time
+    elif text.startswith("quarantined after "):
+        text = QUARANTINED_ERROR
     message = normalise(text)
     frame = top_frame(traceback)
     exception = exception_class(text)
@@ -78,3 +81,4 @@ def fingerprint_of(error: str | None, traceback: str | None) -> Fingerprint:
 
 
 LEASE_EXPIRED = fingerprint_of(LEASE_EXPIRED_ERROR, None).key
+QUARANTINED = fingerprint_of(QUARANTINED_ERROR, None).key

@@ -37,7 +37,7 @@ from app.dag_graph import DagError as DagError
 from app.dag_graph import check_dag as check_dag
 from app.db import Conn
 from app.errors import UsageError
-from app.fingerprints import LEASE_EXPIRED, fingerprint_of
+from app.fingerprints import LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.handlers.gate import refuse_commands_for_run, refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.json_rows import encode_json, json_rows
@@ -584,6 +584,7 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
         params = {
             "limit": limit,
             "lease_fingerprint": LEASE_EXPIRED,
+            "quarantine_fingerprint": QUARANTINED,
             "max_crashes": limits.DEFAULT_MAX_CRASHES,
             **_now(now),
         }

@@ -39,7 +39,13 @@ def _drain(url: str, batch: int, name: str, go: Any, out: Any) -> None:
         while True:
             claimed = conn.execute(
                 query("runs", "run_claim"),
-                {"worker": name, "limit": batch, "lease_seconds": LEASE_SECONDS, "now": None},
+                {
+                    "worker": name,
+                    "limit": batch,
+                    "lease_seconds": LEASE_SECONDS,
+                    "busy": False,
+                    "now": None,
+                },
             ).fetchall()
             if not claimed:
                 out.put(done)

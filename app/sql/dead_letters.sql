@@ -87,7 +87,8 @@ WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
 -- name: dead_letter_group_runs
 -- (read) the open runs of one group, newest first (not their args: the page does not
 -- show them, and decoding 200 of them cost more than the query).
-SELECT id, handler, status, attempt, last_error, finished_at, dag_run_id, dag_node
+SELECT id, handler, status, attempt, last_error, finished_at, dag_run_id, dag_node,
+       quarantined, crash_count
 FROM job_runs
 WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
   AND finished_at > coalesce(

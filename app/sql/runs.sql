@@ -322,7 +322,8 @@ WITH expired AS (
                 || ' stopped heartbeating during attempt ' || r.attempt
                 || ' (crash ' || r.crash_count + 1 || ' of ' || g.max_crashes || ')'
         END,
-        error_fingerprint = %(lease_fingerprint)s
+        error_fingerprint = CASE WHEN g.quarantine THEN %(quarantine_fingerprint)s
+                                 ELSE %(lease_fingerprint)s END
     FROM judged g
     WHERE r.id = g.id AND r.status = 'running'
       AND r.lease_until < coalesce(%(now)s::timestamptz, now())

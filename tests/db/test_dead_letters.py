@@ -12,7 +12,7 @@ from psycopg.rows import tuple_row
 
 from app import dead_letters, runs
 from app.dead_letters import DeadLetterError
-from app.fingerprints import LEASE_EXPIRED, fingerprint_of
+from app.fingerprints import QUARANTINED, fingerprint_of
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, NewRun
 from tests.processes import one_crash_from_quarantine
@@ -77,15 +77,20 @@ def test_a_retry_that_fails_again_does_not_group_while_pending(conn: Conn) -> No
     assert dead_letters.groups(conn) == []  # pending again: retrying, not a dead letter
 
 
-def test_the_reaper_fingerprints_every_expired_lease_alike(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("charge", max_retries=0)).id
-    one_crash_from_quarantine(conn, run_id)
-    runs.claim(conn, "w", 1, 30)
-    later = db_now(conn).replace(year=db_now(conn).year + 1)
-    (reaped,) = runs.reap(conn, now=later)
-    assert reaped.status == "failed"
-    stored = rows(conn, "SELECT error_fingerprint FROM job_runs WHERE id = %s", run_id)
-    assert stored == [(LEASE_EXPIRED,)]
+def test_the_reaper_fingerprints_every_quarantine_alike(conn: Conn) -> None:
+    quarantined = []
+    for worker in ("w1", "w2"):
+        run_id = runs.submit(conn, NewRun("charge", max_retries=0)).id
+        one_crash_from_quarantine(conn, run_id)
+        runs.claim(conn, worker, 1, 30)
+        later = db_now(conn).replace(year=db_now(conn).year + 1)
+        (reaped,) = runs.reap(conn, now=later)
+        assert reaped.status == "failed" and reaped.quarantined
+        quarantined.append(run_id)
+    stored = rows(conn, "SELECT error_fingerprint FROM job_runs WHERE id = ANY(%s)", quarantined)
+    assert stored == [(QUARANTINED,), (QUARANTINED,)]
+    (group,) = dead_letters.groups(conn)
+    assert group.message.startswith("quarantined") and group.runs == 2
 
 
 def test_retry_group_requeues_exactly_what_its_dry_run_counted(conn: Conn) -> None:

@@ -16,6 +16,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from app import lag_slo, runs
+from app.fingerprints import QUARANTINED
 from app.runs import NewRun
 from tests.db.test_trigger import add
 from tests.e2e.test_jobs_journey import _violations
@@ -186,7 +187,10 @@ def test_on_call_pages_pass_axe(
         # a schedule whose fire is long overdue (no trigger runs here): a lag alert
         add(conn, "hourly <b>sync</b>", now=db_now(conn) - timedelta(hours=3), cron="0 * * * *")
         lag_slo.set_threshold(conn, "hourly <b>sync</b>", 60, actor="test")
+        quarantined = quarantine_one(conn)
     pages = {
+        "quarantined-run": f"/runs/{quarantined}",
+        "quarantine-group": f"/dead-letters/{QUARANTINED}",
         "dag-runs": "/dag-runs",
         "dag-run": f"/dag-runs/{dag.id}",
         "job-stats": "/job-stats",
@@ -234,6 +238,18 @@ def test_lag_alerts_show_on_the_overview_and_the_schedules_page(
     expect(section).to_contain_text("Missing fire")
     shoot(page, "schedule-with-lag")
     assert _violations_with_axe(page) == []
+
+
+def quarantine_one(conn: Any) -> int:
+    """A run whose worker died under it three times (the reaper's doing)."""
+    from tests.processes import one_crash_from_quarantine
+
+    run_id = runs.submit(conn, NewRun("noop")).id
+    one_crash_from_quarantine(conn, run_id)
+    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
+    runs.claim(conn, "worker-a", 1, 30)
+    runs.reap(conn, now=db_now(conn) + timedelta(minutes=5))
+    return run_id
 
 
 def _violations_with_axe(page: Any) -> list[str]:

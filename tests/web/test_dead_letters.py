@@ -118,3 +118,29 @@ def test_a_rows_retry_button_retries_that_run_alone(
         follow_redirects=True,
     )
     assert "Re-queued 2 runs." in both.text and "No dead letters" in both.text
+
+
+def test_a_quarantined_run_is_shown_as_such_with_its_crash_count(
+    as_role: Callable[[str], TestClient], db_url: str
+) -> None:
+    from datetime import timedelta
+
+    from app import runs
+    from app.fingerprints import QUARANTINED
+    from app.runs import NewRun
+    from tests.processes import one_crash_from_quarantine
+    from tests.waits import db_now
+
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        run_id = runs.submit(conn, NewRun("noop")).id
+        one_crash_from_quarantine(conn, run_id)
+        runs.claim(conn, "worker-a", 1, 30)
+        runs.reap(conn, now=db_now(conn) + timedelta(minutes=5))
+    client = as_role("viewer")
+    groups = client.get("/dead-letters")
+    assert "quarantined: its worker stopped while running it too many times" in groups.text
+    group = client.get(f"/dead-letters/{QUARANTINED}")
+    assert "quarantined</span>" in group.text and "after 3 crashes" in group.text
+    page = client.get(f"/runs/{run_id}")
+    assert "quarantined</span>" in page.text
+    assert "Quarantined: its worker stopped while running it 3 times" in page.text

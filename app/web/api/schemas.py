@@ -110,6 +110,8 @@ class RunOut(BaseModel):
     run_at: datetime
     attempt: int
     max_retries: int
+    crash_count: int = Field(description="Times its worker stopped while running it.")
+    quarantined: bool = Field(description="Set aside (failed) after too many crashes.")
     timeout_seconds: int
     idempotency_key: str | None
     job_id: uuid.UUID | None

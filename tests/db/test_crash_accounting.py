@@ -1,0 +1,211 @@
+"""A run that failed, a run whose worker died under it (a crash) and a run claimed but not
+yet begun when its worker died end differently: only the first spends attempts, crashes
+are counted and quarantine the culprit, and a hand-back keeps its place in line."""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from app import job_definitions, runs
+from app.db import Conn
+from app.jobs import Outcome
+from app.runs import Finish, NewRun
+from tests.processes import query, services, status_counts, wait_until
+from tests.waits import db_now
+
+
+def later(conn: Conn) -> Any:
+    return db_now(conn) + timedelta(minutes=5)
+
+
+def run_row(conn: Conn, run_id: int) -> dict[str, Any]:
+    found: dict[str, Any] = conn.execute(
+        "SELECT * FROM job_runs WHERE id = %s", (run_id,)
+    ).fetchone()
+    return found
+
+
+def claimed_ids(jobs: list[Any]) -> list[int]:
+    return [job.run_id for job in jobs]
+
+
+# ---- the reaper tells the three endings apart ---------------------------------------------
+
+
+def test_a_run_claimed_but_not_begun_is_handed_back_in_its_place_without_an_attempt(
+    conn: Conn,
+) -> None:
+    # A process run begins only when a pool child takes it: claimed, it has not begun.
+    waiting = runs.submit(conn, NewRun("noop", max_retries=0, execution_model="process")).id
+    (job,) = runs.claim(conn, "w1", 1, 30)
+    newer = [runs.submit(conn, NewRun("noop")).id for _ in range(3)]
+    (reaped,) = runs.reap(conn, now=later(conn))
+    assert (reaped.run_id, reaped.status, reaped.crashed, reaped.crash_count) == (
+        waiting,
+        "pending",
+        False,
+        0,
+    )
+    row = run_row(conn, waiting)
+    assert row["last_error"].startswith("lease expired before attempt 1 began")
+    assert row["crash_count"] == 0 and not row["quarantined"]
+    # no attempt spent: with max_retries 0 it still runs, and ahead of the runs sent after it
+    assert claimed_ids(runs.claim(conn, "w2", 1, 30)) == [waiting]
+    outcome = conn.execute(
+        "SELECT outcome FROM job_run_attempts WHERE run_id = %s", (waiting,)
+    ).fetchall()
+    assert [r["outcome"] for r in outcome] == ["released"]
+    assert set(newer).isdisjoint(claimed_ids([job]))
+
+
+def test_a_process_run_a_child_took_counts_as_begun(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop", execution_model="process")).id
+    (job,) = runs.claim(conn, "w1", 1, 30)
+    runs.mark_begun(conn, "w1", [(job.run_id, job.attempt)])
+    runs.mark_begun(conn, "w-other", [(job.run_id, job.attempt + 1)])  # not its attempt: ignored
+    (reaped,) = runs.reap(conn, now=later(conn))
+    assert reaped.crashed and reaped.crash_count == 1 and reaped.status == "pending"
+    assert run_row(conn, run_id)["began_attempt"] == job.attempt
+
+
+def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
+    conn: Conn,
+) -> None:
+    job_definitions.create(
+        conn,
+        job_definitions.JobSpec("fragile", "noop", max_retries=0, max_crashes=2),
+        actor="test",
+    )
+    job = job_definitions.get(conn, "fragile")
+    run_id = runs.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
+    endings = []
+    for _ in range(2):
+        runs.claim(conn, "w1", 1, 30)
+        (reaped,) = runs.reap(conn, now=later(conn))
+        endings.append((reaped.status, reaped.crash_count, reaped.quarantined))
+    assert endings == [("pending", 1, False), ("failed", 2, True)]
+    row = run_row(conn, run_id)
+    assert row["last_error"].startswith("quarantined after 2 crashes: worker w1")
+    # a person's retry gives it a fresh crash budget
+    runs.retry(conn, run_id)
+    row = run_row(conn, run_id)
+    assert (row["status"], row["crash_count"], row["quarantined"]) == ("pending", 0, False)
+
+
+def test_a_job_refuses_a_crash_limit_out_of_range(conn: Conn) -> None:
+    for bad in (0, -1, 101):
+        try:
+            job_definitions.create(
+                conn, job_definitions.JobSpec("j", "noop", max_crashes=bad), actor="test"
+            )
+        except job_definitions.JobError as exc:
+            assert exc.field == "max_crashes" and "between 1 and 100" in str(exc)
+        else:
+            raise AssertionError(f"max_crashes {bad} was accepted")
+    assert conn.execute("SELECT count(*) AS n FROM job_definitions").fetchone()["n"] == 0
+
+
+# ---- a suspect runs alone, first in line -------------------------------------------------
+
+
+def crash_once(conn: Conn, run: NewRun) -> int:
+    """Submit `run`, claim it alone and let its lease expire: a suspect, crashed once."""
+    run_id = runs.submit(conn, run).id
+    assert claimed_ids(runs.claim(conn, "w0", 1, 30)) == [run_id]
+    runs.reap(conn, now=later(conn))
+    return run_id
+
+
+def test_a_suspect_is_claimed_alone_and_before_the_runs_sent_after_it(conn: Conn) -> None:
+    suspect = crash_once(conn, NewRun("noop"))
+    after = [runs.submit(conn, NewRun("noop")).id for _ in range(5)]
+    # a worker busy with other runs takes nothing: it drains, and the suspect keeps its place
+    assert runs.claim(conn, "busy", 10, 30, busy=True) == []
+    # an idle worker takes the suspect and nothing else
+    (job,) = runs.claim(conn, "idle", 10, 30)
+    assert job.run_id == suspect and job.crash_count == 1
+    runs.finish_many(conn, "idle", [Finish(suspect, job.attempt, Outcome.completed())])
+    assert sorted(claimed_ids(runs.claim(conn, "idle", 10, 30))) == after
+
+
+def test_runs_ahead_of_a_suspect_are_claimed_without_it(conn: Conn) -> None:
+    suspect = crash_once(conn, NewRun("noop", priority=1))
+    urgent = [runs.submit(conn, NewRun("noop", priority=5)).id for _ in range(3)]
+    behind = runs.submit(conn, NewRun("noop", priority=1)).id
+    assert sorted(claimed_ids(runs.claim(conn, "w1", 10, 30))) == urgent
+    assert claimed_ids(runs.claim(conn, "w2", 10, 30)) == [suspect]
+    assert claimed_ids(runs.claim(conn, "w3", 10, 30)) == [behind]
+
+
+# ---- real workers -------------------------------------------------------------------------
+
+
+def submit(db_url: str, *new_runs: NewRun) -> list[int]:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        return [s.id for s in runs.submit_many(conn, list(new_runs))]
+
+
+def test_a_handler_that_kills_its_worker_is_quarantined_and_its_neighbours_complete(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The culprit kills its worker with 7 neighbours in flight; every one of them ends
+    completed on its next try, and the culprit is quarantined after 3 crashes."""
+    neighbours = submit(db_url, *[NewRun("sleep", {"seconds": 0.5}, max_retries=0)] * 7)
+    (culprit,) = submit(db_url, NewRun("crash", max_retries=0))
+    with services(db_url, tmp_path) as start:
+        start("reaper")
+        worker = start("worker", "--concurrency", "8")
+        deaths = 0
+        deadline = time.monotonic() + 120
+        while status_counts(db_url) != {"completed": 7, "failed": 1}:
+            assert time.monotonic() < deadline, status_counts(db_url)
+            if worker.proc.poll() is not None:  # as a process manager would: start another
+                deaths += 1
+                worker = start("worker", "--concurrency", "8")
+            time.sleep(0.2)
+    rows = {
+        r["id"]: r
+        for r in query(db_url, "SELECT id, status, crash_count, quarantined, attempt FROM job_runs")
+    }
+    assert rows[culprit]["quarantined"] and rows[culprit]["crash_count"] == 3
+    assert deaths >= 3
+    for run_id in neighbours:
+        assert rows[run_id]["status"] == "completed" and not rows[run_id]["quarantined"]
+        assert rows[run_id]["crash_count"] <= 1  # only the first death took neighbours along
+
+
+def test_twenty_worker_kills_in_a_loaded_fleet_dead_letter_no_run(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Runs that never fail and have no retry at all: SIGKILLs of busy workers cost them
+    nothing but time."""
+    total = 1200
+    submit(db_url, *[NewRun("sleep", {"seconds": 0.2}, max_retries=0)] * total)
+    rand = random.Random(20)
+    kills = 0
+    with services(db_url, tmp_path) as start:
+        start("reaper")
+        fleet = [start("worker", "--concurrency", "10") for _ in range(3)]
+        while kills < 20 and status_counts(db_url).get("completed", 0) < total:
+            victim = fleet.pop(rand.randrange(len(fleet)))
+            victim.wait_for_log("worker started", timeout=60)
+            time.sleep(rand.uniform(0.3, 1.0))  # mid-work
+            victim.kill()
+            kills += 1
+            fleet.append(start("worker", "--concurrency", "10"))
+        wait_until(lambda: status_counts(db_url).get("completed", 0) == total, "all completed", 240)
+    assert status_counts(db_url) == {"completed": total}
+    (hit,) = query(
+        db_url,
+        "SELECT count(*) FILTER (WHERE crash_count > 0) AS crashed, "
+        "count(*) FILTER (WHERE quarantined) AS quarantined FROM job_runs",
+    )
+    assert kills == 20 and hit["quarantined"] == 0
+    assert hit["crashed"] > 0, "the kills never hit a run in flight"
