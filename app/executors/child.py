@@ -15,6 +15,7 @@ import sys
 
 from app.executors.child_setup import prepare_job_child, send_reply
 from app.executors.framing import encode_frame, write_frame
+from app.executors.launcher import end_descendants
 from app.executors.outcomes import failed
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
@@ -34,6 +35,7 @@ def main() -> int:
         outcome = failed(str(exc))
     else:
         outcome = serve_request(request, default_registry, lambda m: write_frame(reply_fd, m))
+    end_descendants()  # the run has ended: so has everything it started
     sys.stdout.flush()
     reply = encode_frame(encode_reply(outcome))
     sent = send_reply(reply_fd, reply, request.get("run_id"), request.get("attempt"))

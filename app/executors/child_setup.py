@@ -12,6 +12,7 @@ import threading
 from types import FrameType
 from typing import BinaryIO
 
+from app.executors.launcher import become_subreaper, end_descendants
 from app.handlers.job_process import become_job_child
 from app.logs import JsonFormatter
 from app.process_secrets import make_non_dumpable, receive_secrets
@@ -47,7 +48,9 @@ def prepare_job_child() -> tuple[BinaryIO, int]:
     os.close(devnull)
     os.dup2(2, 1)
     become_job_child()
+    become_subreaper()  # what its handler starts stays below it, even detached
     die_with_worker()
+    signal.signal(STOP_SIGNAL, _on_stop)
     return requests, replies
 
 
@@ -85,8 +88,19 @@ def _inherited_lifeline() -> int | None:
     return fd
 
 
+# The worker asks a job child to stop its run with this signal (a timeout, a cancel): the
+# child ends everything its handler started, detached processes too, then its own group.
+# SIGTERM is not it: see `prepare_job_child`.
+STOP_SIGNAL = signal.SIGUSR1
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    kill_own_group()
+
+
 def kill_own_group() -> None:
-    """SIGKILL this child and everything its handler started."""
+    """SIGKILL everything this child's handler started, then the child and its group."""
+    end_descendants()
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 

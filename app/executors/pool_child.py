@@ -15,6 +15,7 @@ import sys
 
 from app.executors.child_setup import prepare_job_child, send_reply
 from app.executors.framing import encode_frame, read_frame_blocking, write_frame
+from app.executors.launcher import end_descendants
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
 from app.logs import json_lines_in_child
@@ -32,6 +33,7 @@ def main(handler_modules: list[str]) -> int:
     while (frame := read_frame_blocking(requests)) is not None:
         request = json.loads(frame)
         outcome = serve_request(request, default_registry, lambda m: write_frame(replies, m))
+        end_descendants()  # the run has ended: so has everything it started
         sys.stdout.flush()
         reply = encode_frame(encode_reply(outcome))
         if not send_reply(replies, reply, request.get("run_id"), request.get("attempt")):

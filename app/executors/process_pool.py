@@ -27,7 +27,7 @@ from app.executors.attempt import Attempt
 from app.executors.framing import encode_frame, read_frame
 from app.executors.outcomes import describe_exit, failed, process_died
 from app.executors.protocol import LinesSink, decode_reply, read_reply
-from app.executors.subprocess_runner import child_launch, kill_group
+from app.executors.subprocess_runner import child_launch, stop_child
 from app.jobs import Outcome
 
 log = logging.getLogger(__name__)
@@ -52,10 +52,10 @@ class _Child:
         self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     def kill(self) -> None:
-        """SIGKILL the child's process group: the child and whatever its handler started."""
+        """End the child and whatever its handler started (see `stop_child`)."""
         if not self.killed and not self.exited.done():
             self.killed = True
-            kill_group(self.proc.pid)
+            stop_child(self.proc.pid)
 
     def close_stdin(self) -> None:
         """End of stdin: an idle child exits on its own."""

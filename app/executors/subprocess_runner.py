@@ -17,31 +17,15 @@ import sys
 from collections.abc import Iterator
 
 from app.executors.attempt import Attempt
-from app.executors.child_setup import LIFELINE_ENV
+from app.executors.child_setup import LIFELINE_ENV, STOP_SIGNAL
+from app.executors.launcher import lifeline
 from app.executors.outcomes import failed, process_died
 from app.executors.protocol import LinesSink, decode_reply, read_reply
 from app.jobs import Outcome
 from app.process_secrets import SECRETS_FD_ENV, secrets_pipe, without_secrets
 
 CHILD_MODULE = "app.executors.child"
-
-
-# (pid, read end) of this process's lifeline pipe; see `lifeline()`.
-_lifeline: tuple[int, int] | None = None
-
-
-def lifeline() -> int:
-    """The read end of a pipe whose write end this process holds open until it ends.
-
-    Every job child gets the read end (`child_environment`, `pass_fds`) and kills its
-    process group at end of file, so children die with the worker even when it is
-    killed with SIGKILL. One pipe per process: a forked copy makes its own.
-    """
-    global _lifeline
-    if _lifeline is None or _lifeline[0] != os.getpid():
-        read_end, _write_end = os.pipe()  # both close on exec; the write end is never closed
-        _lifeline = (os.getpid(), read_end)
-    return _lifeline[1]
+STOP_GRACE_SECONDS = 2.0
 
 
 def child_environment() -> dict[str, str]:
@@ -68,6 +52,15 @@ def child_launch() -> Iterator[tuple[dict[str, str], tuple[int, ...]]]:
 def kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def stop_child(pid: int) -> None:
+    """Stop a job child's run: it ends everything its handler started (detached processes
+    too) and its group itself; its group is killed anyway after STOP_GRACE_SECONDS, in case
+    a handler keeps it from answering the signal."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, STOP_SIGNAL)
+    asyncio.get_running_loop().call_later(STOP_GRACE_SECONDS, kill_group, pid)
 
 
 class SubprocessRunner:
@@ -99,10 +92,10 @@ class SubprocessRunner:
         except OSError as exc:
             return failed(f"could not start a job process: {exc}")
         self._running.add(proc)
-        attempt.on_stop = lambda: kill_group(proc.pid)
+        attempt.on_stop = lambda: stop_child(proc.pid)
         try:
             if attempt.stop_status is not None:  # stopped while the child was starting
-                kill_group(proc.pid)
+                stop_child(proc.pid)
             output = await _exchange(proc, request, on_lines)
         except BaseException:
             kill_group(proc.pid)

@@ -9,9 +9,11 @@ settings (DATABASE_URL, SECRET_KEY, SUNDIAL_*) must not end up in a command or i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -19,14 +21,16 @@ from typing import IO, Any
 
 from app.config import Settings
 from app.db import connect, resolve_database_url
+from app.executors import launcher
+from app.executors.launcher import lifeline
 from app.handlers.args import number, optional_string, string_list, string_map
 from app.handlers.gate import SHELL_DISABLED_MESSAGE, shell_enabled
-from app.handlers.job_process import is_job_child
 from app.jobs import JobContext, NonRetryableError
 from app.process_secrets import is_secret
 
 OUTPUT_TAIL_BYTES = 4096  # of stdout and of stderr, kept in the result
 POLL_SECONDS = 0.05  # how often a running command checks for cancellation
+LAUNCHER_STOP_SECONDS = 5  # for the launcher to end a stopped command and its descendants
 # What a command inherits from the worker; anything else only through `env` or `pass_env`.
 BASE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 SUNDIAL_PREFIX = "SUNDIAL_"
@@ -58,22 +62,27 @@ def run_command(
     if not _enabled_for_the_fleet():
         raise NonRetryableError(SHELL_DISABLED_MESSAGE)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # Under the launcher, in a session of its own: whatever the command starts, even
+        # detached, ends with the run, or with this process however it dies.
+        alive = lifeline()
         try:
             proc = subprocess.Popen(
-                argv,
+                [sys.executable, "-I", "-S", launcher.__file__, str(alive), *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 cwd=directory,
                 env=environment,
-                # In the worker the command needs its own group to be killed alone; in a
-                # job child it stays in the child's group, which the executor kills.
-                start_new_session=not is_job_child(),
+                start_new_session=True,
+                pass_fds=(alive,),
             )
         except OSError as exc:
             raise NonRetryableError(f"cannot run {argv[0]!r}: {exc}") from exc
         returncode = _wait(proc, ctx, limit)
         stdout, stderr = _tail(out), _tail(err)
+    if returncode == launcher.CANNOT_RUN and stderr.startswith(launcher.CANNOT_RUN_PREFIX):
+        reason = stderr.removeprefix(launcher.CANNOT_RUN_PREFIX).strip()
+        raise NonRetryableError(f"cannot run {reason}")
     if returncode != 0:
         raise CommandFailed(f"command exited with code {returncode}: {stderr or stdout}")
     return {"returncode": returncode, "stdout": stdout, "stderr": stderr}
@@ -127,16 +136,16 @@ def _wait(proc: subprocess.Popen[bytes], ctx: JobContext, limit: float) -> int:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the launcher to end the command and everything it started; kill its group if it
+    does not within a few seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
     try:
-        if is_job_child():
-            # The command shares this child's group, so only it can be killed here; when
-            # the job itself is stopped, the executor's group kill takes everything.
-            proc.kill()
-        else:
+        proc.wait(timeout=LAUNCHER_STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+        proc.wait()
 
 
 def _tail(stream: IO[bytes]) -> str:
