@@ -1,11 +1,11 @@
 """Error fingerprints: which dead letters failed "the same way".
 
 A fingerprint is the exception class, its message with the parts that vary between runs
-replaced by placeholders (quoted values, hex, UUIDs, numbers), and the top frame of the
-traceback (the innermost `File "...", line N, in fn`, without its line number, so an edit
-elsewhere in the file does not split a group). It is computed once, in Python, when an
-attempt fails (`app.runs.finish_many`) and stored on the run, so grouping a million runs
-is an index scan, never a regular expression over every error text.
+replaced by placeholders (quoted values, times, generated ids of every kind), and the top
+frame of the traceback (the innermost `File "...", line N, in fn`, without its line
+number, so an edit elsewhere in the file does not split a group). It is computed once, in
+Python, when an attempt fails (`app.runs.finish_many`) and stored on the run, so grouping
+a million runs is an index scan, never a regular expression over every error text.
 
     >>> fingerprint_of("KeyError: 'user 42'", None).message
     'KeyError: <str>'
@@ -17,17 +17,21 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-# Order matters: quoted text first (it may hold numbers), then the long shapes, then numbers.
+# Order matters: quoted text first (it may hold numbers), then times, then ids.
 _UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 _LONG_HEX = r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}\b"
 _TIME = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?"
+# A generated id, whatever its kind, is one placeholder: numbers, hex, UUIDs, and words
+# holding digits (`order_9f8e7d`, `user-12345`). Short names with a version number
+# (`utf8`, `sha256`, `api2`) stay as they are.
+_ID_WORD = r"(?<![\w.])(?![A-Za-z]{1,5}\d{1,3}(?![\w-]))[A-Za-z_-]*\d[\w-]*(?:\.\d+)?"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"'[^'\n]*'|\"[^\"\n]*\""), "<str>"),
-    (re.compile(_UUID), "<uuid>"),
-    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
-    (re.compile(_LONG_HEX), "<hex>"),
     (re.compile(_TIME), "<time>"),
-    (re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?(?![A-Za-z_])"), "<n>"),
+    (re.compile(_UUID), "<id>"),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<id>"),
+    (re.compile(_LONG_HEX), "<id>"),
+    (re.compile(_ID_WORD), "<id>"),
 )
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (.+)$', re.MULTILINE)
 _CLASS = re.compile(r"^([A-Za-z_][\w.]*):")

@@ -60,7 +60,7 @@ def test_failures_group_by_fingerprint_with_counts_and_a_sparkline(conn: Conn) -
     assert set(groups) == {key, fingerprint_of("timed out after 5 s", None).key}
     pay = groups[key]
     assert (pay.runs, pay.exception, pay.frame) == (3, "PaymentDeclined", "/srv/billing.py:charge")
-    assert pay.message == "PaymentDeclined: card for order <n> declined"
+    assert pay.message == "PaymentDeclined: card for order <id> declined"
     assert pay.sample_error == "PaymentDeclined: card for order 333 declined"
     assert pay.first_seen <= pay.last_seen
     assert len(pay.hourly) == dead_letters.SPARK_HOURS and pay.hourly[-1] == 3

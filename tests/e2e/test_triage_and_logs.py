@@ -62,7 +62,7 @@ def test_a_poison_job_is_grouped_retried_after_its_count_and_discarded_with_a_re
         page = signed_in("operator")
         page.get_by_role("link", name="Dead letters").click()
         group = page.get_by_role(
-            "link", name="RuntimeError: PaymentDeclined: card for invoice <n> was declined"
+            "link", name="RuntimeError: PaymentDeclined: card for invoice <id> was declined"
         )
         assert page.locator("#dead-letter-groups td[data-label=Runs]").inner_text() == "3"
         shoot(page, "dead-letters")
@@ -85,7 +85,7 @@ def test_a_poison_job_is_grouped_retried_after_its_count_and_discarded_with_a_re
         worker.stop()
     page.reload()
     page.get_by_role(
-        "link", name="RuntimeError: PaymentDeclined: card for invoice <n> was declined"
+        "link", name="RuntimeError: PaymentDeclined: card for invoice <id> was declined"
     ).click()
     page.get_by_label("Discarded: these runs will not be retried").check()
     page.get_by_role("button", name="Save").click()

@@ -17,11 +17,31 @@ billing.PaymentDeclined: card for order 42 declined
 def test_numbers_ids_hex_times_and_quoted_values_become_placeholders() -> None:
     assert normalise("KeyError: 'user 42'") == "KeyError: <str>"
     assert normalise('ValueError: no such invoice "INV-9"') == "ValueError: no such invoice <str>"
-    assert normalise("order 7f3e2a1c-1111-2222-3333-444455556666 lost") == "order <uuid> lost"
-    assert normalise("object at 0x7f3e2a1c in state 3") == "object at <hex> in state <n>"
-    assert normalise("commit 3f2a9c1b4e5d6f70 missing") == "commit <hex> missing"
-    assert normalise("due 2026-12-01T05:00:01Z, waited 2.5 s") == "due <time>, waited <n> s"
-    assert normalise("HTTP 503 from api2.example.com") == "HTTP <n> from api2.example.com"
+    assert normalise("order 7f3e2a1c-1111-2222-3333-444455556666 lost") == "order <id> lost"
+    assert normalise("object at 0x7f3e2a1c in state 3") == "object at <id> in state <id>"
+    assert normalise("commit 3f2a9c1b4e5d6f70 missing") == "commit <id> missing"
+    assert normalise("due 2026-12-01T05:00:01Z, waited 2.5 s") == "due <time>, waited <id> s"
+    assert normalise("HTTP 503 from api2.example.com") == "HTTP <id> from api2.example.com"
+    assert normalise("utf8 and sha256 stay, v2 too") == "utf8 and sha256 stay, v2 too"
+
+
+def test_every_kind_of_generated_id_groups_alike() -> None:
+    ids = [
+        "42",
+        "1234567890123",
+        "7f3e2a1c-1111-2222-3333-444455556666",
+        "3f2a9c1b4e5d6f70",
+        "0x7f3e2a1c",
+        "a1b2c3d4e5",
+        "ord_8f3k2j",
+        "user-12345",
+        "INV2026000123",
+    ]
+    keys = {fingerprint_of(f"LookupError: order {i} not found", None).key for i in ids}
+    assert len(keys) == 1
+    assert fingerprint_of("LookupError: order 42 not found", None).message == (
+        "LookupError: order <id> not found"
+    )
 
 
 def test_only_the_first_line_counts_and_whitespace_is_squeezed() -> None:
@@ -40,7 +60,7 @@ def test_same_failure_with_other_values_shares_a_fingerprint() -> None:
     assert a == b
     assert (a.exception, a.message) == (
         "PaymentDeclined",
-        "PaymentDeclined: card for order <n> declined",
+        "PaymentDeclined: card for order <id> declined",
     )
     assert len(a.key) == 16
 

@@ -33,7 +33,7 @@ def test_a_viewer_sees_groups_but_cannot_retry(
     key = _declined(db_url, range(3))
     client = as_role("viewer")
     page = client.get("/dead-letters")
-    assert "PaymentDeclined: card for order &lt;n&gt; declined" in page.text
+    assert "PaymentDeclined: card for order &lt;id&gt; declined" in page.text
     assert f'href="/dead-letters/{key}"' in page.text
     shown = client.get(f"/dead-letters/{key}")
     assert "Retry selected" not in shown.text and "<svg" in shown.text
