@@ -87,3 +87,27 @@ def test_no_redirect_follows_the_host_header(api: TestClient) -> None:
     for path in ("/api/v1/runs/", "/jobs/", "/healthz/"):
         answer = api.get(path, headers={"host": "evil.example"}, follow_redirects=False)
         assert "evil.example" not in answer.headers.get("location", ""), path
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/runs", {"handler": "noop", "priority": True}, "priority"),
+        ("/api/v1/runs", {"handler": "noop", "priority": "5"}, "priority"),
+        ("/api/v1/runs", {"handler": "noop", "max_retries": 2.0}, "max_retries"),
+        ("/api/v1/runs", {"handler": "noop", "timeout_seconds": False}, "timeout_seconds"),
+        ("/api/v1/runs", {"handler": 5}, "handler"),
+        ("/api/v1/runs", {"handler": "noop", "args": "{}"}, "args"),
+        ("/api/v1/runs", {"handler": "noop", "execution_model": "fast"}, "execution_model"),
+        ("/api/v1/jobs", {"name": "j", "handler": "noop", "max_crashes": "3"}, "max_crashes"),
+        ("/api/v1/jobs", {"name": "j", "handler": "noop", "max_retries": False}, "max_retries"),
+    ],
+)
+def test_json_types_are_strict_and_unknown_values_refused(
+    api: TestClient, db_url: str, path: str, body: dict[str, object], field: str
+) -> None:
+    answer = api.post(path, json=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"] == field
+    assert runs_count(db_url) == 0
+    assert query(db_url, "SELECT count(*) AS n FROM job_definitions")[0]["n"] == 0

@@ -263,6 +263,10 @@ def _validate(model: type[BaseModel] | None, value: Any, where: str) -> Any:
     if value is None:
         value = {}
     try:
+        if where == "body":
+            # JSON's own types, strictly: no `true` or "5" or 5.0 where a whole number is
+            # expected (a query string's values are all text, read as the schema says).
+            return model.model_validate_json(json.dumps(value), strict=True)
         return model.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
