@@ -111,3 +111,11 @@ def test_json_types_are_strict_and_unknown_values_refused(
     assert answer.json()["error"]["field"] == field
     assert runs_count(db_url) == 0
     assert query(db_url, "SELECT count(*) AS n FROM job_definitions")[0]["n"] == 0
+
+
+def test_allow_lists_what_the_document_says_a_path_serves(api: TestClient) -> None:
+    answer = api.get("/api/v1/runs/batch")
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    document = api.get("/api/v1/openapi.json").json()
+    assert set(document["paths"]["/api/v1/runs/batch"]) == {"post"}
+    assert "/api/v1/runs/{run_id}" in document["paths"]

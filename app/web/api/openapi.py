@@ -65,7 +65,7 @@ def _content(model: type[BaseModel]) -> dict[str, Any]:
 
 def _parameters(route: Route, op: Operation) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = []
-    for name in _PARAM.findall(route.path):
+    for name in _PARAM.findall(route.path_format):
         kind = op.path.get(name, str)
         schema: dict[str, Any] = {"type": "string"}
         if kind is int:
@@ -141,7 +141,7 @@ def build(routes: Sequence[BaseRoute]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route, op in api:
         for method in sorted((route.methods or set()) - {"HEAD"}):
-            paths.setdefault(route.path, {})[method.lower()] = _operation(route, method, op)
+            paths.setdefault(route.path_format, {})[method.lower()] = _operation(route, method, op)
     return {
         "openapi": "3.1.0",
         "info": {

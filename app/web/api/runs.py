@@ -286,9 +286,9 @@ routes = [
     Route(f"{PREFIX}/runs", submit, methods=["POST"], name="api_runs_submit"),
     Route(f"{PREFIX}/runs", index, methods=["GET"], name="api_runs_index"),
     Route(f"{PREFIX}/runs/batch", submit_batch, methods=["POST"], name="api_runs_batch"),
-    Route(f"{PREFIX}/runs/{{run_id}}", show, methods=["GET"], name="api_runs_show"),
-    Route(f"{PREFIX}/runs/{{run_id}}/cancel", cancel, methods=["POST"], name="api_runs_cancel"),
-    Route(f"{PREFIX}/runs/{{run_id}}/retry", retry, methods=["POST"], name="api_runs_retry"),
+    Route(f"{PREFIX}/runs/{{run_id:int}}", show, methods=["GET"], name="api_runs_show"),
+    Route(f"{PREFIX}/runs/{{run_id:int}}/cancel", cancel, methods=["POST"], name="api_runs_cancel"),
+    Route(f"{PREFIX}/runs/{{run_id:int}}/retry", retry, methods=["POST"], name="api_runs_retry"),
     Route(f"{PREFIX}/dags", submit_dag, methods=["POST"], name="api_dags_submit"),
     Route(f"{PREFIX}/dags/{{dag_run_id}}", show_dag, methods=["GET"], name="api_dags_show"),
 ]
