@@ -61,11 +61,9 @@ def _check_name(value: str, label: str, field: str) -> str:
     name = value.strip()
     try:
         with limits.refused_as(CalendarError):
-            limits.check_text(label, value, limits.MAX_NAME_LENGTH)
+            limits.check_name(label, value, limits.MAX_NAME_LENGTH)
     except CalendarError as exc:
         raise CalendarError(str(exc), field) from None
-    if not name or not name.isprintable():
-        raise CalendarError(f"{label} is 1 to {limits.MAX_NAME_LENGTH} printable characters", field)
     return name
 
 

@@ -80,8 +80,10 @@ def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
     name = spec.name.strip()
     if spec.handler in DANGEROUS_HANDLERS and not allow_dangerous:
         raise JobError(f"only an admin may create a job that runs {spec.handler!r}", "handler")
-    if not name or len(name) > limits.MAX_NAME_LENGTH or not name.isprintable():
-        raise JobError(f"a job name is 1 to {limits.MAX_NAME_LENGTH} printable characters", "name")
+    try:
+        limits.check_name("a job name", name)
+    except UsageError as exc:
+        raise JobError(str(exc), "name") from None
     if not 1 <= spec.max_crashes <= limits.MAX_CRASHES:
         raise JobError(
             f"crashes before quarantine must be between 1 and {limits.MAX_CRASHES}, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -101,6 +102,15 @@ def check_instant(label: str, value: Any) -> datetime:
     return value
 
 
+# What no name may hold: C0 and C1 control characters (line breaks and tabs included), the
+# zero-width and direction-changing characters, and line and paragraph separators (lone
+# surrogates too, refused as text by `check_text`). One rule for every door; the API's
+# schema carries it as NAME_PATTERN.
+_NAME_REFUSED_CLASS = "\\x00-\\x1f\\x7f-\\x9f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u2069\\ufeff"
+NAME_PATTERN = f"^[^{_NAME_REFUSED_CLASS}]*[^\\s{_NAME_REFUSED_CLASS}][^{_NAME_REFUSED_CLASS}]*$"
+_NAME_REFUSES = re.compile(f"[{_NAME_REFUSED_CLASS}]")
+
+
 def check_text(label: str, value: Any, max_length: int = MAX_TEXT_LENGTH) -> str:
     """`value` as text PostgreSQL can store: no NUL, valid Unicode, not too long."""
     if plain_text(value, max_length):
@@ -117,11 +127,23 @@ def check_text(label: str, value: Any, max_length: int = MAX_TEXT_LENGTH) -> str
 
 
 def check_name(label: str, value: Any, max_length: int = MAX_NAME_LENGTH) -> str:
-    """A name: 1 to `max_length` characters of storable text."""
+    """A name (of a job, schedule, workflow, step, calendar, handler, ...): 1 to
+    `max_length` characters of storable text, not all blank, without control characters,
+    line breaks or the invisible characters that change how text around them reads."""
     check_text(label, value, max_length)
     if not value.strip():
         raise LimitError(f"{label} cannot be empty")
+    if _NAME_REFUSES.search(value):
+        raise LimitError(
+            f"{label} cannot contain control characters, line breaks or invisible "
+            f"formatting characters, got {value!r}"
+        )
     return str(value)
+
+
+def plain_name(value: Any) -> bool:
+    """`check_name` would accept `value`, told at a glance for short ASCII names."""
+    return plain_text(value, MAX_NAME_LENGTH) and value.isprintable() and bool(value.strip())
 
 
 def check_run_id(label: str, value: Any) -> int:

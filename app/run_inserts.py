@@ -81,8 +81,7 @@ class NewRun:
             and self.run_at is None
             and self.idempotency_key is None
             and self.execution_model in EXECUTION_MODELS
-            and limits.plain_text(self.handler, limits.MAX_NAME_LENGTH)
-            and bool(self.handler.strip())
+            and limits.plain_name(self.handler)
             and type(self.args) is dict
             and limits.plain_args(self.args)
         )

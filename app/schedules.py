@@ -327,7 +327,7 @@ def _validate_fields(spec: ScheduleSpec) -> list[str]:
 
 
 def _check_fields(spec: ScheduleSpec) -> list[str]:
-    limits.check_text("a schedule name", spec.name, MAX_NAME_LENGTH)
+    limits.check_name("a schedule name", spec.name, MAX_NAME_LENGTH)
     name = spec.name.strip()
     if not name or name != spec.name:
         raise ScheduleError(

@@ -75,7 +75,8 @@ def register_worker(conn: Conn, handlers: list[str], *, live: bool = True) -> No
         ({"handler": None, "workflow": "missing"}, "there is no workflow named 'missing'"),
         ({"handler": None, "job": "missing"}, "there is no job definition named 'missing'"),
         ({"name": " spaced "}, "schedule name must be"),
-        ({"name": ""}, "schedule name must be"),
+        ({"name": ""}, "a schedule name cannot be empty"),
+        ({"name": "two\nlines"}, "a schedule name cannot contain control characters"),
         ({"end_at": utc("2026-04-01T00:00")}, "its end 2026-04-01 00:00 UTC has passed"),
         ({"end_at": utc("2026-05-01T12:00")}, "its end comes before its first fire"),
         (

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
+from app import limits
 from app.config import Settings
 from app.web import create_app
 from tests.processes import query
@@ -119,3 +120,38 @@ def test_allow_lists_what_the_document_says_a_path_serves(api: TestClient) -> No
     document = api.get("/api/v1/openapi.json").json()
     assert set(document["paths"]["/api/v1/runs/batch"]) == {"post"}
     assert "/api/v1/runs/{run_id}" in document["paths"]
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "tab\there", "bell\x07", "rtl\u202eevil", "  "])
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/jobs", {"handler": "noop"}),
+        ("/api/v1/schedules", {"handler": "noop", "every_seconds": 60}),
+        ("/api/v1/workflows", {"steps": {"a": {"job": "x"}}, "edges": []}),
+    ],
+)
+def test_a_name_is_read_by_one_rule_at_every_door(
+    api: TestClient, db_url: str, path: str, body: dict[str, object], name: str
+) -> None:
+    answer = api.post(path, json={**body, "name": name})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"] == "name"
+    for table in ("job_definitions", "schedules", "workflows"):
+        assert query(db_url, f"SELECT count(*) AS n FROM {table}")[0]["n"] == 0
+    # the API's document says the same
+    pattern = api.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    assert any(
+        prop.get("pattern") == limits.NAME_PATTERN
+        for schema in pattern.values()
+        for prop in schema.get("properties", {}).values()
+    )
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "rtl\u202eevil"])
+def test_the_cli_and_the_pages_refuse_the_same_names(db_url: str, name: str) -> None:
+    from tests.conftest import run_sundial
+
+    result = run_sundial(db_url, "job", "add", name, "--handler", "noop")
+    assert result.returncode == 2 and "cannot contain control characters" in result.stderr
+    assert query(db_url, "SELECT count(*) AS n FROM job_definitions")[0]["n"] == 0

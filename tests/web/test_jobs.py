@@ -66,7 +66,7 @@ def test_an_editor_creates_edits_and_deletes_a_job_and_each_change_is_audited(
         ({"args": "{not json"}, "args", "args are not valid JSON"),
         ({"args": "[1, 2]"}, "args", "args must be a JSON object"),
         ({"handler": "no_such_handler"}, "handler", "unknown handler"),
-        ({"name": ""}, "name", "a job name is 1 to 200"),
+        ({"name": ""}, "name", "a job name cannot be empty"),
         ({"priority": "high"}, "priority", "priority must be a whole number"),
         ({"timeout_seconds": "0"}, "timeout_seconds", "the timeout must be between 1 and"),
         ({"handler": "shell"}, "handler", "only an admin may"),

@@ -18,7 +18,10 @@ from app.states import ExecutionModel, RunStatus
 MAX_BATCH = 1000  # runs per batch submit (the body limit holds first for large args)
 MAX_PAGE = 500
 
-Name = Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
+# A name as every door reads it (app.limits.check_name)
+Name = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH, pattern=limits.NAME_PATTERN)
+]
 Priority = Annotated[int, Field(ge=-limits.MAX_PRIORITY, le=limits.MAX_PRIORITY)]
 Timeout = Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)]
 Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES)]
@@ -207,8 +210,22 @@ class JobListOut(BaseModel):
     jobs: list[JobOut]
 
 
+def _changes_schema(schema: dict[str, Any]) -> None:
+    """A change names at least one field and none is null (null is refused: the field
+    would have no value)."""
+    schema["minProperties"] = 1
+    for prop in schema.get("properties", {}).values():
+        kinds = prop.pop("anyOf", None)
+        if kinds is not None:
+            (kind,) = [k for k in kinds if k != {"type": "null"}]
+            prop.update(kind)
+        prop.pop("default", None)
+
+
 class JobChanges(Strict):
     """What to change in a job definition; fields left out keep their value."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_changes_schema)
 
     name: Name | None = Field(None, description="A new name; schedules and workflows follow.")
     handler: Name | None = None
@@ -295,7 +312,10 @@ class WorkflowIn(WorkflowShapeIn):
 
 
 class ScheduleRules(Strict):
-    """When a schedule fires and its policies (see the README's Schedules section)."""
+    """When a schedule fires and its policies (see the README's Schedules section). A
+    change gives at least one of them."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     cron: Annotated[str, Field(min_length=1, max_length=limits.MAX_TEXT_LENGTH)] | None = None
     every_seconds: Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)] | None = None
