@@ -546,11 +546,15 @@ class JobRun(SQLModel, table=True):
     # handler began: an expired lease with a later `attempt` was claimed but never started,
     # and goes back to the queue for free. A began attempt whose worker died is a crash,
     # counted in `crash_count` instead of the retry budget; a run that crashed is a suspect
-    # and runs alone on its worker; after its job's `max_crashes` it is quarantined (failed).
+    # and runs alone on its worker. Crashes while it ran alone (`lone_crashes`) are the
+    # evidence: at its job's `max_crashes` of those it is quarantined (failed).
     began_attempt: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
     crash_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    lone_crashes: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
     quarantined: bool = Field(

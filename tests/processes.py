@@ -153,6 +153,6 @@ def one_crash_from_quarantine(conn: Any, *run_ids: int) -> None:
     from app.limits import DEFAULT_MAX_CRASHES
 
     conn.execute(
-        "UPDATE job_runs SET crash_count = %s WHERE id = ANY(%s)",
-        (DEFAULT_MAX_CRASHES - 1, list(run_ids)),
+        "UPDATE job_runs SET crash_count = %s, lone_crashes = %s WHERE id = ANY(%s)",
+        (DEFAULT_MAX_CRASHES - 1, DEFAULT_MAX_CRASHES - 1, list(run_ids)),
     )

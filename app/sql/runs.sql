@@ -277,8 +277,10 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- - a cancel was requested: cancelled;
 -- - the attempt never began (claimed, waiting for a process child): handed back, pending;
 -- - it began: a crash, counted in crash_count; the run is re-queued as a suspect (it runs
---   alone next time), or quarantined (failed) at its job's max_crashes (default
---   %(max_crashes)s).
+--   alone next time). A crash while it ran alone on its worker (no other begun attempt
+--   leased to it) is evidence against it (lone_crashes): at its job's max_crashes of
+--   those (default %(max_crashes)s) it is quarantined (failed). A worker killed from
+--   outside takes its neighbours along once; only their own deaths alone count.
 -- A re-queued run keeps its run_at, so its place at the head of the queue. The UPDATE
 -- re-checks status and lease under the row lock, so a run that completed or was cancelled
 -- meanwhile is never touched, and a cancelled run never re-queued.
@@ -291,8 +293,16 @@ WITH expired AS (
 ), judged AS (
     SELECT r.id, e.lease_owner, e.started_at,
            r.began_attempt >= r.attempt AS crashed,
-           r.began_attempt >= r.attempt AND NOT r.cancel_requested
-               AND r.crash_count + 1 >= coalesce(j.max_crashes, %(max_crashes)s) AS quarantine,
+           r.began_attempt >= r.attempt AND NOT EXISTS (
+               SELECT FROM job_runs o
+               WHERE o.status = 'running' AND o.lease_owner = e.lease_owner AND o.id <> r.id
+                 AND o.began_attempt >= o.attempt
+           ) AS alone,
+           r.began_attempt >= r.attempt AND NOT r.cancel_requested AND NOT EXISTS (
+               SELECT FROM job_runs o
+               WHERE o.status = 'running' AND o.lease_owner = e.lease_owner AND o.id <> r.id
+                 AND o.began_attempt >= o.attempt
+           ) AND r.lone_crashes + 1 >= coalesce(j.max_crashes, %(max_crashes)s) AS quarantine,
            coalesce(j.max_crashes, %(max_crashes)s) AS max_crashes
     FROM expired e JOIN job_runs r ON r.id = e.id
     LEFT JOIN job_definitions j ON j.id = r.job_id
@@ -308,6 +318,7 @@ WITH expired AS (
         END,
         retry_base = r.retry_base + 1,
         crash_count = r.crash_count + CASE WHEN g.crashed THEN 1 ELSE 0 END,
+        lone_crashes = r.lone_crashes + CASE WHEN g.alone THEN 1 ELSE 0 END,
         quarantined = g.quarantine,
         lease_owner = NULL, lease_until = NULL,
         last_error = CASE
@@ -315,12 +326,15 @@ WITH expired AS (
                 'lease expired before attempt ' || r.attempt || ' began: worker '
                 || coalesce(g.lease_owner, '?') || ' stopped; handed back without using an attempt'
             WHEN g.quarantine THEN
-                'quarantined after ' || r.crash_count + 1 || ' crashes: worker '
-                || coalesce(g.lease_owner, '?') || ' stopped heartbeating during attempt ' || r.attempt
+                'quarantined after ' || r.crash_count + 1 || ' crashes, ' || r.lone_crashes + 1
+                || ' of them running alone: worker ' || coalesce(g.lease_owner, '?')
+                || ' stopped heartbeating during attempt ' || r.attempt
             ELSE
                 'lease expired: worker ' || coalesce(g.lease_owner, '?')
                 || ' stopped heartbeating during attempt ' || r.attempt
-                || ' (crash ' || r.crash_count + 1 || ' of ' || g.max_crashes || ')'
+                || ' (crash ' || r.crash_count + 1 || CASE WHEN g.alone
+                   THEN ', ' || r.lone_crashes + 1 || ' of ' || g.max_crashes || ' running alone'
+                   ELSE ', with other runs' END || ')'
         END,
         error_fingerprint = CASE WHEN g.quarantine THEN %(quarantine_fingerprint)s
                                  ELSE %(lease_fingerprint)s END
@@ -371,7 +385,7 @@ RETURNING id, status, dag_run_id IS NOT NULL AS in_dag, pg_notify('sundial_event
 WITH retried AS (
     UPDATE job_runs
     SET status = 'pending', run_at = coalesce(%(now)s::timestamptz, now()), finished_at = NULL, cancel_requested = false,
-        retry_base = attempt, crash_count = 0, quarantined = false, priority = base_priority, lease_owner = NULL, lease_until = NULL,
+        retry_base = attempt, crash_count = 0, lone_crashes = 0, quarantined = false, priority = base_priority, lease_owner = NULL, lease_until = NULL,
         args = coalesce(%(args)s::jsonb, args)
     WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
     RETURNING id, status, dag_run_id

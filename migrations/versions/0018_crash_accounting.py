@@ -32,6 +32,9 @@ def upgrade() -> None:
         "job_runs", sa.Column("crash_count", sa.Integer(), nullable=False, server_default="0")
     )
     op.add_column(
+        "job_runs", sa.Column("lone_crashes", sa.Integer(), nullable=False, server_default="0")
+    )
+    op.add_column(
         "job_runs",
         sa.Column("quarantined", sa.Boolean(), nullable=False, server_default=sa.false()),
     )
@@ -50,5 +53,6 @@ def downgrade() -> None:
     op.drop_constraint("job_definitions_crashes_range", "job_definitions", type_="check")
     op.drop_column("job_definitions", "max_crashes")
     op.drop_column("job_runs", "quarantined")
+    op.drop_column("job_runs", "lone_crashes")
     op.drop_column("job_runs", "crash_count")
     op.drop_column("job_runs", "began_attempt")

@@ -92,11 +92,16 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
         endings.append((reaped.status, reaped.crash_count, reaped.quarantined))
     assert endings == [("pending", 1, False), ("failed", 2, True)]
     row = run_row(conn, run_id)
-    assert row["last_error"].startswith("quarantined after 2 crashes: worker w1")
+    assert row["last_error"].startswith("quarantined after 2 crashes, 2 of them running alone")
     # a person's retry gives it a fresh crash budget
     runs.retry(conn, run_id)
     row = run_row(conn, run_id)
-    assert (row["status"], row["crash_count"], row["quarantined"]) == ("pending", 0, False)
+    assert (row["status"], row["crash_count"], row["lone_crashes"], row["quarantined"]) == (
+        "pending",
+        0,
+        0,
+        False,
+    )
 
 
 def test_a_job_refuses_a_crash_limit_out_of_range(conn: Conn) -> None:
@@ -172,10 +177,14 @@ def test_a_handler_that_kills_its_worker_is_quarantined_and_its_neighbours_compl
             time.sleep(0.2)
     rows = {
         r["id"]: r
-        for r in query(db_url, "SELECT id, status, crash_count, quarantined, attempt FROM job_runs")
+        for r in query(
+            db_url, "SELECT id, status, crash_count, lone_crashes, quarantined FROM job_runs"
+        )
     }
-    assert rows[culprit]["quarantined"] and rows[culprit]["crash_count"] == 3
-    assert deaths >= 3
+    # its deaths while it ran alone are the evidence: 3 of them (4 deaths in all when its
+    # first took neighbours along)
+    assert rows[culprit]["quarantined"] and rows[culprit]["lone_crashes"] == 3
+    assert rows[culprit]["crash_count"] in (3, 4) and deaths >= 3
     for run_id in neighbours:
         assert rows[run_id]["status"] == "completed" and not rows[run_id]["quarantined"]
         assert rows[run_id]["crash_count"] <= 1  # only the first death took neighbours along
@@ -233,3 +242,19 @@ def test_twenty_worker_kills_in_a_loaded_fleet_dead_letter_no_run(
     )
     assert kills == 20 and hit["quarantined"] == 0
     assert hit["crashed"] > 0, "the kills never hit a run in flight"
+
+
+def test_only_a_crash_while_running_alone_counts_toward_quarantine(conn: Conn) -> None:
+    together = [runs.submit(conn, NewRun("noop", max_retries=0)).id for _ in range(3)]
+    assert len(runs.claim(conn, "w1", 10, 30)) == 3
+    reaped = runs.reap(conn, now=later(conn))
+    assert sorted(r.run_id for r in reaped) == together
+    for run_id in together:
+        row = run_row(conn, run_id)
+        assert (row["crash_count"], row["lone_crashes"]) == (1, 0)
+        assert row["last_error"].endswith("(crash 1, with other runs)")
+    (alone,) = runs.claim(conn, "w2", 10, 30)  # a suspect: alone
+    runs.reap(conn, now=later(conn))
+    row = run_row(conn, alone.run_id)
+    assert (row["crash_count"], row["lone_crashes"]) == (2, 1)
+    assert row["last_error"].endswith("(crash 2, 1 of 3 running alone)")

@@ -17,10 +17,10 @@ Conn = psycopg.Connection[Any]
 LATER = timedelta(minutes=10)  # past any lease the tests take
 
 
-def claim_only(conn: Conn, run_id: int) -> int:
+def claim_only(conn: Conn, run_id: int, worker: str = "w") -> int:
     """Claim exactly that run (it must be pending and due); its attempt number."""
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    (job,) = runs.claim(conn, "w", 1, 30)
+    (job,) = runs.claim(conn, worker, 1, 30)
     assert job.run_id == run_id
     return job.attempt
 
@@ -89,7 +89,7 @@ def test_only_completions_are_taken_late_and_never_over_a_cancel(conn: Conn) -> 
     one_crash_from_quarantine(conn, failing)
     failing_attempt = claim_only(conn, failing)
     cancelled = runs.submit(conn, NewRun("noop", max_retries=0)).id
-    cancelled_attempt = claim_only(conn, cancelled)
+    cancelled_attempt = claim_only(conn, cancelled, "w2")  # so the other ran alone
     runs.cancel(conn, cancelled)  # a person cancels while it runs
     reap_all(conn)
     late_failure = Finish(failing, failing_attempt, Outcome(OutcomeStatus.FAILED, error="x"))

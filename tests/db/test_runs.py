@@ -322,7 +322,7 @@ def test_reap_counts_crashes_apart_from_retries_and_quarantines_at_the_limit(
         True,
     )
     assert r["finished_at"] is not None
-    assert r["last_error"].startswith("quarantined after 3 crashes: worker w1")
+    assert r["last_error"].startswith("quarantined after 3 crashes, 3 of them running alone")
 
 
 def test_reap_never_requeues_a_cancelled_run(conn: Conn) -> None:
