@@ -26,7 +26,9 @@ class RunStatus(StrEnum):
     """Terminal: the handler returned."""
 
     FAILED = "failed"
-    """Terminal: attempts exhausted or a non-retryable error. The dead letters."""
+    """Terminal: attempts exhausted or a non-retryable error, or quarantined (its worker
+    died under it while it ran alone its job's max_crashes times; `quarantined` is set).
+    The dead letters. A worker's death otherwise spends no attempt: see run_reap."""
 
     TIMED_OUT = "timed_out"
     """Terminal: the last allowed attempt ran past its timeout."""
