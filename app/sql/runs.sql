@@ -291,21 +291,20 @@ WITH expired AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), judged AS (
-    SELECT r.id, e.lease_owner, e.started_at,
+    SELECT r.id, e.lease_owner, e.started_at, r.cancel_requested, r.lone_crashes,
            r.began_attempt >= r.attempt AS crashed,
            r.began_attempt >= r.attempt AND NOT EXISTS (
                SELECT FROM job_runs o
                WHERE o.status = 'running' AND o.lease_owner = e.lease_owner AND o.id <> r.id
                  AND o.began_attempt >= o.attempt
            ) AS alone,
-           r.began_attempt >= r.attempt AND NOT r.cancel_requested AND NOT EXISTS (
-               SELECT FROM job_runs o
-               WHERE o.status = 'running' AND o.lease_owner = e.lease_owner AND o.id <> r.id
-                 AND o.began_attempt >= o.attempt
-           ) AND r.lone_crashes + 1 >= coalesce(j.max_crashes, %(max_crashes)s) AS quarantine,
            coalesce(j.max_crashes, %(max_crashes)s) AS max_crashes
     FROM expired e JOIN job_runs r ON r.id = e.id
     LEFT JOIN job_definitions j ON j.id = r.job_id
+), verdict AS (
+    SELECT judged.*,
+           alone AND NOT cancel_requested AND lone_crashes + 1 >= max_crashes AS quarantine
+    FROM judged
 ), reaped AS (
     UPDATE job_runs r
     SET status = CASE
@@ -338,7 +337,7 @@ WITH expired AS (
         END,
         error_fingerprint = CASE WHEN g.quarantine THEN %(quarantine_fingerprint)s
                                  ELSE %(lease_fingerprint)s END
-    FROM judged g
+    FROM verdict g
     WHERE r.id = g.id AND r.status = 'running'
       AND r.lease_until < coalesce(%(now)s::timestamptz, now())
     RETURNING r.id, r.attempt, r.status, g.lease_owner, g.started_at, r.last_error,
