@@ -37,7 +37,8 @@ _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (.+)$', re.MULTILINE)
 _CLASS = re.compile(r"^([A-Za-z_][\w.]*):")
 MAX_MESSAGE_CHARS = 300
 LEASE_EXPIRED_ERROR = "lease expired: the worker stopped heartbeating"
-QUARANTINED_ERROR = "quarantined: its worker stopped while running it too many times"
+QUARANTINED_ERROR = "quarantined: the process running it died too many times"
+CRASHED_ERROR = "crashed in a process of its own"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,8 @@ def fingerprint_of(error: str | None, traceback: str | None) -> Fingerprint:
         text = LEASE_EXPIRED_ERROR  # the worker's name and attempt differ every time
     elif text.startswith("quarantined after "):
         text = QUARANTINED_ERROR
+    elif text.startswith(CRASHED_ERROR):
+        text = CRASHED_ERROR  # the crash counts differ every time
     message = normalise(text)
     frame = top_frame(traceback)
     exception = exception_class(text)
@@ -86,3 +89,4 @@ def fingerprint_of(error: str | None, traceback: str | None) -> Fingerprint:
 
 LEASE_EXPIRED = fingerprint_of(LEASE_EXPIRED_ERROR, None).key
 QUARANTINED = fingerprint_of(QUARANTINED_ERROR, None).key
+CRASHED = fingerprint_of(CRASHED_ERROR, None).key

@@ -28,7 +28,7 @@ class JobSpec:
     idempotency_key: str | None = None
     fire_time: datetime | None = None
     upstream_results: dict[str, JSON] | None = None  # DAG steps: upstream name -> result
-    crash_count: int = 0  # > 0: its worker died under it before, so it runs alone
+    crash_count: int = 0  # > 0: it crashed before, so it runs alone, in a child of its own
 
 
 class Cancelled(Exception):
@@ -93,6 +93,8 @@ class Outcome:
     error: str | None = None
     traceback: str | None = None
     retryable: bool = True
+    # The process running the handler died without answering (killed, segfault, exit).
+    crashed: bool = False
     # Lines a process or subprocess child captured: (unix time, stream, line); see
     # app.run_logs. In-process attempts send theirs to the worker's collector directly.
     logs: tuple[tuple[float, str, str], ...] = field(default=(), compare=False)

@@ -35,8 +35,11 @@ STORED_LATEST = "2300-01-01 00:00:00+00"
 MAX_PRIORITY = 32767  # priorities run from -MAX_PRIORITY to MAX_PRIORITY; aging stops there
 MAX_DURATION_SECONDS = 10 * 365 * 86400  # timeout, delay, interval, spread, catch-up window
 MAX_RETRIES = 1000
-DEFAULT_MAX_CRASHES = 3  # a run whose worker died under it this often is quarantined
+DEFAULT_MAX_CRASHES = 3  # a run whose own process died under it this often is quarantined
 MAX_CRASHES = 100
+# A worker killed from outside is no evidence against the runs it held; but a run whose
+# workers died under it this many times its crash budget is quarantined all the same.
+WORKER_DEATHS_PER_CRASH = 10
 MAX_COUNT = 1_000_000  # catch-up limit, auto-pause after
 MAX_RUN_ID = 2**63 - 1  # run ids are bigint
 MAX_FIRES_SHOWN = 10_000

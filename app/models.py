@@ -546,8 +546,9 @@ class JobRun(SQLModel, table=True):
     # handler began: an expired lease with a later `attempt` was claimed but never started,
     # and goes back to the queue for free. A began attempt whose worker died is a crash,
     # counted in `crash_count` instead of the retry budget; a run that crashed is a suspect
-    # and runs alone on its worker. Crashes while it ran alone (`lone_crashes`) are the
-    # evidence: at its job's `max_crashes` of those it is quarantined (failed).
+    # and runs alone on its worker, in a process of its own. That process dying, seen by
+    # the living worker (`lone_crashes`), is the evidence: at its job's `max_crashes` of
+    # those it is quarantined (failed); see run_crash_many.
     began_attempt: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )

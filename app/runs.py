@@ -37,7 +37,7 @@ from app.dag_graph import DagError as DagError
 from app.dag_graph import check_dag as check_dag
 from app.db import Conn
 from app.errors import UsageError
-from app.fingerprints import LEASE_EXPIRED, QUARANTINED, fingerprint_of
+from app.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.handlers.gate import refuse_commands_for_run, refuse_disabled_handlers
 from app.jobs import JSON, JobSpec, Outcome, OutcomeStatus
 from app.json_rows import encode_json, json_rows
@@ -85,6 +85,12 @@ class Finish:
     run_id: int
     attempt: int
     outcome: Outcome
+    suspect: bool = False  # it crashed before, so it ran in a process of its own
+
+    @property
+    def crashed_alone(self) -> bool:
+        """A suspect whose own process died: evidence against it (see run_crash_many)."""
+        return self.suspect and self.outcome.crashed
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,12 +420,14 @@ def finish_many(
     release are claimed by the completions' statement too.
     """
     completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
-    failed = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
+    crashed = [f for f in finishes if f.crashed_alone]
+    ended = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
+    failed = [f for f in ended if not f.crashed_alone]
     won: set[tuple[int, int]] = set()
     started: list[dict[str, Any]] = []
     groups = _one_attempt_per_run(completed)
     # Completions alone are one statement, which needs no BEGIN/COMMIT around it.
-    alone = not failed and len(groups) <= 1 and _outside_transaction(conn)
+    alone = not failed and not crashed and len(groups) <= 1 and _outside_transaction(conn)
     with nullcontext() if alone else conn.transaction():
         for n, group in enumerate(groups):
             # Only the first group claims what it frees (the others are a rare repeat).
@@ -452,6 +460,8 @@ def finish_many(
             won |= {(r["id"], r["attempt"]) for r in rows}
             TRANSITIONS.labels("run_fail").inc(len(rows))
             _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
+        if crashed:
+            won |= _record_crashes(conn, worker, crashed, now)
     if claim_downstream is not None and started:  # committed: leased to `worker`
         claimed = _started_jobs(conn, started)
         claim_downstream.jobs += claimed
@@ -463,6 +473,42 @@ def finish_many(
         if (f.run_id, f.attempt) not in won:
             _lost("run_finish", f.run_id, f.attempt, worker)
     return winners
+
+
+def _record_crashes(
+    conn: Conn, worker: str, crashed: Sequence[Finish], now: datetime | None
+) -> set[tuple[int, int]]:
+    """Suspects whose own process died: re-queued, or quarantined at their job's limit."""
+    rows = conn.execute(
+        query("runs", "run_crash_many"),
+        {
+            "worker": worker,
+            "ids": [f.run_id for f in crashed],
+            "attempts": [f.attempt for f in crashed],
+            "errors": [f.outcome.error or "its process died" for f in crashed],
+            "max_crashes": limits.DEFAULT_MAX_CRASHES,
+            "crash_fingerprint": CRASHED,
+            "quarantine_fingerprint": QUARANTINED,
+            **_now(now),
+        },
+    ).fetchall()
+    TRANSITIONS.labels("run_crash").inc(len(rows))
+    _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
+    for row in rows:
+        # one line per run an operator can search for (JSON by default)
+        log.warning(
+            "run %s %s",
+            row["id"],
+            row["last_error"],
+            extra={
+                "run_id": row["id"],
+                "attempt": row["attempt"],
+                "worker": worker,
+                "outcome": "quarantined" if row["quarantined"] else "crashed",
+                "error": row["last_error"],
+            },
+        )
+    return {(r["id"], r["attempt"]) for r in rows}
 
 
 def complete_late(
@@ -586,6 +632,7 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
             "lease_fingerprint": LEASE_EXPIRED,
             "quarantine_fingerprint": QUARANTINED,
             "max_crashes": limits.DEFAULT_MAX_CRASHES,
+            "deaths_per_crash": limits.WORKER_DEATHS_PER_CRASH,
             **_now(now),
         }
         rows = conn.execute(query("runs", "run_reap"), params).fetchall()

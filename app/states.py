@@ -26,9 +26,9 @@ class RunStatus(StrEnum):
     """Terminal: the handler returned."""
 
     FAILED = "failed"
-    """Terminal: attempts exhausted or a non-retryable error, or quarantined (its worker
-    died under it while it ran alone its job's max_crashes times; `quarantined` is set).
-    The dead letters. A worker's death otherwise spends no attempt: see run_reap."""
+    """Terminal: attempts exhausted or a non-retryable error, or quarantined (the process
+    of its own it ran in as a suspect died its job's max_crashes times; `quarantined` is
+    set). The dead letters. A crash otherwise spends no attempt: see run_reap."""
 
     TIMED_OUT = "timed_out"
     """Terminal: the last allowed attempt ran past its timeout."""
@@ -78,6 +78,11 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
         frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     ),
     "run_reap": (
+        frozenset({RunStatus.RUNNING}),
+        frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.CANCELLED}),
+    ),
+    # a suspect whose process of its own died: re-queued, or quarantined (failed)
+    "run_crash": (
         frozenset({RunStatus.RUNNING}),
         frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.CANCELLED}),
     ),

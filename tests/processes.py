@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
+from app import limits, runs
 from app.jobs import Outcome
 from tests.conftest import REPO, sundial_cmd, sundial_env
 from tests.waits import wait_until
@@ -147,12 +147,14 @@ def pg_ctl(server: Any, action: str) -> None:
     )
 
 
+# How many worker deaths under a run of a job with the default crash limit quarantine it.
+QUARANTINE_DEATHS = limits.WORKER_DEATHS_PER_CRASH * limits.DEFAULT_MAX_CRASHES
+
+
 def one_crash_from_quarantine(conn: Any, *run_ids: int) -> None:
     """Set these runs up as if their workers had died under them all but once: the next
-    expired lease of theirs quarantines them (default crash limit)."""
-    from app.limits import DEFAULT_MAX_CRASHES
-
+    expired lease of theirs quarantines them (after QUARANTINE_DEATHS deaths)."""
     conn.execute(
-        "UPDATE job_runs SET crash_count = %s, lone_crashes = %s WHERE id = ANY(%s)",
-        (DEFAULT_MAX_CRASHES - 1, DEFAULT_MAX_CRASHES - 1, list(run_ids)),
+        "UPDATE job_runs SET crash_count = %s WHERE id = ANY(%s)",
+        (QUARANTINE_DEATHS - 1, list(run_ids)),
     )

@@ -71,6 +71,6 @@ def add_job_commands(sub: Any) -> None:
         "--max-crashes",
         type=whole_number(1, limits.MAX_CRASHES),
         default=limits.DEFAULT_MAX_CRASHES,
-        help="add: a run whose worker dies under it this many times is quarantined "
+        help="add: a run that crashes the process running it this many times is quarantined "
         f"(1-{limits.MAX_CRASHES}, default {limits.DEFAULT_MAX_CRASHES})",
     )

@@ -22,12 +22,15 @@ _UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
 REPLACEMENT_CHAR = "\ufffd"
 
 
-def failed(error: str, *, traceback_text: str | None = None, retryable: bool = True) -> Outcome:
+def failed(
+    error: str, *, traceback_text: str | None = None, retryable: bool = True, crashed: bool = False
+) -> Outcome:
     return Outcome(
         OutcomeStatus.FAILED,
         error=error[:MAX_ERROR_CHARS],
         traceback=traceback_text[-MAX_TRACEBACK_CHARS:] if traceback_text else None,
         retryable=retryable,
+        crashed=crashed,
     )
 
 
@@ -198,4 +201,5 @@ def describe_exit(returncode: int | None) -> str:
 
 def process_died(returncode: int | None) -> Outcome:
     """A job process that ended without answering: retryable, the next attempt may pass."""
-    return failed(f"worker process died ({describe_exit(returncode)}) while running the job")
+    error = f"worker process died ({describe_exit(returncode)}) while running the job"
+    return failed(error, crashed=True)

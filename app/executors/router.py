@@ -15,7 +15,12 @@ from app.executors.process_pool import ProcessPool
 from app.executors.protocol import BadRequest, encode_request
 from app.executors.subprocess_runner import SubprocessRunner
 from app.executors.thread_pool import ThreadRunner
-from app.handlers.registry import HandlerRegistry, RegisteredHandler, UnknownHandler
+from app.handlers.registry import (
+    HandlerRegistry,
+    RegisteredHandler,
+    UnknownHandler,
+    default_registry,
+)
 from app.jobs import JobSpec, Outcome, OutcomeStatus
 from app.states import ExecutionModel
 
@@ -53,6 +58,10 @@ class Executors:
     - `process`: the child running it is killed (with its process group) and replaced.
     - `subprocess`: the child's process group is killed.
 
+    A suspect (`job.crash_count > 0`: its worker died under it before) of the `async` or
+    `thread` model runs as `subprocess` instead (when `registry` is `default_registry`); if
+    its child dies without answering, the outcome says `crashed`.
+
     `process` and `subprocess` children look handlers up in `default_registry` after
     importing `handler_modules`, so a handler registered only on another registry object
     in the worker is unknown there. They send their handler's log lines while it runs:
@@ -77,6 +86,8 @@ class Executors:
         self.thread_workers = thread_workers
         self.process_workers = process_workers
         self.handler_modules = tuple(handler_modules)
+        # Suspects can run in a child only if the child finds their handlers (see below).
+        self._isolates = registry is default_registry
         self._active: dict[tuple[int, int], Attempt] = {}
         self._deadlines = Deadlines(self._active)
         self._threads: ThreadRunner | None = None
@@ -177,6 +188,10 @@ class Executors:
         `CancelledError` when the calling task itself is cancelled)."""
         if self._closing:
             return failed("the worker is shutting down; the job was not started")
+        if job.crash_count and job.execution_model in (_ASYNC, _THREAD) and self._isolates:
+            # It crashed before: in a child of its own, another crash ends only that child,
+            # and the worker lives to report it (see run_crash_many).
+            job = replace(job, execution_model=_SUBPROCESS)
         try:
             entry = self.registry.get(job.handler)
         except UnknownHandler as exc:

@@ -108,7 +108,7 @@ class SubprocessRunner:
         if proc.returncode != 0:
             return process_died(proc.returncode)
         if output is None:
-            return failed("the job process exited without a reply")
+            return failed("the job process exited without a reply", crashed=True)
         return decode_reply(output)
 
     async def close(self, *, kill: bool = False) -> None:

@@ -476,7 +476,7 @@ class Worker:
                     "error": outcome.error,
                 },
             )
-        self._finishes.append(Finish(job.run_id, job.attempt, outcome))
+        self._finishes.append(Finish(job.run_id, job.attempt, outcome, bool(job.crash_count)))
         self._finish_ready.set()
 
     # ---- finish -----------------------------------------------------------------------------

@@ -250,6 +250,61 @@ WITH ended AS (
 SELECT id, attempt, status, in_dag FROM ended
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM ended)) AS seen ON true;
 
+-- name: run_crash_many
+-- running -> pending | failed (quarantined) | cancelled: a suspect (it crashed before) ran
+-- in a child process of its own, and that child died without answering, seen by its living
+-- worker. Only this is evidence against the run itself (lone_crashes), since nothing else
+-- ran in that process; at its job's max_crashes of those (default %(max_crashes)s) it is
+-- quarantined, else re-queued with its old run_at. Spends no ordinary attempt (retry_base + 1).
+WITH crashed AS (
+    SELECT r.id, r.attempt, f.error,
+           coalesce(j.max_crashes, %(max_crashes)s) AS max_crashes,
+           NOT r.cancel_requested AND r.lone_crashes + 1 >= coalesce(j.max_crashes, %(max_crashes)s)
+               AS quarantine
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[]) AS f(id, attempt, error)
+    JOIN job_runs r ON r.id = f.id AND r.attempt = f.attempt
+    LEFT JOIN job_definitions j ON j.id = r.job_id
+), ended AS (
+    UPDATE job_runs r
+    SET status = CASE
+            WHEN r.cancel_requested THEN 'cancelled'
+            WHEN c.quarantine THEN 'failed'
+            ELSE 'pending'
+        END,
+        finished_at = CASE
+            WHEN r.cancel_requested OR c.quarantine THEN coalesce(%(now)s::timestamptz, now())
+        END,
+        retry_base = r.retry_base + 1,
+        crash_count = r.crash_count + 1,
+        lone_crashes = r.lone_crashes + 1,
+        quarantined = c.quarantine,
+        lease_owner = NULL, lease_until = NULL,
+        last_error = CASE WHEN c.quarantine
+            THEN 'quarantined after ' || r.crash_count + 1 || ' crashes, ' || r.lone_crashes + 1
+                 || ' of them in a process of its own: ' || c.error
+            ELSE 'crashed in a process of its own (crash ' || r.crash_count + 1 || ', '
+                 || r.lone_crashes + 1 || ' of ' || c.max_crashes || '): ' || c.error
+        END,
+        traceback = NULL,
+        error_fingerprint = CASE WHEN c.quarantine THEN %(quarantine_fingerprint)s
+                                 ELSE %(crash_fingerprint)s END
+    FROM crashed c
+    -- `IS TRUE`: see the top of this file
+    WHERE r.id = c.id AND r.attempt = c.attempt AND (r.status = 'running') IS TRUE
+    RETURNING r.id, r.attempt, r.status, r.started_at, r.last_error, r.quarantined,
+              r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    INSERT INTO job_run_attempts
+        (run_id, attempt, worker, outcome, started_at, finished_at, error, requeued)
+    SELECT id, attempt, %(worker)s, 'failed', started_at, coalesce(%(now)s::timestamptz, now()),
+           last_error, status = 'pending'
+    FROM ended
+)
+SELECT ended.id, ended.attempt, ended.status, ended.in_dag, ended.quarantined, ended.last_error
+FROM ended
+LEFT JOIN (SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM ended WHERE status = 'pending')) AS wake ON true
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM ended)) AS seen ON true;
+
 -- name: run_release_many
 -- running -> pending (or cancelled if that was requested): a stopping worker hands back
 -- attempts it did not finish. retry_base + 1 keeps the hand-back off the retry budget.
@@ -276,11 +331,11 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- or partitioned). Three cases, none of which spends an ordinary attempt (retry_base + 1):
 -- - a cancel was requested: cancelled;
 -- - the attempt never began (claimed, waiting for a process child): handed back, pending;
--- - it began: a crash, counted in crash_count; the run is re-queued as a suspect (it runs
---   alone next time). A crash while it ran alone on its worker (no other begun attempt
---   leased to it) is evidence against it (lone_crashes): at its job's max_crashes of
---   those (default %(max_crashes)s) it is quarantined (failed). A worker killed from
---   outside takes its neighbours along once; only their own deaths alone count.
+-- - it began: a crash, counted in crash_count; the run is re-queued as a suspect, to run
+--   alone in a process of its own next time (where a crash of its own is seen by its
+--   living worker: run_crash_many). A dead worker is no evidence against the runs it held,
+--   since it may have been killed from outside; only at %(deaths_per_crash)s times its job's
+--   max_crashes (default %(max_crashes)s) is the run quarantined (failed) all the same.
 -- A re-queued run keeps its run_at, so its place at the head of the queue. The UPDATE
 -- re-checks status and lease under the row lock, so a run that completed or was cancelled
 -- meanwhile is never touched, and a cancelled run never re-queued.
@@ -290,21 +345,14 @@ WITH expired AS (
     ORDER BY lease_until
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-), judged AS (
-    SELECT r.id, e.lease_owner, e.started_at, r.cancel_requested, r.lone_crashes,
+), verdict AS (
+    SELECT r.id, e.lease_owner, e.started_at,
            r.began_attempt >= r.attempt AS crashed,
-           r.began_attempt >= r.attempt AND NOT EXISTS (
-               SELECT FROM job_runs o
-               WHERE o.status = 'running' AND o.lease_owner = e.lease_owner AND o.id <> r.id
-                 AND o.began_attempt >= o.attempt
-           ) AS alone,
-           coalesce(j.max_crashes, %(max_crashes)s) AS max_crashes
+           r.began_attempt >= r.attempt AND NOT r.cancel_requested
+               AND r.crash_count + 1 >= %(deaths_per_crash)s * coalesce(j.max_crashes, %(max_crashes)s)
+               AS quarantine
     FROM expired e JOIN job_runs r ON r.id = e.id
     LEFT JOIN job_definitions j ON j.id = r.job_id
-), verdict AS (
-    SELECT judged.*,
-           alone AND NOT cancel_requested AND lone_crashes + 1 >= max_crashes AS quarantine
-    FROM judged
 ), reaped AS (
     UPDATE job_runs r
     SET status = CASE
@@ -317,7 +365,6 @@ WITH expired AS (
         END,
         retry_base = r.retry_base + 1,
         crash_count = r.crash_count + CASE WHEN g.crashed THEN 1 ELSE 0 END,
-        lone_crashes = r.lone_crashes + CASE WHEN g.alone THEN 1 ELSE 0 END,
         quarantined = g.quarantine,
         lease_owner = NULL, lease_until = NULL,
         last_error = CASE
@@ -325,15 +372,13 @@ WITH expired AS (
                 'lease expired before attempt ' || r.attempt || ' began: worker '
                 || coalesce(g.lease_owner, '?') || ' stopped; handed back without using an attempt'
             WHEN g.quarantine THEN
-                'quarantined after ' || r.crash_count + 1 || ' crashes, ' || r.lone_crashes + 1
-                || ' of them running alone: worker ' || coalesce(g.lease_owner, '?')
+                'quarantined after ' || r.crash_count + 1 || ' crashes, each of them a worker death:'
+                || ' worker ' || coalesce(g.lease_owner, '?')
                 || ' stopped heartbeating during attempt ' || r.attempt
             ELSE
                 'lease expired: worker ' || coalesce(g.lease_owner, '?')
                 || ' stopped heartbeating during attempt ' || r.attempt
-                || ' (crash ' || r.crash_count + 1 || CASE WHEN g.alone
-                   THEN ', ' || r.lone_crashes + 1 || ' of ' || g.max_crashes || ' running alone'
-                   ELSE ', with other runs' END || ')'
+                || ' (crash ' || r.crash_count + 1 || ')'
         END,
         error_fingerprint = CASE WHEN g.quarantine THEN %(quarantine_fingerprint)s
                                  ELSE %(lease_fingerprint)s END

@@ -1,6 +1,7 @@
 """A run that failed, a run whose worker died under it (a crash) and a run claimed but not
 yet begun when its worker died end differently: only the first spends attempts, crashes
-are counted and quarantine the culprit, and a hand-back keeps its place in line."""
+are counted, a suspect runs alone in a process of its own where only its own crashes
+quarantine it, and a hand-back keeps its place in line."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import job_definitions, runs
+from app import job_definitions, limits, runs
 from app.db import Conn
+from app.executors.outcomes import process_died
+from app.fingerprints import QUARANTINED
 from app.jobs import Outcome
 from app.runs import Finish, NewRun
 from tests.processes import query, services, status_counts
-from tests.waits import db_now
+from tests.waits import db_now, wait_until
 
 
 def later(conn: Conn) -> Any:
@@ -75,6 +78,13 @@ def test_a_process_run_a_child_took_counts_as_begun(conn: Conn) -> None:
     assert run_row(conn, run_id)["began_attempt"] == job.attempt
 
 
+def crashed_in_its_own_process(conn: Conn, run_id: int) -> Finish:
+    """Claim the suspect `run_id` and report that its process of its own died."""
+    (job,) = runs.claim(conn, "w1", 1, 30)
+    assert job.run_id == run_id and job.crash_count > 0
+    return Finish(run_id, job.attempt, process_died(-9), suspect=True)
+
+
 def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
     conn: Conn,
 ) -> None:
@@ -85,14 +95,28 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
     )
     job = job_definitions.get(conn, "fragile")
     run_id = runs.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
+    runs.claim(conn, "w1", 1, 30)
+    (reaped,) = runs.reap(conn, now=later(conn))  # its worker died: a suspect now
+    assert (reaped.status, reaped.crash_count, reaped.quarantined) == ("pending", 1, False)
     endings = []
-    for _ in range(2):
-        runs.claim(conn, "w1", 1, 30)
-        (reaped,) = runs.reap(conn, now=later(conn))
-        endings.append((reaped.status, reaped.crash_count, reaped.quarantined))
-    assert endings == [("pending", 1, False), ("failed", 2, True)]
-    row = run_row(conn, run_id)
-    assert row["last_error"].startswith("quarantined after 2 crashes, 2 of them running alone")
+    for _ in range(2):  # then its own process dies, seen by its worker: evidence
+        assert runs.finish_many(conn, "w1", [crashed_in_its_own_process(conn, run_id)])
+        row = run_row(conn, run_id)
+        endings.append((row["status"], row["crash_count"], row["lone_crashes"], row["quarantined"]))
+    assert endings == [("pending", 2, 1, False), ("failed", 3, 2, True)]
+    assert row["last_error"].startswith(
+        "quarantined after 3 crashes, 2 of them in a process of its own: worker process died"
+    )
+    assert row["error_fingerprint"] == QUARANTINED
+    history = conn.execute(
+        "SELECT outcome, requeued FROM job_run_attempts WHERE run_id = %s ORDER BY attempt",
+        (run_id,),
+    ).fetchall()
+    assert [(h["outcome"], h["requeued"]) for h in history] == [
+        ("lost", True),
+        ("failed", True),
+        ("failed", False),
+    ]
     # a person's retry gives it a fresh crash budget
     runs.retry(conn, run_id)
     row = run_row(conn, run_id)
@@ -102,6 +126,37 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
         0,
         False,
     )
+
+
+def test_a_first_death_of_a_child_is_an_ordinary_failure(conn: Conn) -> None:
+    """Only a suspect's crashes are counted: a process run whose child dies on its first
+    try spends an attempt, like any failure."""
+    run_id = runs.submit(conn, NewRun("noop", max_retries=0, execution_model="process")).id
+    (job,) = runs.claim(conn, "w1", 1, 30)
+    runs.finish_many(conn, "w1", [Finish(run_id, job.attempt, process_died(-11))])
+    row = run_row(conn, run_id)
+    assert (row["status"], row["crash_count"], row["quarantined"]) == ("failed", 0, False)
+
+
+def test_worker_deaths_alone_quarantine_a_run_only_at_ten_times_its_limit(conn: Conn) -> None:
+    """A worker killed from outside is no evidence against what it ran, alone or not; a run
+    whose workers keep dying under it is set aside all the same, much later."""
+    job_definitions.create(
+        conn, job_definitions.JobSpec("once", "noop", max_crashes=1), actor="test"
+    )
+    job = job_definitions.get(conn, "once")
+    run_id = runs.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
+    ceiling = limits.WORKER_DEATHS_PER_CRASH
+    statuses = []
+    for _ in range(ceiling):
+        (claimed,) = runs.claim(conn, "w1", 10, 30)  # a suspect after the first: alone
+        assert claimed.run_id == run_id
+        (reaped,) = runs.reap(conn, now=later(conn))
+        statuses.append(reaped.status)
+    assert statuses == ["pending"] * (ceiling - 1) + ["failed"]
+    row = run_row(conn, run_id)
+    assert (row["crash_count"], row["lone_crashes"], row["quarantined"]) == (ceiling, 0, True)
+    assert row["last_error"].startswith(f"quarantined after {ceiling} crashes")
 
 
 def test_a_job_refuses_a_crash_limit_out_of_range(conn: Conn) -> None:
@@ -160,8 +215,9 @@ def submit(db_url: str, *new_runs: NewRun) -> list[int]:
 def test_a_handler_that_kills_its_worker_is_quarantined_and_its_neighbours_complete(
     db_url: str, tmp_path: Path
 ) -> None:
-    """The culprit kills its worker with 7 neighbours in flight; every one of them ends
-    completed on its next try, and the culprit is quarantined after 3 crashes."""
+    """The culprit kills its worker with 7 neighbours in flight, once: every neighbour ends
+    completed on its next try, and the culprit, now running in a process of its own, kills
+    only that process, 3 times, and is quarantined."""
     neighbours = submit(db_url, *[NewRun("sleep", {"seconds": 0.5}, max_retries=0)] * 7)
     (culprit,) = submit(db_url, NewRun("crash", max_retries=0))
     with services(db_url, tmp_path) as start:
@@ -181,10 +237,9 @@ def test_a_handler_that_kills_its_worker_is_quarantined_and_its_neighbours_compl
             db_url, "SELECT id, status, crash_count, lone_crashes, quarantined FROM job_runs"
         )
     }
-    # its deaths while it ran alone are the evidence: 3 of them (4 deaths in all when its
-    # first took neighbours along)
+    # the deaths of its own process are the evidence: 3 of them, after its worker's death
     assert rows[culprit]["quarantined"] and rows[culprit]["lone_crashes"] == 3
-    assert rows[culprit]["crash_count"] in (3, 4) and deaths >= 3
+    assert rows[culprit]["crash_count"] == 4 and deaths >= 1
     for run_id in neighbours:
         assert rows[run_id]["status"] == "completed" and not rows[run_id]["quarantined"]
         assert rows[run_id]["crash_count"] <= 1  # only the first death took neighbours along
@@ -244,17 +299,34 @@ def test_twenty_worker_kills_in_a_loaded_fleet_dead_letter_no_run(
     assert hit["crashed"] > 0, "the kills never hit a run in flight"
 
 
-def test_only_a_crash_while_running_alone_counts_toward_quarantine(conn: Conn) -> None:
-    together = [runs.submit(conn, NewRun("noop", max_retries=0)).id for _ in range(3)]
-    assert len(runs.claim(conn, "w1", 10, 30)) == 3
-    reaped = runs.reap(conn, now=later(conn))
-    assert sorted(r.run_id for r in reaped) == together
-    for run_id in together:
-        row = run_row(conn, run_id)
-        assert (row["crash_count"], row["lone_crashes"]) == (1, 0)
-        assert row["last_error"].endswith("(crash 1, with other runs)")
-    (alone,) = runs.claim(conn, "w2", 10, 30)  # a suspect: alone
-    runs.reap(conn, now=later(conn))
-    row = run_row(conn, alone.run_id)
-    assert (row["crash_count"], row["lone_crashes"]) == (2, 1)
-    assert row["last_error"].endswith("(crash 2, 1 of 3 running alone)")
+def test_a_suspect_whose_worker_is_killed_from_outside_is_never_quarantined(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Its worker killed under it while it runs alone, more often than its crash limit, a
+    suspect still completes: only its own process dying counts against it."""
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        run_id = crash_once(conn, NewRun("sleep", {"seconds": 1.5}, max_retries=0))
+    kills = 0
+    with services(db_url, tmp_path) as start:
+        start("reaper")
+        attempt = 1  # crash_once's
+        while kills <= limits.DEFAULT_MAX_CRASHES:
+            worker = start("worker", "--concurrency", "4")
+            attempt = wait_until(
+                lambda n=attempt: began_after(db_url, run_id, n), "the suspect running", 60, worker
+            )
+            worker.kill()
+            kills += 1
+        start("worker", "--concurrency", "4")
+        wait_until(lambda: status_counts(db_url) == {"completed": 1}, "it completed", 120)
+    (row,) = query(db_url, f"SELECT crash_count, lone_crashes FROM job_runs WHERE id = {run_id}")
+    assert (row["crash_count"], row["lone_crashes"]) == (1 + kills, 0)
+
+
+def began_after(db_url: str, run_id: int, attempt: int) -> int | None:
+    """The attempt of `run_id` running now, once one later than `attempt` has begun."""
+    (row,) = query(
+        db_url, f"SELECT status, began_attempt, attempt FROM job_runs WHERE id = {run_id}"
+    )
+    begun = row["status"] == "running" and row["began_attempt"] == row["attempt"] > attempt
+    return int(row["attempt"]) if begun else None

@@ -11,7 +11,7 @@ import psycopg
 from app import runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, NewRun
-from tests.processes import finish_run, one_crash_from_quarantine
+from tests.processes import QUARANTINE_DEATHS, finish_run, one_crash_from_quarantine
 
 Conn = psycopg.Connection[Any]
 LATER = timedelta(minutes=10)  # past any lease the tests take
@@ -54,7 +54,8 @@ def test_a_last_attempt_declared_dead_is_completed_by_its_late_result(conn: Conn
     attempt = claim_only(conn, run_id)
     (reaped,) = reap_all(conn)
     assert reaped.status == "failed" and reaped.quarantined
-    assert row(conn, run_id)["last_error"].startswith("quarantined after 3 crashes")
+    error = row(conn, run_id)["last_error"]
+    assert error.startswith(f"quarantined after {QUARANTINE_DEATHS} crashes")
     won = runs.finish_many(conn, "w", [completed(run_id, attempt, {"answer": 42})])
     assert [f.run_id for f in won] == [run_id]
     after = row(conn, run_id)
@@ -89,7 +90,7 @@ def test_only_completions_are_taken_late_and_never_over_a_cancel(conn: Conn) -> 
     one_crash_from_quarantine(conn, failing)
     failing_attempt = claim_only(conn, failing)
     cancelled = runs.submit(conn, NewRun("noop", max_retries=0)).id
-    cancelled_attempt = claim_only(conn, cancelled, "w2")  # so the other ran alone
+    cancelled_attempt = claim_only(conn, cancelled, "w2")
     runs.cancel(conn, cancelled)  # a person cancels while it runs
     reap_all(conn)
     late_failure = Finish(failing, failing_attempt, Outcome(OutcomeStatus.FAILED, error="x"))

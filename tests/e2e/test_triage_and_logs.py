@@ -241,7 +241,7 @@ def test_lag_alerts_show_on_the_overview_and_the_schedules_page(
 
 
 def quarantine_one(conn: Any) -> int:
-    """A run whose worker died under it three times (the reaper's doing)."""
+    """A run whose workers died under it too many times (the reaper's doing)."""
     from tests.processes import one_crash_from_quarantine
 
     run_id = runs.submit(conn, NewRun("noop")).id

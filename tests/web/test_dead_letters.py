@@ -128,7 +128,7 @@ def test_a_quarantined_run_is_shown_as_such_with_its_crash_count(
     from app import runs
     from app.fingerprints import QUARANTINED
     from app.runs import NewRun
-    from tests.processes import one_crash_from_quarantine
+    from tests.processes import QUARANTINE_DEATHS, one_crash_from_quarantine
     from tests.waits import db_now
 
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
@@ -138,9 +138,10 @@ def test_a_quarantined_run_is_shown_as_such_with_its_crash_count(
         runs.reap(conn, now=db_now(conn) + timedelta(minutes=5))
     client = as_role("viewer")
     groups = client.get("/dead-letters")
-    assert "quarantined: its worker stopped while running it too many times" in groups.text
+    assert "quarantined: the process running it died too many times" in groups.text
     group = client.get(f"/dead-letters/{QUARANTINED}")
-    assert "quarantined</span>" in group.text and "after 3 crashes" in group.text
+    assert "quarantined</span>" in group.text
+    assert f"after {QUARANTINE_DEATHS} crashes" in group.text
     page = client.get(f"/runs/{run_id}")
     assert "quarantined</span>" in page.text
-    assert "Quarantined: its worker stopped while running it 3 times" in page.text
+    assert f"Quarantined: the program running it stopped {QUARANTINE_DEATHS} times" in page.text

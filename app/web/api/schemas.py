@@ -245,8 +245,8 @@ class JobIn(RunSettings):
     handler: Name
     max_crashes: Crashes | None = Field(
         None,
-        description="Times a worker may die under one of its runs before that run is "
-        f"quarantined. Default {limits.DEFAULT_MAX_CRASHES}.",
+        description="Times one of its runs may crash the process running it before that run "
+        f"is quarantined. Default {limits.DEFAULT_MAX_CRASHES}.",
     )
 
 
