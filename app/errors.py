@@ -12,3 +12,12 @@ class UsageError(ValueError):
 
     The CLI prints it and exits with code 2; the web answers 400 with it.
     """
+
+
+class Missing(UsageError):
+    """Input that names something that does not exist (a job definition, a workflow): the
+    API answers 404."""
+
+
+class Conflict(UsageError):
+    """Input that clashes with what is stored (a name already taken): the API answers 409."""

@@ -37,7 +37,7 @@ from app.cron import (
     zone_named,
 )
 from app.db import Conn
-from app.errors import UsageError
+from app.errors import Conflict, Missing, UsageError
 from app.fires import DEFAULT_SPREAD_SECONDS, FireOutcome, OverlapPolicy
 from app.firing import (
     FireRecord,
@@ -68,6 +68,14 @@ _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 class ScheduleError(UsageError):
     """A schedule operation cannot be done as asked; the message says why."""
+
+
+class ScheduleConflict(ScheduleError, Conflict):
+    """The name asked for is taken."""
+
+
+class TargetMissing(ScheduleError, Missing):
+    """The job definition or workflow a schedule should run does not exist."""
 
 
 class NoSuchCalendar(ScheduleError):
@@ -181,12 +189,12 @@ def create_schedule(
         if first is None:
             raise ScheduleError(_never_fires(spec, rule, created_at))
         if conn.execute(query("schedules", "schedule_by_name"), {"name": spec.name}).fetchone():
-            raise ScheduleError(f"a schedule named {spec.name!r} already exists")
+            raise ScheduleConflict(f"a schedule named {spec.name!r} already exists")
         target, job_warnings = _target_for(conn, spec, now)
         refuse_disabled_handlers(conn, job_id=target["job_id"], workflow_id=target["workflow_id"])
         row.update(target, next_fire_time=first.at)
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
-            raise ScheduleError(f"a schedule named {spec.name!r} already exists")
+            raise ScheduleConflict(f"a schedule named {spec.name!r} already exists")
         after = snapshot_of(conn, spec.name)
         audit.record(conn, actor, "schedule.create", "schedule", spec.name, after=after,
                      subject_id=row["id"])  # fmt: skip
@@ -370,6 +378,17 @@ def _check_fields(spec: ScheduleSpec) -> list[str]:
     ):
         if optional is not None:  # None: off
             limits.check_whole(label, optional, low, high)
+    for label, choice, kind in (
+        ("the overlap policy", spec.overlap, OverlapPolicy),
+        ("what a skipped hour does (dst_skipped)", spec.dst_skipped, DstSkipped),
+        ("what a repeated hour does (dst_repeated)", spec.dst_repeated, DstRepeated),
+    ):
+        if not isinstance(choice, kind):
+            choices = ", ".join(k.value for k in kind)
+            raise ScheduleError(f"{label} must be one of {choices}, got {choice!r}")
+    for label, flag in (("catch-up", spec.catchup), ("exact minute", spec.exact_minute)):
+        if not isinstance(flag, bool):
+            raise ScheduleError(f"{label} must be true or false, got {flag!r}")
     if spec.catchup_limit is not None and not spec.catchup:
         raise ScheduleError("a catch-up limit needs catch-up on (use --catchup N)")
     warnings = []
@@ -440,13 +459,13 @@ def _target_for(
         found = conn.execute(query("workflows", "workflow_by_name"), {"name": spec.workflow})
         workflow = found.fetchone()
         if workflow is None:
-            raise ScheduleError(f"there is no workflow named {spec.workflow!r}")
+            raise TargetMissing(f"there is no workflow named {spec.workflow!r}")
         return {**target, "workflow_id": workflow["id"]}, []
     if spec.job is not None:
         found = conn.execute(query("job_definitions", "job_definition_by_name"), {"name": spec.job})
         job = found.fetchone()
         if job is None:
-            raise ScheduleError(f"there is no job definition named {spec.job!r}")
+            raise TargetMissing(f"there is no job definition named {spec.job!r}")
         return {**target, "job_id": job["id"]}, []
     assert spec.handler is not None
     new = _validated_job_settings(spec)

@@ -29,7 +29,7 @@ from psycopg.types.json import Jsonb
 from app import audit, limits, runs, versions
 from app.dag_spec import DagSpecError
 from app.db import Conn
-from app.errors import UsageError
+from app.errors import Missing, UsageError
 from app.handlers.gate import refuse_disabled_handlers
 from app.runs import NewRun
 from app.sql import query
@@ -42,6 +42,10 @@ class WorkflowError(UsageError):
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class StepJobMissing(WorkflowError, Missing):
+    """A step names a job definition that does not exist."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +288,7 @@ def _jobs_named(conn: Conn, names: Iterable[str]) -> dict[str, dict[str, Any]]:
     found = {r["name"]: r for r in rows.fetchall()}
     missing = [n for n in wanted if n not in found]
     if missing:
-        raise WorkflowError(
+        raise StepJobMissing(
             f"there is no job definition named {missing[0]!r} (create it with "
             f"`sundial job add {missing[0]} --handler …`)",
             "steps",

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import run_inserts, runs
+from app import limits, run_inserts, runs
 from app.jobs import Outcome, OutcomeStatus
 from app.runs import Finish, IdempotencyConflict, NewRun, SubmitError
 from tests.waits import db_now
@@ -303,26 +303,27 @@ def test_reap_counts_crashes_apart_from_retries_and_quarantines_at_the_limit(
     conn: Conn,
 ) -> None:
     run_id = runs.submit(conn, NewRun("crash", max_retries=0)).id
+    deaths = limits.WORKER_DEATHS_PER_CRASH * limits.DEFAULT_MAX_CRASHES
     statuses = []
-    for _ in range(3):
+    for _ in range(deaths):
         runs.claim(conn, "w1", 1, 30)
         (reaped,) = runs.reap(conn, now=db_now(conn) + timedelta(minutes=1))
         statuses.append((reaped.status, reaped.crashed, reaped.quarantined, reaped.crash_count))
-    # no retry allowed, yet its worker's deaths did not end it until the third
-    assert statuses == [
-        ("pending", True, False, 1),
-        ("pending", True, False, 2),
-        ("failed", True, True, 3),
+    # no retry allowed, yet its workers' deaths did not end it until the last
+    assert statuses == [("pending", True, False, n) for n in range(1, deaths)] + [
+        ("failed", True, True, deaths)
     ]
     r = row(conn, run_id)
     assert (r["status"], r["attempt"], r["crash_count"], r["quarantined"]) == (
         "failed",
-        3,
-        3,
+        deaths,
+        deaths,
         True,
     )
     assert r["finished_at"] is not None
-    assert r["last_error"].startswith("quarantined after 3 crashes, 3 of them running alone")
+    assert r["last_error"].startswith(
+        f"quarantined after {deaths} crashes, each of them a worker death"
+    )
 
 
 def test_reap_never_requeues_a_cancelled_run(conn: Conn) -> None:

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs
+from app import limits, runs
 from app.runs import NewRun
 from tests.processes import query, run_row, services, status_counts, wait_until
 
@@ -99,6 +99,8 @@ def test_kill_9_mid_job_is_recovered_by_reaper_and_another_worker(
 def test_job_that_kills_its_worker_every_time_ends_in_dead_letters(
     db_url: str, tmp_path: Path
 ) -> None:
+    """It kills its worker once; then it runs in a process of its own, kills only that, and
+    is quarantined after its crash limit, without spending its retries."""
     (run_id,) = submit(db_url, NewRun("crash", max_retries=2))
     with services(db_url, tmp_path) as start:
         start("reaper")
@@ -113,8 +115,8 @@ def test_job_that_kills_its_worker_every_time_ends_in_dead_letters(
             )
             worker.kill()
         row = wait_status(db_url, run_id, "failed", timeout=20)
-    assert row["attempt"] == 3
-    assert attempt_outcomes(db_url, run_id) == ["lost", "lost", "lost"]
+    assert row["quarantined"] and row["attempt"] == 1 + limits.DEFAULT_MAX_CRASHES
+    assert attempt_outcomes(db_url, run_id) == ["lost"] + ["failed"] * limits.DEFAULT_MAX_CRASHES
 
 
 def test_sigstopped_worker_cannot_overwrite_the_newer_attempt(db_url: str, tmp_path: Path) -> None:

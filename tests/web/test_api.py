@@ -230,7 +230,7 @@ def test_workflows_create_replace_delete(live_server: str, db_url: str) -> None:
     assert cycle.status == 422 and "(e → l → e)" in cycle.error["message"]
     unknown = request(live_server, "PUT", "/api/v1/workflows/etl", token,
                       {"steps": {"x": {"job": "nope"}}})  # fmt: skip
-    assert unknown.status == 422 and "nope" in unknown.error["message"]
+    assert unknown.status == 404 and "nope" in unknown.error["message"]
     replaced = request(live_server, "PUT", "/api/v1/workflows/etl", token,
                        {"steps": {"only": {"job": "load"}}})  # fmt: skip
     assert replaced.status == 200, replaced.body

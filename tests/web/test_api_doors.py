@@ -95,7 +95,7 @@ def test_no_redirect_follows_the_host_header(api: TestClient) -> None:
     [
         ("/api/v1/runs", {"handler": "noop", "priority": True}, "priority"),
         ("/api/v1/runs", {"handler": "noop", "priority": "5"}, "priority"),
-        ("/api/v1/runs", {"handler": "noop", "max_retries": 2.0}, "max_retries"),
+        ("/api/v1/runs", {"handler": "noop", "max_retries": 2.5}, "max_retries"),
         ("/api/v1/runs", {"handler": "noop", "timeout_seconds": False}, "timeout_seconds"),
         ("/api/v1/runs", {"handler": 5}, "handler"),
         ("/api/v1/runs", {"handler": "noop", "args": "{}"}, "args"),
@@ -155,3 +155,45 @@ def test_the_cli_and_the_pages_refuse_the_same_names(db_url: str, name: str) -> 
     result = run_sundial(db_url, "job", "add", name, "--handler", "noop")
     assert result.returncode == 2 and "cannot contain control characters" in result.stderr
     assert query(db_url, "SELECT count(*) AS n FROM job_definitions")[0]["n"] == 0
+
+
+def test_a_number_without_a_fraction_is_a_whole_number_as_json_schema_says(
+    api: TestClient,
+) -> None:
+    answer = api.post("/api/v1/runs", json={"handler": "noop", "max_retries": 2.0})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["run"]["max_retries"] == 2
+
+
+def test_a_null_body_is_not_an_empty_one(api: TestClient) -> None:
+    api.post("/api/v1/schedules", json={"name": "s", "every_seconds": 60, "handler": "noop"})
+    null = api.post("/api/v1/schedules/s/pause", content=b"null",
+                    headers={"content-type": "application/json"})  # fmt: skip
+    assert null.status_code == 422 and null.json()["error"]["field"] == "body"
+    empty = api.post("/api/v1/schedules/s/pause")  # its fields are all optional
+    assert empty.status_code == 200, empty.text
+
+
+def test_names_of_nothing_are_404_and_names_taken_are_409(api: TestClient) -> None:
+    every = {"every_seconds": 60}
+    assert api.post("/api/v1/runs", json={"job": "nope"}).status_code == 404
+    assert (
+        api.post("/api/v1/schedules", json={"name": "a", "job": "nope", **every}).status_code == 404
+    )
+    assert (
+        api.post("/api/v1/schedules", json={"name": "a", "workflow": "nope", **every}).status_code
+        == 404
+    )
+    assert (
+        api.post("/api/v1/schedules", json={"name": "a", "handler": "noop", **every}).status_code
+        == 201
+    )
+    again = api.post("/api/v1/schedules", json={"name": "a", "handler": "noop", **every})
+    assert again.status_code == 409 and "already exists" in again.json()["error"]["message"]
+
+
+def test_a_change_cannot_clear_what_a_schedule_always_has(api: TestClient) -> None:
+    api.post("/api/v1/schedules", json={"name": "s", "every_seconds": 60, "handler": "noop"})
+    for field in ("overlap", "exact_minute", "dst_repeated", "timezone", "catchup"):
+        answer = api.patch("/api/v1/schedules/s", json={field: None})
+        assert answer.status_code == 422, (field, answer.text)

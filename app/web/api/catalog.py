@@ -190,7 +190,7 @@ async def workflows_show(api: ApiCall) -> Response:
 
 
 @operation(Role.EDITOR, "Create a workflow", body=WorkflowIn, response=WorkflowOut,
-           status=201, also=(409,))  # fmt: skip
+           status=201, also=(404, 409))  # fmt: skip
 async def workflows_create(api: ApiCall) -> Response:
     doc = await call(api.request, _define_workflow, api, api.body.name, False)
     return json_response(WorkflowOut.model_validate(doc), 201)

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app import tokens
-from app.errors import NotAllowed, UsageError
+from app.errors import Conflict, Missing, NotAllowed, UsageError
 from app.handlers.gate import may_run_commands
 from app.states import Role
 from app.tokens import Principal
@@ -136,7 +136,7 @@ def operation(
             except ApiError as exc:
                 return exc.response()
             except UsageError as exc:
-                return error_response(422, str(exc), getattr(exc, "field", None))
+                return error_response(_usage_status(exc), str(exc), getattr(exc, "field", None))
             except NotAllowed as exc:
                 return error_response(403, str(exc), "handler")
             except (PoolTimeout, psycopg.OperationalError) as exc:
@@ -148,6 +148,11 @@ def operation(
         return endpoint
 
     return wrap
+
+
+def _usage_status(exc: UsageError) -> int:
+    """404 for a name of nothing stored, 409 for a clash with what is, else 422."""
+    return 404 if isinstance(exc, Missing) else 409 if isinstance(exc, Conflict) else 422
 
 
 async def authenticate(request: Request) -> Principal:
@@ -191,8 +196,11 @@ def _path_values(request: Request, types: Mapping[str, type]) -> dict[str, Any]:
     return values
 
 
+NO_BODY: Any = object()  # what read_json returns for an empty body (JSON `null` is None)
+
+
 async def read_json(request: Request) -> Any:
-    """The request's JSON body (None when empty); 413 beyond MAX_BODY_BYTES, read in
+    """The request's JSON body (NO_BODY when empty); 413 beyond MAX_BODY_BYTES, read in
     chunks so an oversize body is refused without holding it."""
     declared = request.headers.get("content-length", "")
     too_large = ApiError(413, f"the request body may be at most {MAX_BODY_BYTES:,} bytes")
@@ -210,7 +218,7 @@ async def read_json(request: Request) -> Any:
         raise too_large
     raw = b"".join(chunks)
     if not raw.strip():
-        return None
+        return NO_BODY
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise ApiError(
@@ -257,10 +265,10 @@ def _depth(value: Any) -> int:
 
 def _validate(model: type[BaseModel] | None, value: Any, where: str) -> Any:
     if model is None:
-        if where == "body" and value is not None:
+        if where == "body" and value is not NO_BODY:
             raise ApiError(422, "this request takes no body", "body")
         return None
-    if value is None:
+    if value is NO_BODY:  # as the document says: a body of optional fields may be left out
         value = {}
     try:
         if where == "body":

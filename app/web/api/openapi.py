@@ -128,7 +128,10 @@ def _operation(route: Route, method: str, op: Operation) -> dict[str, Any]:
     if op.description:
         doc["description"] = op.description
     if op.body is not None:
-        doc["requestBody"] = {"required": True, "content": _content(op.body)}
+        # A body may be left out only when an empty object would do.
+        schema = op.body.model_json_schema()
+        required = any(key in schema for key in ("required", "allOf", "minProperties"))
+        doc["requestBody"] = {"required": required, "content": _content(op.body)}
     return doc
 
 
@@ -138,6 +141,8 @@ def build(routes: Sequence[BaseRoute]) -> dict[str, Any]:
     _, definitions = models_json_schema(
         [(m, "validation") for m in _models([op for _, op in api])], ref_template=_REF
     )
+    for schema in _subschemas(definitions):
+        _names_as_property_names(schema)
     paths: dict[str, dict[str, Any]] = {}
     for route, op in api:
         for method in sorted((route.methods or set()) - {"HEAD"}):
@@ -158,6 +163,31 @@ def build(routes: Sequence[BaseRoute]) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _subschemas(schema: Any) -> list[dict[str, Any]]:
+    """Every object within `schema`, itself included."""
+    found, stack = [], [schema]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _names_as_property_names(schema: dict[str, Any]) -> None:
+    """An object keyed by names (`dict[Name, X]`): pydantic states the name pattern as
+    `patternProperties`, which leaves other keys allowed; the server refuses them, so the
+    pattern belongs in `propertyNames`."""
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, dict) and len(patterns) == 1 and "propertyNames" in schema:
+        ((pattern, values),) = patterns.items()
+        del schema["patternProperties"]
+        schema["propertyNames"] = {**schema["propertyNames"], "pattern": pattern}
+        schema["additionalProperties"] = values
 
 
 def document(request: Request) -> dict[str, Any]:

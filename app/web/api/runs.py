@@ -57,8 +57,8 @@ def _new_run(conn: Conn, given: RunIn) -> NewRun:
     if given.job is not None:
         try:
             job = job_definitions.get(conn, given.job)
-        except JobError as exc:
-            raise ApiError(422, str(exc), "job") from None
+        except JobError as exc:  # it names no job definition
+            raise ApiError(404, str(exc), "job") from None
         base = {k: job[k] for k in ("handler", "args", "priority", "timeout_seconds",
                                     "max_retries", "execution_model")}  # fmt: skip
         base["job_id"] = job["id"]
@@ -205,7 +205,7 @@ def _dag_run(conn: Conn, dag_run_id: uuid.UUID) -> list[dict[str, Any]]:
     body=RunIn,
     response=SubmittedOut,
     status=201,
-    also=(200, 409),
+    also=(200, 404, 409),
     description="201 with a new run; 200 with the existing run when its idempotency key "
     "was used before with the same payload; 409 when with another payload.",
 )
@@ -221,7 +221,7 @@ async def submit(api: ApiCall) -> Response:
     body=RunBatchIn,
     response=BatchOut,
     status=201,
-    also=(409,),
+    also=(404, 409),
 )
 async def submit_batch(api: ApiCall) -> Response:
     submitted = await call(api.request, _submit_many, api.body.runs)

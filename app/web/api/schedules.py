@@ -110,7 +110,7 @@ async def index(api: ApiCall) -> Response:
 
 
 @operation(Role.EDITOR, "Create a schedule", body=ScheduleIn, response=ScheduleChangedOut,
-           status=201)  # fmt: skip
+           status=201, also=(404, 409))  # fmt: skip
 async def create(api: ApiCall) -> Response:
     warnings, row = await call(api.request, _create, api.body, api.actor)
     return json_response(ScheduleChangedOut(schedule=_out(row), warnings=warnings), 201)

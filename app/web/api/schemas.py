@@ -8,25 +8,64 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
 
 from app import limits
-from app.cron import DstRepeated, DstSkipped
+from app.cron import DstRepeated, DstSkipped, iana_zone_names
 from app.fires import OverlapPolicy
 from app.states import ExecutionModel, RunStatus
 
 MAX_BATCH = 1000  # runs per batch submit (the body limit holds first for large args)
 MAX_PAGE = 500
 
+
+def _whole(value: Any) -> Any:
+    """JSON Schema's `integer`: 5.0 is one (a number without a fraction), `true` and "5"
+    are not (the body is validated strictly)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Whole numbers: the bounds come before the validator, so the document states them.
+WHOLE = BeforeValidator(_whole)
 # A name as every door reads it (app.limits.check_name)
 Name = Annotated[
     str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH, pattern=limits.NAME_PATTERN)
 ]
-Priority = Annotated[int, Field(ge=-limits.MAX_PRIORITY, le=limits.MAX_PRIORITY)]
-Timeout = Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)]
-Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES)]
-Crashes = Annotated[int, Field(ge=1, le=limits.MAX_CRASHES)]
+Priority = Annotated[int, Field(ge=-limits.MAX_PRIORITY, le=limits.MAX_PRIORITY), WHOLE]
+Timeout = Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS), WHOLE]
+Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES), WHOLE]
+Crashes = Annotated[int, Field(ge=1, le=limits.MAX_CRASHES), WHOLE]
 Seconds = Annotated[float, Field(ge=0, le=limits.MAX_DURATION_SECONDS)]
+Count = Annotated[int, Field(ge=1, le=limits.MAX_COUNT), WHOLE]
+# Exactly the zones of the IANA tz database (app.cron.zone_named), listed in the document.
+Zone = Annotated[
+    str,
+    Field(min_length=1, max_length=limits.MAX_NAME_LENGTH),
+    WithJsonSchema({"type": "string", "enum": sorted(iana_zone_names())}),
+]
+
+
+def _given(*fields: str) -> dict[str, Any]:
+    """A JSON schema that holds when all these fields are given, and not null."""
+    return {"required": list(fields), "properties": {f: {"not": {"type": "null"}} for f in fields}}
+
+
+def exactly_one(*fields: str) -> dict[str, Any]:
+    return {"oneOf": [_given(f) for f in fields]}
+
+
+def not_both(first: str, second: str) -> dict[str, Any]:
+    return {"not": _given(first, second)}
 
 
 class Strict(BaseModel):
@@ -61,12 +100,22 @@ class RunSettings(Strict):
 class RunIn(RunSettings):
     """Submit one run of a handler, or of a job definition by its name."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [exactly_one("handler", "job"), not_both("delay_seconds", "run_at")]
+        },
+    )
+
     handler: Name | None = Field(None, description="A registered handler (or give `job`).")
     job: Name | None = Field(None, description="A job definition's name (or give `handler`).")
     run_at: AwareDatetime | None = Field(None, description="Do not start before this time.")
     delay_seconds: Seconds | None = Field(None, description="Do not start before now + this.")
     idempotency_key: (
-        Annotated[str, Field(min_length=1, max_length=limits.MAX_KEY_LENGTH)] | None
+        Annotated[
+            str, Field(min_length=1, max_length=limits.MAX_KEY_LENGTH, pattern=limits.NAME_PATTERN)
+        ]
+        | None
     ) = Field(
         None,
         description="Submitting again with this key and the same payload returns the same "
@@ -311,33 +360,55 @@ class WorkflowIn(WorkflowShapeIn):
 # ---- schedules ----------------------------------------------------------------------------
 
 
+# What a schedule always has: a change may set these, never clear them (null).
+ALWAYS_SET = ("timezone", "overlap", "catchup", "exact_minute", "spread_seconds", "dst_skipped",
+              "dst_repeated")  # fmt: skip
+
+
+def _rules_change_schema(schema: dict[str, Any]) -> None:
+    schema["minProperties"] = 1
+    for name in ALWAYS_SET:
+        prop = schema["properties"][name]
+        (kind,) = [k for k in prop.pop("anyOf") if k != {"type": "null"}]
+        prop.update(kind)
+        prop.pop("default", None)
+
+
 class ScheduleRules(Strict):
     """When a schedule fires and its policies (see the README's Schedules section). A
-    change gives at least one of them."""
+    change gives at least one of them; null clears a bound, a limit or the other rule."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_rules_change_schema)
 
     cron: Annotated[str, Field(min_length=1, max_length=limits.MAX_TEXT_LENGTH)] | None = None
-    every_seconds: Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)] | None = None
-    timezone: Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH)] | None = None
+    every_seconds: Timeout | None = None
+    timezone: Zone | None = None
     start_at: AwareDatetime | None = None
     end_at: AwareDatetime | None = None
     overlap: OverlapPolicy | None = None
     catchup: bool | None = None
-    catchup_limit: Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] | None = None
-    catchup_window_seconds: Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS)] | None = (
-        None
-    )
+    catchup_limit: Count | None = None
+    catchup_window_seconds: Timeout | None = None
     exact_minute: bool | None = None
-    spread_seconds: Annotated[int, Field(ge=0, le=limits.MAX_DURATION_SECONDS)] | None = None
+    spread_seconds: Annotated[int, Field(ge=0, le=limits.MAX_DURATION_SECONDS), WHOLE] | None = None
     dst_skipped: DstSkipped | None = None
     dst_repeated: DstRepeated | None = None
-    auto_pause_after: Annotated[int, Field(ge=1, le=limits.MAX_COUNT)] | None = None
+    auto_pause_after: Count | None = None
 
 
 class ScheduleIn(ScheduleRules, RunSettings):
     """A new schedule of an existing job (`job`), a workflow (`workflow`), or a handler
     with its settings (a job definition is made for it)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                exactly_one("cron", "every_seconds"),
+                exactly_one("job", "workflow", "handler"),
+            ]
+        },
+    )
 
     name: Name
     job: Name | None = None
