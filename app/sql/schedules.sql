@@ -206,11 +206,12 @@ LIMIT %(limit)s;
 SELECT count(*) AS fires FROM schedule_fires WHERE schedule_id = %(id)s;
 
 -- name: schedule_last_run
--- The newest run a job schedule made (index job_runs_schedule_fire_time).
-SELECT r.id, r.status, r.fire_time, r.finished_at
+-- The newest run a schedule made (index job_runs_schedule_fire_time): a job's run, or
+-- one step of a workflow's DAG run (the page links to the DAG run).
+SELECT r.id, r.status, r.fire_time, r.finished_at, r.dag_run_id
 FROM job_runs r
-WHERE r.schedule_id = %(id)s AND r.dag_run_id IS NULL
-ORDER BY r.fire_time DESC
+WHERE r.schedule_id = %(id)s
+ORDER BY r.fire_time DESC, r.id DESC
 LIMIT 1;
 
 -- name: schedule_search

@@ -8,6 +8,7 @@ zone, sent by static/viewer-zone.js as a form field and a cookie; UTC until it h
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -398,7 +399,28 @@ async def _show(request: Request, status_code: int = 200, **extra: Any) -> Respo
     page = await call(request, _show_page, name)
     done = FLASHES.get(request.query_params.get("done", ""))
     return render(request, "schedules/show.html", status_code=status_code, done=done,
-                  viewer_zone=zone_of(request), **{"errors": {}, **page, **extra})  # fmt: skip
+                  started=_started_link(request), viewer_zone=zone_of(request),
+                  **{"errors": {}, **page, **extra})  # fmt: skip
+
+
+@requires(Role.VIEWER)
+async def last_run(request: Request) -> Response:
+    """The "Last run" line alone: the page fetches it again whenever runs change."""
+    page = await call(request, _show_page, request.path_params["name"])
+    return render(request, "schedules/_last_run.html", **page)
+
+
+def _started_link(request: Request) -> tuple[str, str] | None:
+    """(address, words) of what "Run now" just started, from the redirect's query string;
+    None for anything else there (it is only ever a link, never trusted further)."""
+    run_id = request.query_params.get("run", "")
+    if run_id.isascii() and run_id.isdigit() and len(run_id) <= 19:
+        return f"/runs/{int(run_id)}", f"run {int(run_id)}"
+    try:
+        dag_run = uuid.UUID(request.query_params.get("dag_run", ""))
+    except ValueError:
+        return None
+    return f"/dag-runs/{dag_run}", "its DAG run"
 
 
 @requires(Role.VIEWER)
@@ -444,10 +466,12 @@ async def resume(request: Request) -> Response:
 async def run_now(request: Request) -> Response:
     name = request.path_params["name"]
     try:
-        await call(request, schedules.run_now, name, actor=current_user(request).username)
+        started = await call(request, schedules.run_now, name, actor=current_user(request).username)
     except ScheduleError as exc:
         return await _show(request, 409, errors={"run": str(exc)})
-    return redirect(request, _url(name, "?done=ran"))
+    if started.dag_run_id is not None:
+        return redirect(request, _url(name, f"?done=ran&dag_run={started.dag_run_id}"))
+    return redirect(request, _url(name, f"?done=ran&run={started.run_id}"))
 
 
 @requires(Role.EDITOR)
@@ -549,6 +573,7 @@ routes = [
     Route("/schedules/preview", preview, methods=["POST"], name="schedules_preview"),
     Route("/schedules/forecast", forecast_fragment, methods=["POST"], name="schedules_forecast"),
     Route("/schedules/{name:path}/edit", edit, methods=["GET"], name="schedules_edit"),
+    Route("/schedules/{name:path}/last-run", last_run, methods=["GET"], name="schedules_last_run"),
     Route("/schedules/{name:path}/edit", update, methods=["POST"], name="schedules_update"),
     Route("/schedules/{name:path}/pause", pause, methods=["POST"], name="schedules_pause"),
     Route("/schedules/{name:path}/resume", resume, methods=["POST"], name="schedules_resume"),

@@ -89,14 +89,19 @@ def test_an_editor_schedules_a_job_pauses_runs_it_and_rolls_back_an_edit(
         worker = start("worker")
         worker.wait_for_log("worker started", timeout=60)
         page.get_by_role("button", name="Run now").click()
-        page.wait_for_url("**?done=ran")
+        page.wait_for_url("**?done=ran&run=*")
         run = _one(db_url, "SELECT id FROM job_runs")
+        opened = page.get_by_role("link", name=f"Open run {run['id']}")
+        assert opened.get_attribute("href") == f"/runs/{run['id']}"
         wait_until(
             lambda: _one(db_url, "SELECT status FROM job_runs")["status"] == "completed",
             "the worker to complete the run",
             service=worker,
         )
-    page.reload()
+        # the page follows the run by itself, without a reload
+        page.wait_for_function(
+            "document.querySelector('#last-run').innerText.includes('completed')"
+        )
     last_run = page.locator("#last-run").inner_text()
     assert "completed" in last_run and f"run {run['id']}" in last_run
 

@@ -267,8 +267,18 @@ def test_operators_pause_resume_and_run_now_and_each_step_is_audited(
     assert "quarter close" in client.get(url).text
     assert post(client, url + "/resume", {}).status_code == 303
     assert conn.execute("SELECT active FROM schedules").fetchone()["active"] is True
-    assert post(client, url + "/run", {}).status_code == 303
+    ran = post(client, url + "/run", {})
+    assert ran.status_code == 303
     run = conn.execute("SELECT id, status FROM job_runs").fetchone()
+    assert ran.headers["location"].endswith(f"?done=ran&run={run['id']}")
+    assert (
+        f'<a href="/runs/{run["id"]}">Open run {run["id"]}</a>'
+        in client.get(ran.headers["location"]).text
+    )
+    # what the query string says is only ever a link to a run or a DAG run
+    for odd in ("run=abc", "run=1e9", "dag_run=%3Cscript%3E", "run=99999999999999999999"):
+        assert "Open " not in client.get(f"{url}?done=ran&{odd}").text, odd
+    assert f"run {run['id']}" in client.get(url + "/last-run").text
     ledger = client.get(url + "/fires").text
     assert f'href="/runs/{run["id"]}"' in ledger and "run now" in ledger
     run_page = client.get(f"/runs/{run['id']}").text
@@ -559,3 +569,14 @@ def test_an_editor_schedules_a_workflow_and_its_fire_starts_a_dag_run(
         "SELECT status FROM job_runs WHERE dag_run_id = %s ORDER BY status", (dag["id"],)
     ).fetchall()
     assert [s["status"] for s in steps_run] == ["blocked", "pending"]
+    page = client.get("/schedules/morning%20etl").text
+    assert f'<a href="/dag-runs/{dag["id"]}">a run of the workflow</a>' in page
+
+    # Run now: the page it returns to links to the DAG run it started
+    answer = post(as_role("operator"), "/schedules/morning%20etl/run", {})
+    started = conn.execute(
+        "SELECT id FROM dag_runs WHERE schedule_id = %s AND id <> %s", (row["id"], dag["id"])
+    ).fetchone()
+    assert answer.headers["location"].endswith(f"?done=ran&dag_run={started['id']}")
+    shown = client.get(answer.headers["location"]).text
+    assert f'<a href="/dag-runs/{started["id"]}">Open its DAG run</a>' in shown
