@@ -531,6 +531,41 @@ def _offset_of_wall(zone: ZoneInfo, wall: datetime) -> timedelta:
     return offset
 
 
+class ClockChange(NamedTuple):
+    """A change of a zone's UTC offset: at the UTC instant `at`, local clocks showing
+    `before` (naive) turn to `after`."""
+
+    at: datetime
+    before: datetime
+    after: datetime
+
+    @property
+    def forward(self) -> bool:
+        return self.after > self.before
+
+
+def next_clock_change(zone: ZoneInfo, now: datetime, days: int = 400) -> ClockChange | None:
+    """The zone's first offset change after `now` within `days`; None for a zone without
+    one (UTC, most of Asia). Day by day, then to the second."""
+    start = now.astimezone(UTC).replace(microsecond=0)
+    offset = start.astimezone(zone).utcoffset()
+    for day in range(1, days + 1):
+        probe = start + timedelta(days=day)
+        if probe.astimezone(zone).utcoffset() != offset:
+            low, high = probe - timedelta(days=1), probe
+            while high - low > timedelta(seconds=1):
+                middle = low + (high - low) / 2
+                if middle.astimezone(zone).utcoffset() == offset:
+                    low = middle
+                else:
+                    high = middle
+            at = high.replace(microsecond=0)
+            after = at.astimezone(zone)
+            before = (at - timedelta(seconds=1)).astimezone(zone) + timedelta(seconds=1)
+            return ClockChange(at, before.replace(tzinfo=None), after.replace(tzinfo=None))
+    return None
+
+
 @lru_cache(maxsize=8192)
 def _near_transition(zone: ZoneInfo, day: date) -> bool:
     """Whether the UTC offset changes between the day before `day` and the day after: only

@@ -25,6 +25,7 @@ from psycopg.types.json import Jsonb
 from app import audit, handler_args, limits, runs, versions, worker_registry
 from app.cron import (
     EPSILON,
+    ClockChange,
     DstRepeated,
     DstSkipped,
     Fire,
@@ -32,6 +33,7 @@ from app.cron import (
     RecurrenceError,
     fire_past_latest,
     fires_after,
+    next_clock_change,
     next_fire,
     parse_cron,
     zone_named,
@@ -705,6 +707,25 @@ def preview(
     if not fires:
         raise ScheduleError(_never_fires(spec, rule, now))
     return fires, warnings
+
+
+MAX_FIRES_NEAR_A_CHANGE = 400  # an every-minute rule makes 360 in the six hours around one
+
+
+def clock_change_ahead(
+    spec: ScheduleSpec, now: datetime, anchor: datetime | None = None
+) -> tuple[ClockChange, list[Fire]] | None:
+    """The next clock change in `spec`'s zone (within about a year), with the rule's fires
+    from three hours before it to three after (the only ones it can move); None where the
+    zone has none."""
+    change = next_clock_change(zone_named(spec.timezone), now)
+    if change is None:
+        return None
+    rule = recurrence_of(_schedule_row(spec, anchor or now))
+    near = fires_after(rule, max(now, change.at - timedelta(hours=3)))
+    until = change.at + timedelta(hours=3)
+    fires = itertools.takewhile(lambda f: f.at < until, near)
+    return change, list(itertools.islice(fires, MAX_FIRES_NEAR_A_CHANGE))
 
 
 def details(conn: Conn, name: str) -> dict[str, Any]:

@@ -21,7 +21,15 @@ from starlette.routing import Route
 
 from app import calendars, job_definitions, schedules, versions, workflows
 from app.calendars import CalendarError
-from app.cron import DstRepeated, DstSkipped, RecurrenceError, iana_zone_names, zone_named
+from app.cron import (
+    ClockChange,
+    DstRepeated,
+    DstSkipped,
+    Fire,
+    RecurrenceError,
+    iana_zone_names,
+    zone_named,
+)
 from app.db import Conn
 from app.exclusions import excluded_reason
 from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
@@ -284,7 +292,9 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
         return {"errors": {"calendar": str(exc)}}
     # Fires the calendar excludes are shown crossed out, with the reason.
     excluded = [excluded_reason(calendar, fire.at, spec.timezone) for fire in fires]
-    return {"errors": {}, "spec": spec, "fires": fires, "warnings": warnings, "excluded": excluded}
+    ahead = schedules.clock_change_ahead(spec, schedules.db_now(conn), anchor)
+    return {"errors": {}, "spec": spec, "fires": fires, "warnings": warnings, "excluded": excluded,
+            "clock_change": clock_change_words(spec, ahead)}  # fmt: skip
 
 
 def _forecast(
@@ -544,6 +554,24 @@ async def rollback(request: Request) -> Response:
         return render(request, "schedules/history.html", status_code=422, error=str(exc),
                       viewer_zone=zone_of(request), shown=shown, **page)  # fmt: skip
     return redirect(request, _url(name, "?done=" + ("rolled-back" if changed else "unchanged")))
+
+
+def clock_change_words(spec: ScheduleSpec, ahead: tuple[ClockChange, list[Fire]] | None) -> str:
+    """The next clock change in the schedule's zone and what it does to this schedule, in
+    words (shown even when it is past the fires listed); empty for a zone without one."""
+    if ahead is None:
+        return ""
+    change, near = ahead
+    jump = "forward" if change.forward else "back"
+    words = (f"On {change.before:%a %-d %b %Y} at {change.before:%H:%M} the clocks in "
+             f"{spec.timezone} go {jump} to {change.after:%H:%M}.")  # fmt: skip
+    if spec.every_seconds is not None:
+        return words + (" Runs keep their spacing in elapsed time, so after it their clock "
+                        "times are shifted.")  # fmt: skip
+    notes = list(dict.fromkeys(n for f in near if (n := dst_note(f.at, f.local, spec.timezone))))
+    if not notes:
+        return words + " It does not move this schedule's times."
+    return words + " For this schedule: " + "; ".join(notes) + "."
 
 
 def dst_note(at: datetime, local: datetime, zone: str) -> str:

@@ -4,6 +4,7 @@ input next to its field with nothing written, and every change audited."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -107,6 +108,29 @@ def test_the_preview_shows_the_sentence_and_next_fires_in_both_zones_with_dst_no
         {**FORM, "preset": "custom", "cron": "30 2 28 3 *", "timezone": "Europe/Berlin"},
     ).text  # fmt: skip
     assert "02:30 does not exist on 28 Mar (the clocks jump forward); runs at 03:00" in spring
+
+
+def test_the_preview_flags_the_next_clock_change_beyond_the_fires_it_lists(
+    as_role: Callable[[str], TestClient], job: str
+) -> None:
+    """Ten fires of a daily rule reach ten days ahead; the next clock change in the zone is
+    said, with what it does to this rule, however far ahead it is."""
+    client = as_role("editor")
+
+    def change_note(**form: str) -> str:
+        shown = post(client, "/schedules/preview", {**FORM, **form}).text
+        found = re.search(r'id="preview-clock-change">(.*?)</p>', shown, re.S)
+        return html.unescape(found[1]) if found else ""
+
+    night = change_note(preset="daily", at="02:30", timezone="Europe/Berlin")
+    assert "Next clock change:" in night and "the clocks in Europe/Berlin go" in night
+    # spring or autumn, whichever comes first: 02:30 is skipped or happens twice
+    assert "02:30 does not exist on" in night or "02:30 happens twice on" in night
+    morning = change_note(preset="daily", at="09:00", timezone="America/New_York")
+    assert "It does not move this schedule's times." in morning
+    every = change_note(preset="interval", every="30", unit="minutes", timezone="Europe/Berlin")
+    assert "Runs keep their spacing in elapsed time" in every
+    assert change_note(preset="daily", at="02:30", timezone="Asia/Tokyo") == ""
 
 
 def test_a_schedule_names_an_exclusion_calendar_saved_shown_and_prefilled(
