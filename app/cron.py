@@ -278,6 +278,36 @@ def iana_zone_names() -> frozenset[str]:
     return frozenset(files("tzdata").joinpath("zones").read_text().split()) - {"Factory"}
 
 
+# The regions of the tz database's own zone names (not the old aliases like US/Eastern).
+_REGIONS = ("Africa/", "America/", "Antarctica/", "Asia/", "Atlantic/", "Australia/", "Europe/",
+            "Indian/", "Pacific/")  # fmt: skip
+
+
+@lru_cache(maxsize=1)
+def _zones_by_city() -> dict[str, list[str]]:
+    """Zone names by their city (and by the whole name), compared without case."""
+    by_city: dict[str, list[str]] = {}
+    for name in sorted(iana_zone_names()):
+        by_city.setdefault(_city_key(name), []).append(name)
+        if name.startswith(_REGIONS):
+            by_city.setdefault(_city_key(name.rsplit("/", 1)[-1]), []).append(name)
+    return by_city
+
+
+def _city_key(text: str) -> str:
+    return " ".join(text.replace("_", " ").split()).casefold()
+
+
+def zone_by_city(text: str) -> str:
+    """What a person typed in a time zone field: a zone's name as is, or the one zone whose
+    city it names ("berlin", "New York" -> "America/New_York"); else `text` unchanged, for
+    `zone_named` to refuse with its sentence. Forms only: the API takes exact names."""
+    if text in iana_zone_names() or len(text) > 100:
+        return text
+    found = _zones_by_city().get(_city_key(text), [])
+    return found[0] if len(found) == 1 else text
+
+
 @lru_cache(maxsize=1024)
 def zone_named(name: str) -> ZoneInfo:
     """The IANA time zone `name`; RecurrenceError for any other (never silently UTC)."""

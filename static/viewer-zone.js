@@ -21,6 +21,13 @@
     root.querySelectorAll('input[name="viewer_zone"]').forEach(function (input) {
       input.value = zone;
     });
+    // A new schedule's zone field starts at the viewer's zone, unless already changed.
+    root.querySelectorAll("input[data-zone-default]").forEach(function (input) {
+      if (input.value === input.getAttribute("data-zone-default")) {
+        input.value = zone;
+        input.setAttribute("data-zone-default", zone);
+      }
+    });
   }
   fill(document);
   document.addEventListener("htmx:load", function (event) {

@@ -28,6 +28,7 @@ from app.cron import (
     Fire,
     RecurrenceError,
     iana_zone_names,
+    zone_by_city,
     zone_named,
 )
 from app.db import Conn
@@ -106,6 +107,7 @@ def _values(form: FormData) -> dict[str, Any]:
     values: dict[str, Any] = {f: str(form.get(f, "")).strip() for f in TEXT_FIELDS}
     values["days"] = [str(d) for d in form.getlist("days")]
     values["exact_minute"] = form.get("exact_minute") == "yes"
+    values["timezone"] = zone_by_city(values["timezone"])
     return values
 
 
@@ -260,8 +262,10 @@ async def index(request: Request) -> Response:
 @requires(Role.EDITOR)
 async def new(request: Request) -> Response:
     page = await call(request, _form_page, None)
+    # A new schedule starts on the viewer's clock.
     values = {**DEFAULTS, "name": "", "days": ["1"], "cron": "", "exact_minute": False,
-              "auto_pause_after": "", "job": "", "workflow": ""}  # fmt: skip
+              "auto_pause_after": "", "job": "", "workflow": "",
+              "timezone": zone_of(request)}  # fmt: skip
     return render(request, "schedules/new.html", values=values, errors={}, editing=None,
                   viewer_zone=zone_of(request), **page)  # fmt: skip
 
