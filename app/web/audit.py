@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from starlette.requests import Request
@@ -11,11 +11,13 @@ from starlette.routing import Route
 
 from app import audit
 from app.audit import AuditFilter
+from app.cron import zone_named
 from app.db import Conn
 from app.states import Role
 from app.web.access import requires
 from app.web.database import call
 from app.web.render import render
+from app.web.viewer_zone import viewer_zone
 
 
 def _day(text: str | None) -> date | None:
@@ -34,11 +36,12 @@ def _page(conn: Conn, where: AuditFilter) -> dict[str, Any]:
 async def index(request: Request) -> Response:
     params = request.query_params
     since, until = _day(params.get("from")), _day(params.get("to"))
+    zone = zone_named(viewer_zone(request)[0])  # days as the viewer's calendar has them
     where = AuditFilter(
         actor=params.get("actor") or None,
         action=params.get("action") or None,
-        since=datetime.combine(since, time(), UTC) if since else None,
-        until=datetime.combine(until + timedelta(days=1), time(), UTC) if until else None,
+        since=datetime.combine(since, time(), zone) if since else None,
+        until=datetime.combine(until + timedelta(days=1), time(), zone) if until else None,
     )
     bad_dates = [n for n in ("from", "to") if params.get(n) and _day(params.get(n)) is None]
     return render(

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from jinja2 import pass_context
+from jinja2.runtime import Context
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -22,6 +24,7 @@ from app.cron_words import cron_sentence
 from app.resources import TEMPLATES_DIR
 from app.states import Role
 from app.web.security import CSRF_FIELD, request_csrf_token
+from app.web.viewer_zone import DEFAULT_ZONE, viewer_zone
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
 env = templates.env
@@ -33,7 +36,7 @@ def status_badge(status: str | None) -> Markup:
     return Markup('<span class="badge status-{0}">{1}</span>').format(text, text.replace("_", " "))
 
 
-def in_zone(moment: datetime | None, zone: str = "UTC") -> str:
+def in_zone(moment: datetime | None, zone: str = DEFAULT_ZONE) -> str:
     """`2026-12-01 09:00 CET`: an instant as the clock on the wall of `zone` shows it."""
     if moment is None:
         return "—"
@@ -44,7 +47,7 @@ def in_zone(moment: datetime | None, zone: str = "UTC") -> str:
     return local.strftime("%Y-%m-%d %H:%M %Z")
 
 
-def in_zone_seconds(moment: datetime | None, zone: str = "UTC") -> str:
+def in_zone_seconds(moment: datetime | None, zone: str = DEFAULT_ZONE) -> str:
     """`2026-12-01 09:00:05 CET`: `in_zone` to the second, for when a run started."""
     if moment is None:
         return "—"
@@ -82,9 +85,23 @@ def path_part(value: str) -> str:
     return quote(value, safe="")
 
 
-env.filters.update(status_badge=status_badge, in_zone=in_zone, duration=duration)
+@pass_context
+def _in_zone_filter(context: Context, moment: datetime | None, zone: str | None = None) -> str:
+    """`in_zone` in templates: by default on the viewer's clock, so every page shows times
+    on one clock, each named (`CET`, `EST`)."""
+    return in_zone(moment, zone or context.get("viewer_zone") or DEFAULT_ZONE)
+
+
+@pass_context
+def _in_zone_seconds_filter(
+    context: Context, moment: datetime | None, zone: str | None = None
+) -> str:
+    return in_zone_seconds(moment, zone or context.get("viewer_zone") or DEFAULT_ZONE)
+
+
+env.filters.update(status_badge=status_badge, in_zone=_in_zone_filter, duration=duration)
 env.filters.update(path_part=path_part, cron_sentence=cron_sentence, every=every)
-env.filters.update(in_zone_seconds=in_zone_seconds)
+env.filters.update(in_zone_seconds=_in_zone_seconds_filter)
 
 
 def static(request: Request, path: str) -> str:
@@ -104,6 +121,7 @@ def render(
     is_htmx = request.headers.get("HX-Request") == "true"
     template = fragment if (is_htmx and fragment) else page
     user = getattr(request.state, "user", None)
+    context.setdefault("viewer_zone", viewer_zone(request)[0])
     context.update(
         user=user,
         roles=Role,

@@ -4,7 +4,7 @@ DAG neighbours), and cancel / retry for operators through `app.run_actions`."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app import run_actions, run_list
+from app.cron import zone_named
 from app.db import Conn
 from app.errors import UsageError
 from app.run_list import RunFilter
@@ -23,14 +24,16 @@ from app.states import Role, RunStatus
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import render
+from app.web.viewer_zone import DEFAULT_ZONE, viewer_zone
 
 FILTER_FIELDS = ("status", "job", "schedule", "dag_run", "from", "to", "error")
 CANCELLABLE = frozenset({"pending", "blocked", "running"})
 RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
 
 
-def _moment(params: QueryParams, name: str, label: str) -> datetime | None:
-    """`2026-12-01T09:30` (the form's datetime-local, read as UTC) or an ISO instant."""
+def _moment(params: QueryParams, name: str, label: str, zone: str) -> datetime | None:
+    """`2026-12-01T09:30` (the form's datetime-local, read on the viewer's clock, `zone`)
+    or an ISO instant."""
     text = (params.get(name) or "").strip()
     if not text:
         return None
@@ -38,11 +41,12 @@ def _moment(params: QueryParams, name: str, label: str) -> datetime | None:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"{label} must be a date and time like 2026-12-01T09:30") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=zone_named(zone))
 
 
-def filter_of(params: QueryParams) -> RunFilter:
-    """The page's query string as a RunFilter; UsageError names what is wrong."""
+def filter_of(params: QueryParams, zone: str = DEFAULT_ZONE) -> RunFilter:
+    """The page's query string as a RunFilter, its times on the clock of `zone`;
+    UsageError names what is wrong."""
     before = (params.get("before") or "").strip()
     if before and not before.isdigit():
         raise UsageError("before must be a run id")
@@ -52,8 +56,8 @@ def filter_of(params: QueryParams) -> RunFilter:
         job=(params.get("job") or "").strip() or None,
         schedule=(params.get("schedule") or "").strip() or None,
         dag_run_id=run_list.parse_dag_run_id(dag_run) if dag_run else None,
-        since=_moment(params, "from", "From"),
-        until=_moment(params, "to", "To"),
+        since=_moment(params, "from", "From", zone),
+        until=_moment(params, "to", "To", zone),
         error=(params.get("error") or "").strip() or None,
         before_id=int(before) if before else None,
     ).check()
@@ -71,7 +75,7 @@ async def index(request: Request) -> Response:
     params = request.query_params
     context: dict[str, Any] = {"filters": params, "statuses": [s.value for s in RunStatus]}
     try:
-        where = filter_of(params)
+        where = filter_of(params, viewer_zone(request)[0])
     except UsageError as exc:
         return render(
             request,

@@ -31,6 +31,25 @@ def test_the_audit_log_filters_by_person_action_and_day(
     assert "Dates are written 2026-12-01; this filter was ignored: from." in bad
 
 
+def test_times_and_days_are_on_the_viewers_clock_everywhere(
+    as_role: Callable[[str], TestClient], conn: psycopg.Connection[Any]
+) -> None:
+    """A viewer in Tokyo (the zone their browser reported) reads every time on Tokyo's
+    clock, and a day filter means Tokyo's day; UTC until the browser said."""
+    client = as_role("admin")
+    audit.record(conn, "carol", "job.delete", "job", "c", before={"x": 1})
+    # 23:30 UTC on 1 January is 08:30 on 2 January in Tokyo
+    conn.execute("UPDATE audit_log SET at = '2026-01-01T23:30Z' WHERE actor = 'carol'")
+    assert "2026-01-01 23:30 UTC" in client.get("/audit").text
+    client.cookies.set("sundial_zone", "Asia/Tokyo")
+    page = client.get("/audit").text
+    assert "2026-01-02 08:30 JST" in page and "From (day, Asia/Tokyo)" in page
+    assert "carol" in client.get("/audit?from=2026-01-02&to=2026-01-02").text.split("<tbody>")[-1]
+    assert "No changes match." in client.get("/audit?from=2026-01-01&to=2026-01-01").text
+    for path in ("/", "/runs", "/tokens", "/workers", "/jobs"):
+        assert " UTC<" not in client.get(path).text, path
+
+
 def test_htmx_gets_the_fragment_and_a_browser_the_page(
     as_role: Callable[[str], TestClient],
 ) -> None:
