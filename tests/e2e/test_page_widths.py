@@ -1,6 +1,6 @@
 """Every page people watch fits its width, from a small phone to a desktop: the page itself
-never scrolls sideways (a wide table scrolls inside its own box). Screenshots at 1280 and
-390 px go to /tmp/shots/widths for a person to look at."""
+never scrolls sideways (a wide table scrolls inside its own box). At 1280 and 390 px each
+also passes axe-core, and its screenshot goes to /tmp/shots/widths for a person to look at."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from app.job_definitions import JobSpec
 from app.runs import NewRun
 from app.schedules import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
+from tests.e2e.test_triage_and_logs import _violations_with_axe
 from tests.processes import finish_run
 from tests.waits import db_now
 from tests.web.conftest import make_user
@@ -50,7 +51,7 @@ def test_pages_fit_their_width(live_server: str, db_url: str, browser: Any, widt
     page = context.new_page()
     try:
         sign_in_page(page, live_server, "admin")
-        too_wide = {}
+        too_wide, violations = {}, {}
         for path in PAGES:
             page.goto(live_server + path)
             page.wait_for_load_state("networkidle")
@@ -63,6 +64,9 @@ def test_pages_fit_their_width(live_server: str, db_url: str, browser: Any, widt
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 name = path.strip("/") or "overview"
                 page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
+                if found := _violations_with_axe(page):
+                    violations[path] = found
         assert too_wide == {}, f"pages wider than {width} px, by px: {too_wide}"
+        assert violations == {}
     finally:
         context.close()
