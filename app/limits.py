@@ -149,6 +149,14 @@ def plain_name(value: Any) -> bool:
     return plain_text(value, MAX_NAME_LENGTH) and value.isprintable() and bool(value.strip())
 
 
+def whole_id(text: str) -> int | None:
+    """Text from an address, query string or form as an id (a bigint): ASCII digits only,
+    within 0..MAX_RUN_ID; None for anything else, which then names nothing."""
+    if text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_RUN_ID:
+        return int(text)
+    return None
+
+
 def check_run_id(label: str, value: Any) -> int:
     return check_whole(label, value, 1, MAX_RUN_ID)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from app import versions
 from app.db import Conn
+from app.limits import whole_id
 
 Readable = Callable[[Mapping[str, Any]], dict[str, Any]]
 
@@ -68,9 +69,10 @@ def _worded(changes: list[versions.Change]) -> list[versions.Change]:
 
 def rollback(conn: Conn, target_type: str, name: str, version: str, actor: str) -> None:
     """Roll back to the version with audit id `version` (text from a form)."""
-    if not version.isdigit():
+    chosen = whole_id(version)
+    if chosen is None:
         raise versions.VersionError("choose a version to roll back to")
-    versions.rollback(conn, target_type, name, int(version), actor=actor)
+    versions.rollback(conn, target_type, name, chosen, actor=actor)
 
 
 def shown(value: Any) -> str:

@@ -18,6 +18,7 @@ from app import run_actions, run_list
 from app.cron import zone_named
 from app.db import Conn
 from app.errors import UsageError
+from app.limits import whole_id
 from app.run_list import RunFilter
 from app.sql import query
 from app.states import Role, RunStatus
@@ -48,7 +49,7 @@ def filter_of(params: QueryParams, zone: str = DEFAULT_ZONE) -> RunFilter:
     """The page's query string as a RunFilter, its times on the clock of `zone`;
     UsageError names what is wrong."""
     before = (params.get("before") or "").strip()
-    if before and not before.isdigit():
+    if before and whole_id(before) is None:
         raise UsageError("before must be a run id")
     dag_run = (params.get("dag_run") or "").strip()
     return RunFilter(
@@ -124,9 +125,10 @@ def run_page(conn: Conn, run_id: int) -> dict[str, Any]:
 
 def _run_id(request: Request) -> int:
     text = request.path_params["run_id"]
-    if not text.isdigit() or int(text) > 2**63 - 1:
+    run_id = whole_id(text)
+    if run_id is None:
         raise HTTPException(404, f"There is no run {text}.")
-    return int(text)
+    return run_id
 
 
 @requires(Role.VIEWER)

@@ -35,6 +35,7 @@ from app.db import Conn
 from app.exclusions import excluded_reason
 from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 from app.job_definitions import JobError
+from app.limits import whole_id
 from app.schedule_presets import (
     DAYS,
     MINUTE_STEPS,
@@ -551,7 +552,7 @@ async def rollback(request: Request) -> Response:
     name = request.path_params["name"]
     version = str((await request.form()).get("version", ""))
     try:
-        changed = await call(request, _rollback, name, int(version) if version.isdigit() else -1,
+        changed = await call(request, _rollback, name, whole_id(version) or -1,
                              current_user(request).username)  # fmt: skip
     except (VersionError, ScheduleError) as exc:
         page = await call(request, _history_page, name)
