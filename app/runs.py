@@ -495,20 +495,26 @@ def _record_crashes(
     TRANSITIONS.labels("run_crash").inc(len(rows))
     _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
     for row in rows:
-        # one line per run an operator can search for (JSON by default)
-        log.warning(
-            "run %s %s",
-            row["id"],
-            row["last_error"],
-            extra={
-                "run_id": row["id"],
-                "attempt": row["attempt"],
-                "worker": worker,
-                "outcome": "quarantined" if row["quarantined"] else "crashed",
-                "error": row["last_error"],
-            },
-        )
+        _log_ending(row, worker, "quarantined" if row["quarantined"] else "crashed")
     return {(r["id"], r["attempt"]) for r in rows}
+
+
+def _log_ending(row: dict[str, Any], worker: str | None, outcome: str) -> None:
+    """One line per crashed, quarantined or handed-back run that an operator can search
+    for (JSON by default)."""
+    log.warning(
+        "run %s %s",
+        row["id"],
+        row["last_error"],
+        extra={
+            "run_id": row["id"],
+            "attempt": row["attempt"],
+            "worker": worker,
+            "handler": row["handler"],
+            "outcome": outcome,
+            "error": row["last_error"],
+        },
+    )
 
 
 def complete_late(
@@ -642,20 +648,7 @@ def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[
         outcome = (
             "quarantined" if row["quarantined"] else "crashed" if row["crashed"] else "handed back"
         )
-        # one line per run an operator can search for (JSON by default)
-        log.warning(
-            "run %s %s",
-            row["id"],
-            row["last_error"],
-            extra={
-                "run_id": row["id"],
-                "attempt": row["attempt"],
-                "worker": row["lease_owner"],
-                "handler": row["handler"],
-                "outcome": outcome,
-                "error": row["last_error"],
-            },
-        )
+        _log_ending(row, row["lease_owner"], outcome)
     return [
         Reaped(
             r["id"],

@@ -277,7 +277,7 @@ WITH crashed AS (
         retry_base = r.retry_base + 1,
         crash_count = r.crash_count + 1,
         lone_crashes = r.lone_crashes + 1,
-        quarantined = c.quarantine,
+        quarantined = c.quarantine AND NOT r.cancel_requested,  -- a cancel that came meanwhile wins
         lease_owner = NULL, lease_until = NULL,
         last_error = CASE WHEN c.quarantine
             THEN 'quarantined after ' || r.crash_count + 1 || ' crashes, ' || r.lone_crashes + 1
@@ -291,7 +291,7 @@ WITH crashed AS (
     FROM crashed c
     -- `IS TRUE`: see the top of this file
     WHERE r.id = c.id AND r.attempt = c.attempt AND (r.status = 'running') IS TRUE
-    RETURNING r.id, r.attempt, r.status, r.started_at, r.last_error, r.quarantined,
+    RETURNING r.id, r.attempt, r.status, r.started_at, r.last_error, r.quarantined, r.handler,
               r.dag_run_id IS NOT NULL AS in_dag
 ), history AS (
     INSERT INTO job_run_attempts
@@ -300,7 +300,8 @@ WITH crashed AS (
            last_error, status = 'pending'
     FROM ended
 )
-SELECT ended.id, ended.attempt, ended.status, ended.in_dag, ended.quarantined, ended.last_error
+SELECT ended.id, ended.attempt, ended.status, ended.in_dag, ended.quarantined, ended.last_error,
+       ended.handler
 FROM ended
 LEFT JOIN (SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM ended WHERE status = 'pending')) AS wake ON true
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM ended)) AS seen ON true;

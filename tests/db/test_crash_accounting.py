@@ -128,6 +128,18 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
     )
 
 
+def test_a_cancel_wins_over_a_crash_at_the_limit(conn: Conn) -> None:
+    run_id = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    runs.claim(conn, "w0", 1, 30)
+    runs.reap(conn, now=later(conn))  # a suspect
+    conn.execute("UPDATE job_runs SET lone_crashes = 2 WHERE id = %s", (run_id,))
+    crash = crashed_in_its_own_process(conn, run_id)
+    assert runs.cancel(conn, run_id) == "running"  # requested while it ran
+    runs.finish_many(conn, "w1", [crash])
+    row = run_row(conn, run_id)
+    assert (row["status"], row["quarantined"], row["crash_count"]) == ("cancelled", False, 2)
+
+
 def test_a_first_death_of_a_child_is_an_ordinary_failure(conn: Conn) -> None:
     """Only a suspect's crashes are counted: a process run whose child dies on its first
     try spends an attempt, like any failure."""
