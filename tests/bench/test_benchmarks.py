@@ -22,6 +22,10 @@ TINY_RUNS = {
         ["-m", "bench.trigger_fires", "--schedules", "300", "--rounds", "1", "--distinct"],
         ["spread of its own", "fires materialised:   300 runs", "every schedule fired once"],
     ),
+    "dag_layout": (
+        ["-m", "bench.dag_layout", "--rounds", "1"],
+        ["1,000-step chain:", "1,000-wide fan-out:", "dense, 300 steps"],
+    ),
     "dags": (
         ["-m", "bench.dags", "--nodes", "12", "--rounds", "1"],
         ["wide DAG, 12 no-op nodes", "deep DAG, 12 no-op nodes"],
