@@ -188,6 +188,20 @@ def sundial_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "app.cli", *args]
 
 
+def start_dev(env: dict[str, str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    """`sundial dev --port PORT` in a session of its own (stop it with its group), its
+    output in `log_path`."""
+    with log_path.open("w") as log:
+        return subprocess.Popen(
+            sundial_cmd("dev", "--port", str(port)),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
+
+
 def run_sundial(db_url: str | None, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run the real `sundial` command to completion and capture its output."""
     environment = sundial_env(db_url, **env) if db_url else {**os.environ, **env}

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from app import runs
-from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_env
+from tests.conftest import REPO, free_port, run_sundial, start_dev, sundial_cmd, sundial_env
 from tests.db.test_workflows import ETL, define_jobs, write
 from tests.processes import query, run_row, wait_until
 
@@ -226,15 +226,7 @@ def test_ctrl_c_in_dev_hands_the_running_run_back(db_url: str, tmp_path: Path) -
     is killed with its run still `running`. Stopping must hand the run back."""
     log_path = tmp_path / "dev.log"
     env = sundial_env(db_url, SUNDIAL_SHUTDOWN_GRACE_SECONDS="8")
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            sundial_cmd("dev", "--port", str(free_port())),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
+    proc = start_dev(env, free_port(), log_path)
     try:
         wait_until(lambda: "worker started:" in log_path.read_text(), "worker started")
         submitted = run_sundial(db_url, "submit", "sleep", "--args", json.dumps({"seconds": 600}))

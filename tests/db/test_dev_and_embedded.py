@@ -13,22 +13,14 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app import users
-from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_env, wait_for_http
+from tests.conftest import free_port, run_sundial, start_dev, sundial_env, wait_for_http
 from tests.processes import wait_until
 
 
 def test_dev_runs_every_procfile_process_and_stops_them(db_url: str, tmp_path: Path) -> None:
     port = free_port()
     log_path = tmp_path / "dev.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            sundial_cmd("dev", "--port", str(port)),
-            env=sundial_env(db_url),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
+    proc = start_dev(sundial_env(db_url), port, log_path)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=30, proc=proc)
         wait_until(lambda: _live_workers(db_url) >= 1, "worker registered")
@@ -83,15 +75,7 @@ def _live_workers(db_url: str) -> int:
 def _start_dev(db_url: str, port: int, data_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
     env = sundial_env(db_url, SUNDIAL_DATA_DIR=str(data_dir))
     env.pop("SECRET_KEY", None)  # `sundial dev` keeps its own in the data folder
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            sundial_cmd("dev", "--port", str(port)),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
+    proc = start_dev(env, port, log_path)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60, proc=proc)
         wait_until(lambda: "Sign in as the local admin" in log_path.read_text(), "the link")

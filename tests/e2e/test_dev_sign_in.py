@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO, free_port, sundial_cmd, sundial_env, wait_for_http
+from tests.conftest import free_port, start_dev, sundial_env, wait_for_http
 from tests.processes import wait_until
 
 LINK = re.compile(r"Sign in as the local admin \(once, within 15 minutes\): (\S+)")
@@ -20,15 +19,7 @@ def test_the_printed_link_signs_the_local_admin_in_once(
 ) -> None:
     port = free_port()
     log_path = tmp_path / "dev.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            sundial_cmd("dev", "--port", str(port)),
-            env=sundial_env(db_url),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
+    proc = start_dev(sundial_env(db_url), port, log_path)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=30, proc=proc)
         wait_until(lambda: LINK.search(log_path.read_text()) is not None, "sign-in link printed")
