@@ -197,3 +197,11 @@ def test_a_change_cannot_clear_what_a_schedule_always_has(api: TestClient) -> No
     for field in ("overlap", "exact_minute", "dst_repeated", "timezone", "catchup"):
         answer = api.patch("/api/v1/schedules/s", json={field: None})
         assert answer.status_code == 422, (field, answer.text)
+
+
+def test_the_reference_page_names_the_zone_list_without_printing_it(api: TestClient) -> None:
+    page = api.get("/api/v1/docs").text
+    assert "one of 5" in page or "one of 6" in page  # some 600 names
+    assert "names, listed in openapi.json" in page and "Africa/Abidjan" not in page
+    zones = api.get("/api/v1/openapi.json").json()["components"]["schemas"]["ScheduleIn"]
+    assert "Europe/Berlin" in str(zones)

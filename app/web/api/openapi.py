@@ -36,6 +36,7 @@ REASONS = {
     422: "Invalid input; the error's field names the offending field",
     503: "The database cannot be reached",
 }
+MAX_VALUES_LISTED = 20
 _PARAM = re.compile(r"{(\w+)}")
 _REF = "#/components/schemas/{model}"
 
@@ -211,7 +212,10 @@ def type_text(schema: dict[str, Any]) -> str:
     if "anyOf" in schema:
         return " or ".join(type_text(s) for s in schema["anyOf"])
     if "enum" in schema:
-        return "one of " + ", ".join(str(v) for v in schema["enum"])
+        values = [str(v) for v in schema["enum"]]
+        if len(values) > MAX_VALUES_LISTED:  # the time zones: named in the document itself
+            return f"one of {len(values):,} names, listed in openapi.json"
+        return "one of " + ", ".join(values)
     kind = schema.get("type", "any")
     if kind == "array":
         return f"list of {type_text(schema.get('items', {}))}"
