@@ -64,7 +64,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Sundial: reliable job scheduling on PostgreSQL, with a browser dashboard.",
         epilog="Configuration comes from the environment: DATABASE_URL (embedded PostgreSQL "
         "in $SUNDIAL_DATA_DIR or ~/.local/share/sundial when unset), PORT, SECRET_KEY and "
-        "SUNDIAL_* settings (see README). Exit codes: 2 bad input or configuration, "
+        "SUNDIAL_* settings (see docs/commands.md). Exit codes: 2 bad input or configuration, "
         "3 database unreachable, 4 port in use.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -276,7 +276,7 @@ class Worker:
                     f"the worker needs {WORKER_CONNECTIONS} database connections (claim, "
                     f"finish, heartbeat, listener) and the server refused its {name} "
                     f"connection: {reason}. Raise max_connections on the server or run fewer "
-                    "processes (README: Database connections)."
+                    "processes (docs/operations.md: Database connections)."
                 ) from exc
 
     async def _listener_handed_over(self) -> None:

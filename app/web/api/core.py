@@ -40,7 +40,7 @@ from app.web.security import SAFE_METHODS
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1"
-MAX_BODY_BYTES = 1024 * 1024  # a batch of runs with large args still fits; see README
+MAX_BODY_BYTES = 1024 * 1024  # a batch of runs with large args still fits; see docs/api.md
 # An oversize body up to this size is read to its end (and dropped) before the 413, so a
 # client that sends its whole body before reading the answer gets the answer, not a reset
 # connection; a larger one is refused at once and the connection closed.

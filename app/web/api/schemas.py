@@ -375,7 +375,7 @@ def _rules_change_schema(schema: dict[str, Any]) -> None:
 
 
 class ScheduleRules(Strict):
-    """When a schedule fires and its policies (see the README's Schedules section). A
+    """When a schedule fires and its policies (see docs/schedules.md). A
     change gives at least one of them; null clears a bound, a limit or the other rule."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_rules_change_schema)
