@@ -121,7 +121,8 @@ def render(
     is_htmx = request.headers.get("HX-Request") == "true"
     template = fragment if (is_htmx and fragment) else page
     user = getattr(request.state, "user", None)
-    context.setdefault("viewer_zone", viewer_zone(request)[0])
+    if "viewer_zone" not in context:  # pages that show two clocks computed it already
+        context["viewer_zone"] = viewer_zone(request)[0]
     context.update(
         user=user,
         roles=Role,
