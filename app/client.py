@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from app import limits, runs
-from app.config import Settings
-from app.db import Conn, connect, resolve_database_url
-from app.runs import NewRun
-from app.sql import query
+from app.core import limits
+from app.core.config import Settings
+from app.core.db import Conn, connect, resolve_database_url
+from app.core.sql import query
+from app.runs import run_inserts, submission, transitions
+from app.runs.run_inserts import NewRun
 
 __all__ = ["NewRun", "Sundial"]
 
@@ -42,19 +43,21 @@ class Sundial:
         """Submit one run and return its id; options are the fields of `NewRun`."""
         unknown = sorted(set(options) - set(NewRun.__dataclass_fields__) - {"handler", "args"})
         if unknown:
-            raise runs.SubmitError(f"unknown submit option {unknown[0]!r}")
-        return runs.submit(self.conn, NewRun(handler, {} if args is None else args, **options)).id
+            raise run_inserts.SubmitError(f"unknown submit option {unknown[0]!r}")
+        return submission.submit(
+            self.conn, NewRun(handler, {} if args is None else args, **options)
+        ).id
 
     def submit_many(self, new_runs: Sequence[NewRun]) -> list[int]:
         """Submit many runs in one statement; ids in input order."""
-        return [s.id for s in runs.submit_many(self.conn, new_runs)]
+        return [s.id for s in submission.submit_many(self.conn, new_runs)]
 
     def cancel(self, run_id: int) -> str | None:
-        return runs.cancel(self.conn, limits.check_run_id("the run id", run_id))
+        return transitions.cancel(self.conn, limits.check_run_id("the run id", run_id))
 
     def retry(self, run_id: int) -> bool:
         """Queue a dead letter again (and, in a DAG, the steps it skipped)."""
-        return runs.retry(self.conn, limits.check_run_id("the run id", run_id)) is not None
+        return transitions.retry(self.conn, limits.check_run_id("the run id", run_id)) is not None
 
     def get(self, run_id: int) -> dict[str, Any] | None:
         """The run's row as a dict, or None."""

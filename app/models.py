@@ -3,7 +3,7 @@
 These classes are the single description of the schema: Alembic migrations are written
 against them (a test proves the migrated database matches), and the dashboard reads
 through them. Run state changes never go through the ORM; they are the conditional
-UPDATEs in `app.runs`.
+UPDATEs in `app.runs.transitions`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
-from app import limits
-from app.cron import DstRepeated, DstSkipped
-from app.fires import FireOutcome, OverlapPolicy
-from app.states import ExecutionModel, Role, RunStatus, TokenScope, sql_in
+from app.core import limits
+from app.core.sql import sql_in
+from app.handlers.execution_models import ExecutionModel
+from app.people.roles import Role, TokenScope
+from app.runs.states import RunStatus
+from app.scheduling.cron import DstRepeated, DstSkipped
+from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
 
 NOW = sa.text("now()")
 
@@ -31,7 +34,7 @@ def _between(expression: str, low: int, high: int, *, nullable: bool = False) ->
 
 def _times_supported(*columns: str) -> str:
     """Every instant in these columns lies where every process can load it (see
-    app.limits: wider than the range people may ask for)."""
+    app.core.limits: wider than the range people may ask for)."""
     low, high = limits.STORED_EARLIEST, limits.STORED_LATEST
     return " AND ".join(
         f"({c} IS NULL OR ({c} >= '{low}'::timestamptz AND {c} < '{high}'::timestamptz))"
@@ -458,7 +461,7 @@ class JobRun(SQLModel, table=True):
             "finished_at",
             postgresql_where=sa.text("status IN ('failed', 'timed_out')"),
         ),
-        # Dead letters grouped by error fingerprint (app.dead_letters), index-only.
+        # Dead letters grouped by error fingerprint (app.runs.dead_letters), index-only.
         sa.Index(
             "ix_job_runs_dead_letter_groups",
             "error_fingerprint",
@@ -577,7 +580,7 @@ class JobRun(SQLModel, table=True):
     result: dict[str, Any] | None = _jsonb(None)
     skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     # Exception class + normalised message + top frame of the last error, hashed
-    # (app.fingerprints): set by the failing transition, so dead letters group by index.
+    # (app.runs.fingerprints): set by the failing transition, so dead letters group by index.
     error_fingerprint: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
 
 
@@ -751,7 +754,7 @@ class AuditEntry(SQLModel, table=True):
     """Who changed what, when: every change a person makes through Sundial."""
 
     __tablename__ = "audit_log"
-    # A thing's version history, newest first (app.versions).
+    # A thing's version history, newest first (app.people.versions).
     __table_args__ = (sa.Index("ix_audit_log_subject", "target_type", "subject_id", "id"),)
 
     id: int | None = Field(
@@ -992,7 +995,7 @@ class DeadLetterResolution(SQLModel, table=True):
 
 
 class RunLog(SQLModel, table=True):
-    """A line a run's handler logged or printed, per attempt, in order (app.run_logs).
+    """A line a run's handler logged or printed, per attempt, in order (app.runs.run_logs).
     No foreign key, like every reference to the hot table: the worker appends in batches."""
 
     __tablename__ = "run_logs"
@@ -1009,8 +1012,8 @@ class RunLog(SQLModel, table=True):
 
 
 class JobStatHour(SQLModel, table=True):
-    """Per-job statistics roll-up (app.job_stats): one clock hour of a job's run endings,
-    by `finished_at`, filled once the minutes it covers have closed. `job_key` is the job
+    """Per-job statistics roll-up (app.observability.job_stats): one clock hour of a job's run
+    endings, by `finished_at`, filled once the minutes it covers have closed. `job_key` is the job
     definition's id, or the nil UUID for runs submitted without one."""
 
     __tablename__ = "job_stat_hours"
@@ -1030,7 +1033,8 @@ class JobStatHour(SQLModel, table=True):
 
 class JobStatDuration(SQLModel, table=True):
     """The duration histogram of a `job_stat_hours` row: how many runs took a duration in
-    log-scale bucket `bucket` (app.job_stats.bucket_of); only the buckets that occur."""
+    log-scale bucket `bucket` (app.observability.job_stats.bucket_of); only the buckets that
+    occur."""
 
     __tablename__ = "job_stat_durations"
     __table_args__ = (sa.Index("ix_job_stat_durations_hour", "hour"),)

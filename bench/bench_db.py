@@ -15,8 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from app import migrate
-from app.db import normalize_url
+from app.core import migrate
+from app.core.db import normalize_url
 
 LOCAL_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 REPO = Path(__file__).resolve().parent.parent

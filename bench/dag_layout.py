@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from app.dag_layout import layout
+from app.dags.dag_layout import layout
 
 
 def chain() -> None:

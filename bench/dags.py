@@ -21,8 +21,8 @@ from itertools import pairwise
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
-from app.runs import NewRun
+from app.dags import dag_submission
+from app.runs.run_inserts import NewRun
 from bench.bench_db import scratch_database
 from bench.machine import describe
 from bench.throughput import start_workers, stop_workers, wait_for_workers
@@ -43,7 +43,7 @@ def one_round(url: str, kind: str, size: int) -> tuple[float, float]:
         conn.execute("TRUNCATE job_runs, job_run_deps, job_run_attempts")
         nodes, edges = shape(kind, size)
         started = time.perf_counter()
-        dag = runs.submit_dag(conn, nodes, edges)
+        dag = dag_submission.submit_dag(conn, nodes, edges)
         submit_seconds = time.perf_counter() - started
         # Statistics as autovacuum keeps them in a running database: after the TRUNCATE
         # above the planner would think the tables empty and walk every blocked step.

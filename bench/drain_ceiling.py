@@ -21,9 +21,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
-from app.runs import NewRun
-from app.sql import query
+from app.core.sql import query
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from bench.bench_db import scratch_database
 from bench.machine import cores
 from bench.throughput import SUBMIT_BATCH
@@ -50,7 +50,7 @@ def _drain(url: str, batch: int, name: str, go: Any, out: Any) -> None:
             if not claimed:
                 out.put(done)
                 return
-            # One statement on its own, as the worker sends it (app.runs.finish_many).
+            # One statement on its own, as the worker sends it (app.runs.transitions.finish_many).
             rows = conn.execute(
                 query("runs", "run_complete_many"),
                 {
@@ -74,7 +74,7 @@ def drain_rate(url: str, total: int, processes: int, batch: int) -> float:
         conn.execute("TRUNCATE job_runs CASCADE")
         for offset in range(0, total, SUBMIT_BATCH):
             count = min(SUBMIT_BATCH, total - offset)
-            runs.submit_many(conn, [NewRun("noop") for _ in range(count)])
+            submission.submit_many(conn, [NewRun("noop") for _ in range(count)])
         conn.execute("VACUUM ANALYZE job_runs")
         ctx = multiprocessing.get_context("spawn")
         go, out = ctx.Event(), ctx.Queue()

@@ -17,7 +17,7 @@ import time
 from app.executors import Executors
 from app.handlers import default_registry
 from app.handlers.builtin import noop
-from app.jobs import JobContext, JobSpec
+from app.handlers.jobs import JobContext, JobSpec
 
 DEFAULT_JOBS = 50_000
 DEFAULT_ROUNDS = 7

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import upcoming
+from app.scheduling import upcoming
 from bench.bench_db import scratch_database
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from app.handlers import handler
-from app.jobs import JobContext
+from app.handlers.jobs import JobContext
 
 
 @handler("bench-stamp")

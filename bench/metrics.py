@@ -4,9 +4,9 @@
 
 Fills a scratch database with `--runs` finished runs (finished long ago, as a busy
 deployment's history is), a recent hour of finished runs, a queue of pending runs, attempt
-history with lost attempts and fire-ledger rows; then times `app.metrics.read_fleet` (what
-one uncached scrape of /metrics costs), prints each statement's median, and checks that
-no statement of app/sql/metrics.sql scans job_runs, job_run_attempts or schedule_fires
+history with lost attempts and fire-ledger rows; then times `app.observability.metrics.read_fleet`
+(what one uncached scrape of /metrics costs), prints each statement's median, and checks that
+no statement of app/core/sql/metrics.sql scans job_runs, job_run_attempts or schedule_fires
 sequentially.
 """
 
@@ -19,8 +19,8 @@ import time
 import psycopg
 from psycopg.rows import dict_row
 
-from app import lag_slo, metrics
-from app.sql import load
+from app.core.sql import load
+from app.observability import lag_slo, metrics
 from bench.bench_db import scratch_database
 
 SCANNED = ("job_runs", "job_run_attempts", "schedule_fires")

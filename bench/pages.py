@@ -25,9 +25,9 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app import users
-from app.config import Settings
-from app.sql import query
+from app.core.config import Settings
+from app.core.sql import query
+from app.people import users
 from app.web import create_app
 from bench.bench_db import scratch_database
 from bench.trigger_fires import create_schedules

@@ -38,7 +38,7 @@ import psutil
 import psycopg
 from psycopg.rows import dict_row
 
-from app import users
+from app.people import users
 from app.web.events import LISTENER_NAME
 from bench.bench_db import scratch_database
 

@@ -29,9 +29,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
 from app.client import Sundial
-from app.runs import NewRun
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from bench.bench_db import REPO, scratch_database
 from bench.machine import describe
 
@@ -59,7 +59,7 @@ def bulk_submit_rate(url: str, total: int) -> float:
         started = time.perf_counter()
         for offset in range(0, total, SUBMIT_BATCH):
             count = min(SUBMIT_BATCH, total - offset)
-            runs.submit_many(conn, [NewRun("noop") for _ in range(count)])
+            submission.submit_many(conn, [NewRun("noop") for _ in range(count)])
         elapsed = time.perf_counter() - started
         conn.execute("TRUNCATE job_runs CASCADE")
     return total / elapsed
@@ -103,7 +103,7 @@ def drain_rate(url: str, total: int, worker_count: int, concurrency: int) -> flo
     with connect(url) as conn:
         conn.execute("TRUNCATE job_runs, workers CASCADE")
         for offset in range(0, total, SUBMIT_BATCH):
-            runs.submit_many(
+            submission.submit_many(
                 conn, [NewRun("noop") for _ in range(min(SUBMIT_BATCH, total - offset))]
             )
         workers = start_workers(url, worker_count, concurrency)
@@ -144,7 +144,7 @@ def first_claim_ms(url: str) -> float:
     started_at), with one run already waiting; both instants from the database clock."""
     with connect(url) as conn:
         conn.execute("TRUNCATE job_runs, workers CASCADE")
-        run_id = runs.submit(conn, NewRun("noop")).id
+        run_id = submission.submit(conn, NewRun("noop")).id
         row = conn.execute("SELECT clock_timestamp() AS t").fetchone()
         assert row is not None
         told = row["t"]
@@ -174,7 +174,7 @@ def idle_latency(url: str, samples: int) -> tuple[float, float]:
             time.sleep(1.0)
             ids = []
             for _ in range(samples):
-                ids.append(runs.submit(conn, NewRun("noop")).id)
+                ids.append(submission.submit(conn, NewRun("noop")).id)
                 time.sleep(0.02)
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -223,7 +223,7 @@ def drain_from_start(url: str, total: int, worker_count: int, concurrency: int) 
     with connect(url) as conn:
         conn.execute("TRUNCATE job_runs, workers CASCADE")
         for offset in range(0, total, SUBMIT_BATCH):
-            runs.submit_many(
+            submission.submit_many(
                 conn, [NewRun("noop") for _ in range(min(SUBMIT_BATCH, total - offset))]
             )
         row = conn.execute("SELECT clock_timestamp() AS t").fetchone()

@@ -31,10 +31,14 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app import job_stats, migrate, run_logs, runs, users
-from app.config import Settings
-from app.runs import NewRun
-from app.sql import query
+from app.core import migrate
+from app.core.config import Settings
+from app.core.sql import query
+from app.dags import dag_submission
+from app.observability import job_stats
+from app.people import users
+from app.runs import run_logs
+from app.runs.run_inserts import NewRun
 from app.web import create_app
 from bench.bench_db import scratch_database, server_url
 from bench.pages import PASSWORD, _scans, load
@@ -59,7 +63,7 @@ def prepare(url: str) -> dict[str, Any]:
         for i in range(200):
             steps = {f"step {s}": NewRun("noop") for s in range(8)}
             edges = [(f"step {s}", f"step {s + 1}") for s in range(7)]
-            dag = runs.submit_dag(conn, steps, edges, name=f"nightly {i}")
+            dag = dag_submission.submit_dag(conn, steps, edges, name=f"nightly {i}")
         logged = conn.execute("SELECT max(id) AS id FROM job_runs WHERE status = 'failed'")
         run_id = logged.fetchone()["id"]  # type: ignore[index]
         lines = [

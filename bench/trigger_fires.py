@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app.config import Settings
+from app.core.config import Settings
 from app.services.trigger import Trigger
 from bench.bench_db import scratch_database
 from bench.machine import describe

@@ -14,8 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from app import runs
-from app.runs import NewRun
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from bench.bench_db import scratch_database
 from bench.machine import describe
 from bench.throughput import (
@@ -42,7 +42,7 @@ def submit_noops(url: str, total: int) -> None:
     with connect(url) as conn:
         for offset in range(0, total, SUBMIT_BATCH):
             count = min(SUBMIT_BATCH, total - offset)
-            runs.submit_many(conn, [NewRun("noop") for _ in range(count)])
+            submission.submit_many(conn, [NewRun("noop") for _ in range(count)])
 
 
 def drained(url: str, worker: subprocess.Popen[bytes], total: int) -> float:

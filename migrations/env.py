@@ -1,4 +1,4 @@
-"""Alembic environment: migrations run online against the URL `app.migrate` passes in."""
+"""Alembic environment: migrations run online against the URL `app.core.migrate` passes in."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 from app import models  # noqa: F401  (registers every table on SQLModel.metadata)
-from app.db import make_engine
+from app.core.db import make_engine
 
 # Serialises concurrent `sundial migrate` calls (release phase plus `sundial dev`, say).
 MIGRATION_LOCK_KEY = 0x53554E4449414C  # "SUNDIAL"

@@ -8,11 +8,13 @@
 """
 
 from app.client import Sundial
-from app.db import DatabaseUnavailable, DatabaseUrlError
-from app.errors import UsageError
+from app.core.db import DatabaseUnavailable, DatabaseUrlError
+from app.core.errors import UsageError
+from app.dags.dag_graph import DagError
 from app.handlers import handler
-from app.jobs import Cancelled, JobContext, NonRetryableError
-from app.runs import DagError, IdempotencyConflict, NewRun, RetryBusy, SubmitError
+from app.handlers.jobs import Cancelled, JobContext, NonRetryableError
+from app.runs.run_inserts import IdempotencyConflict, NewRun, SubmitError
+from app.runs.transitions import RetryBusy
 
 __all__ = [
     "Cancelled",

@@ -25,8 +25,8 @@ import psycopg
 import pytest
 from hypothesis import settings
 
-from app import migrate
-from app.db import normalize_url
+from app.core import migrate
+from app.core.db import normalize_url
 from tests.waits import wait_until
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from typing import Any
 
 import app.handlers.chaos  # noqa: F401  (registers `crash`, for the fault tests)
 from app.handlers import handler
-from app.jobs import JobContext, NonRetryableError
+from app.handlers.jobs import JobContext, NonRetryableError
 
 MODULE = __name__
 

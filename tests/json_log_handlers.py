@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from app.handlers import handler
-from app.jobs import JobContext
+from app.handlers.jobs import JobContext
 
 
 @handler("thread_raises")

@@ -1,6 +1,7 @@
 """Mutation testing of the pure modules: do the unit tests notice when the code changes?
 
-    nice -n 10 .venv/bin/python -m tests.mutation app/cron.py app/fires.py
+    nice -n 10 .venv/bin/python -m tests.mutation app/scheduling/cron.py
+    app/scheduling/fire_decisions.py
 
 For each module, every mutant (one small change to its source) is loaded in place of the
 module in a forked child, which runs the module's fast unit tests; a mutant the tests still
@@ -41,10 +42,10 @@ EQUIVALENT_FILE = Path(__file__).with_name("mutation_equivalent.txt")
 UNIT = "tests/unit/"
 # The fast, database-free tests that stand behind each pure module.
 TESTS_FOR = {
-    "app/cron.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
-    "app/fires.py": [UNIT + "test_cron_policies.py"],
-    "app/backoff.py": [UNIT + "test_backoff.py"],
-    "app/states.py": [UNIT + "test_state_machine.py"],
+    "app/scheduling/cron.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
+    "app/scheduling/fire_decisions.py": [UNIT + "test_cron_policies.py"],
+    "app/core/backoff.py": [UNIT + "test_backoff.py"],
+    "app/runs/states.py": [UNIT + "test_state_machine.py"],
 }
 # Imported once before forking so each child only pays for the tests themselves.
 WARM_IMPORTS = ("croniter", "zoneinfo", "hashlib", "random", "re", "calendar", "heapq")

@@ -16,8 +16,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import limits, runs
-from app.jobs import Outcome
+from app.core import limits
+from app.handlers.jobs import Outcome
+from app.runs import transitions
 from tests.conftest import REPO, sundial_cmd, sundial_env
 from tests.waits import wait_until
 
@@ -108,9 +109,11 @@ def run_row(db_url: str, run_id: int) -> dict[str, Any]:
 def finish_run(conn: psycopg.Connection[Any], run_id: int, outcome: Outcome | None = None) -> None:
     """Claim exactly that run (it must be pending and due) and finish it, in this process."""
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    (job,) = runs.claim(conn, "w", 1, 30)
+    (job,) = transitions.claim(conn, "w", 1, 30)
     assert job.run_id == run_id, f"run {run_id} was not the next due run"
-    runs.finish_many(conn, "w", [runs.Finish(run_id, job.attempt, outcome or Outcome.completed())])
+    transitions.finish_many(
+        conn, "w", [transitions.Finish(run_id, job.attempt, outcome or Outcome.completed())]
+    )
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 import app.handlers.chaos  # noqa: F401  (registers `crash`, for the fault tests)
 from app.handlers import handler
-from app.jobs import JobContext
+from app.handlers.jobs import JobContext
 
 
 @handler("busy")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `sundial` console script (`app.cli:main`)."""
-    # Imported here: app.logs imports app.cli.text, and the parser imports app.logs,
+    # Imported here: app.core.logs imports app.core.text, and the parser imports app.core.logs,
     # so importing it at the top of the package would be a cycle.
     from app.cli.main import main as run
 

@@ -12,22 +12,22 @@ import sys
 import threading
 from typing import Any
 
-from app.config import Settings
-from app.db import resolve_database_url
-from app.errors import UsageError
+from app.core.config import Settings
+from app.core.db import resolve_database_url
+from app.core.errors import UsageError
 
 
 def service_database(settings: Settings) -> str:
     """The URL a command uses, once the database answers and its schema is the one this
     version needs: a clear error now beats UndefinedTable later, or a command failing
     half-way through."""
-    from app.schema_check import schema_is_current
+    from app.core.schema_check import schema_is_current
 
     url = resolve_database_url(settings)
     if schema_is_current(url):  # one connection, no Alembic: what a service start needs
         return url
-    from app.db import check_database
-    from app.migrate import ensure_current
+    from app.core.db import check_database
+    from app.core.migrate import ensure_current
 
     check_database(url)
     ensure_current(url)
@@ -35,8 +35,8 @@ def service_database(settings: Settings) -> str:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from app import migrate
-    from app.db import check_database
+    from app.core import migrate
+    from app.core.db import check_database
 
     url = resolve_database_url(settings)
     check_database(url)
@@ -63,7 +63,7 @@ def _wait_until_stopped() -> None:
 
 
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
-    from app.db import stop_embedded
+    from app.core.db import stop_embedded
 
     if args.db_command == "url":
         print(resolve_database_url(settings))

@@ -6,8 +6,8 @@ import argparse
 import getpass
 from typing import Any
 
-from app.config import Settings
-from app.db import resolve_database_url, transaction
+from app.core.config import Settings
+from app.core.db import resolve_database_url, transaction
 from app.handlers.gate import set_shell_enabled, shell_enabled
 
 

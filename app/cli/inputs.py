@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app import limits
-from app.errors import UsageError
-from app.states import ExecutionModel
+from app.core import limits
+from app.core.errors import UsageError
+from app.handlers.execution_models import ExecutionModel
+from app.runs import run_inserts
 
 
 def parse_args_json(text: str) -> dict[str, Any]:
@@ -65,25 +66,24 @@ def read_json(path: str) -> Any:
 def add_job_settings_options(p: argparse.ArgumentParser) -> None:
     """What a run or a job definition carries besides its handler and args: one set of
     options and defaults for `submit`, `job add` and `schedule add`."""
-    from app import runs  # start-up cost: see app/cli/runs.py
 
     p.add_argument(
         "--priority",
         type=int,
-        default=runs.DEFAULT_PRIORITY,
-        help=f"higher runs first (default {runs.DEFAULT_PRIORITY})",
+        default=run_inserts.DEFAULT_PRIORITY,
+        help=f"higher runs first (default {run_inserts.DEFAULT_PRIORITY})",
     )
     p.add_argument(
         "--timeout",
         type=int,
-        default=runs.DEFAULT_TIMEOUT_SECONDS,
-        help=f"seconds (default {runs.DEFAULT_TIMEOUT_SECONDS})",
+        default=run_inserts.DEFAULT_TIMEOUT_SECONDS,
+        help=f"seconds (default {run_inserts.DEFAULT_TIMEOUT_SECONDS})",
     )
     p.add_argument(
         "--max-retries",
         type=int,
-        default=runs.DEFAULT_MAX_RETRIES,
-        help=f"retries after the first try (default {runs.DEFAULT_MAX_RETRIES})",
+        default=run_inserts.DEFAULT_MAX_RETRIES,
+        help=f"retries after the first try (default {run_inserts.DEFAULT_MAX_RETRIES})",
     )
     p.add_argument(
         "--execution-model",

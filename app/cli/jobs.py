@@ -6,12 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from app import audit, job_definitions, limits
+from app.catalog import job_definitions
 from app.cli.inputs import add_job_settings_options, whole_number
-from app.cli.text import safe
-from app.config import Settings
-from app.db import connect, resolve_database_url
-from app.errors import UsageError
+from app.core import limits
+from app.core.config import Settings
+from app.core.db import connect, resolve_database_url
+from app.core.errors import UsageError
+from app.core.text import safe
+from app.people import audit
 
 
 def cmd_job(args: argparse.Namespace, settings: Settings) -> int:

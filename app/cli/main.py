@@ -15,12 +15,12 @@ from typing import Any, NoReturn
 
 from app.cli.db import add_db_command, add_migrate_command, service_database
 from app.cli.services import SERVICE_COMMANDS, PortInUse, add_service_commands
-from app.cli.text import safe
-from app.config import ConfigError, Settings
-from app.db import DatabaseUnavailable, DatabaseUrlError
-from app.errors import UsageError
-from app.logs import configure_logging
-from app.process_secrets import make_non_dumpable
+from app.core.config import ConfigError, Settings
+from app.core.db import DatabaseUnavailable, DatabaseUrlError
+from app.core.errors import UsageError
+from app.core.logs import configure_logging
+from app.core.process_secrets import make_non_dumpable
+from app.core.text import safe
 
 EXIT_USAGE = 2  # bad input or configuration
 EXIT_UNAVAILABLE = 3  # the database could not be reached
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(args.process, settings.log_level, settings.log_format)
         if args.command in SERVICE_COMMANDS:
             # long-running holders of the secrets: closed to what their jobs run (see
-            # app.process_secrets)
+            # app.core.process_secrets)
             make_non_dumpable()
         if args.command not in CHECK_THEIR_OWN_SCHEMA:
             service_database(settings)

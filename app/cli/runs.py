@@ -15,14 +15,16 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from app import limits
 from app.cli.inputs import add_job_settings_options, parse_args_json, read_json, whole_number
-from app.config import Settings
-from app.dag_spec import parse_dag
-from app.db import connect, resolve_database_url
-from app.errors import UsageError
-from app.run_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from app.sql import query
+from app.core import limits
+from app.core.config import Settings
+from app.core.db import connect, resolve_database_url
+from app.core.errors import UsageError
+from app.core.sql import query
+from app.dags import dag_submission
+from app.dags.dag_spec import parse_dag
+from app.runs import run_inserts, submission, transitions
+from app.runs.run_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 
 def parse_time(text: str, option: str = "--at") -> datetime:
@@ -38,9 +40,8 @@ def parse_time(text: str, option: str = "--at") -> datetime:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
-    from app import runs
 
-    new_run = runs.NewRun(
+    new_run = run_inserts.NewRun(
         handler=args.handler,
         args=parse_args_json(args.args),
         priority=args.priority,
@@ -60,9 +61,9 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         if unknown and args.strict:
             raise UsageError(f"{unknown}: nothing submitted (--strict)")
         if args.after:
-            print(runs.submit_after(conn, new_run, args.after))
+            print(dag_submission.submit_after(conn, new_run, args.after))
         else:
-            print(runs.submit(conn, new_run).id)
+            print(submission.submit(conn, new_run).id)
     if unknown:  # only about a run that was stored: a refused one gets its sentence alone
         print(
             f"sundial submit: warning: {unknown}: the run waits until a worker that knows it "
@@ -75,8 +76,8 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
 def no_live_worker_runs(conn: Any, handler: str) -> str | None:
     """Why no live worker would run `handler` now; None if one would. Such a run is still
     valid: it waits until a worker that knows the handler starts."""
-    from app import worker_registry
-    from app.cli.text import safe
+    from app.core.text import safe
+    from app.handlers import worker_registry
 
     live = [row for row in worker_registry.registrations(conn) if row["live"]]
     if not live:
@@ -91,12 +92,11 @@ def no_live_worker_runs(conn: Any, handler: str) -> str | None:
 
 
 def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
-    from app import runs
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         if args.dag_command == "submit":
             nodes, edges = parse_dag(read_json(args.target))
-            dag = runs.submit_dag(conn, nodes, edges)
+            dag = dag_submission.submit_dag(conn, nodes, edges)
             print(json.dumps({"dag_run_id": str(dag.id), "runs": dag.run_ids}, indent=2))
             return 0
         dag_run_id = _dag_run_id(args.target)
@@ -106,7 +106,7 @@ def cmd_dag(args: argparse.Namespace, settings: Settings) -> int:
         if not rows:
             raise UsageError(f"there is no DAG run {dag_run_id}")
         if args.dag_command == "cancel":
-            counts = runs.cancel_dag(conn, dag_run_id)
+            counts = transitions.cancel_dag(conn, dag_run_id)
             print(
                 f"DAG run {dag_run_id}: {counts['cancelled']} runs cancelled, "
                 f"{counts['requested']} running runs asked to stop"
@@ -125,8 +125,8 @@ def _dag_run_id(text: str) -> uuid.UUID:
 
 def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     limits.check_run_id("RUN", args.run_id)
-    from app import run_actions
-    from app.audit import cli_actor
+    from app.people.audit import cli_actor
+    from app.runs import run_actions
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         try:
@@ -143,8 +143,8 @@ def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
     limits.check_run_id("RUN", args.run_id)
-    from app import run_actions
-    from app.audit import cli_actor
+    from app.people.audit import cli_actor
+    from app.runs import run_actions
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         try:
@@ -174,8 +174,8 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     """`sundial runs list`: the runs page's list (same filters, same query), as lines."""
-    from app import run_list
-    from app.cli.text import safe
+    from app.core.text import safe
+    from app.runs import run_list
 
     where = run_list.RunFilter(
         status=args.status,

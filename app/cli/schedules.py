@@ -17,15 +17,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from app import limits
-from app.audit import cli_actor
 from app.cli.inputs import add_job_settings_options, parse_args_json, whole_number
-from app.cli.text import safe
-from app.config import Settings
-from app.cron import DstRepeated, DstSkipped, zone_named
-from app.db import resolve_database_url, transaction
-from app.errors import UsageError
-from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.core import limits
+from app.core.config import Settings
+from app.core.db import resolve_database_url, transaction
+from app.core.errors import UsageError
+from app.core.text import safe
+from app.people.audit import cli_actor
+from app.scheduling import firing
+from app.scheduling.cron import DstRepeated, DstSkipped, zone_named
+from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 
 TIME_HELP = (
     "2030-01-31T09:00 (in the schedule's time zone), an ISO time with an offset, "
@@ -34,10 +35,10 @@ TIME_HELP = (
 
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        now = schedules.db_now(conn)
+        now = firing.db_now(conn)
         catchup, limit = schedules.parse_catchup(args.catchup)
         spec = schedules.ScheduleSpec(
             name=args.name,
@@ -75,10 +76,10 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        now = schedules.db_now(conn)
+        now = firing.db_now(conn)
         zone = args.timezone or schedules.zone_of(conn, args.name)
         changes = _changes(args, zone, now)
         if not changes:
@@ -98,7 +99,7 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
 
 def _changes(args: argparse.Namespace, zone: str, now: datetime) -> dict[str, Any]:
     """The `update` options given, as `update_schedule` changes; `none`/`off` clear one."""
-    from app import schedules
+    from app.scheduling import schedules
 
     def when(text: str) -> datetime | None:
         return None if _clears(text) else schedules.parse_when(text, zone, now)
@@ -150,7 +151,7 @@ def _count(text: str, option: str) -> int | None:
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
         rows = schedules.list_schedules(conn)
@@ -198,13 +199,13 @@ def _schedule_line(row: dict[str, Any]) -> tuple[str, ...]:
 
 
 def cmd_pause(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
         until = None
         if args.until:
             until = schedules.parse_when(
-                args.until, schedules.zone_of(conn, args.name), schedules.db_now(conn)
+                args.until, schedules.zone_of(conn, args.name), firing.db_now(conn)
             )
         schedules.pause(conn, args.name, note=args.note, until=until, actor=cli_actor())
         zone = schedules.zone_of(conn, args.name)
@@ -215,7 +216,7 @@ def cmd_pause(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
         resumed = schedules.resume(conn, args.name, actor=cli_actor())
@@ -224,7 +225,7 @@ def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_run_now(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
         started = schedules.run_now(conn, args.name, actor=cli_actor())
@@ -233,7 +234,7 @@ def cmd_run_now(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
         schedules.delete(conn, args.name, actor=cli_actor())
@@ -242,7 +243,7 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_fires(args: argparse.Namespace, settings: Settings) -> int:
-    from app import schedules
+    from app.scheduling import schedules
 
     limits.check_whole("--limit", args.limit, 1, limits.MAX_FIRES_SHOWN)
     with transaction(resolve_database_url(settings)) as conn:

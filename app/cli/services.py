@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.db import service_database
-from app.cli.text import safe
-from app.config import MAX_PORT, MAX_WORKER_CONCURRENCY, ConfigError, Settings
-from app.db import redact, resolve_database_url
-from app.errors import UsageError
-from app.resources import PROCFILE
+from app.core.config import MAX_PORT, MAX_WORKER_CONCURRENCY, ConfigError, Settings
+from app.core.db import redact, resolve_database_url
+from app.core.errors import UsageError
+from app.core.resources import PROCFILE
+from app.core.text import safe
 
 log = logging.getLogger("sundial")
 
@@ -76,7 +76,7 @@ def listen_socket(host: str, port: int) -> socket.socket:
 def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from app.logs import AccessLog
+    from app.core.logs import AccessLog
     from app.web.app import check_secret_key, create_app
 
     port = args.port or settings.port
@@ -154,10 +154,10 @@ def cmd_dev(args: argparse.Namespace, settings: Settings) -> int:
     """Embedded database if none, migrate, then every Procfile process under honcho."""
     from honcho.environ import parse_procfile
 
-    from app import migrate
     from app.cli.dev_manager import GracefulManager
     from app.cli.users import DEV_ADMIN, dev_sign_in
-    from app.db import check_database
+    from app.core import migrate
+    from app.core.db import check_database
 
     load_handler_modules(settings)
     port = args.port or settings.port

@@ -1,18 +1,18 @@
 """`sundial token create|list|revoke`: API tokens from the shell (admins' business, like
-the dashboard's API tokens page; both call `app.tokens`)."""
+the dashboard's API tokens page; both call `app.people.tokens`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from app.config import Settings
-from app.db import connect, resolve_database_url
-from app.states import TokenScope
+from app.core.config import Settings
+from app.core.db import connect, resolve_database_url
+from app.people.roles import TokenScope
 
 
 def cmd_token(args: argparse.Namespace, settings: Settings) -> int:
-    from app import audit, tokens
+    from app.people import audit, tokens
 
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         if args.token_command == "create":

@@ -9,11 +9,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from app import audit, users
-from app.config import Settings
-from app.db import connect, resolve_database_url
-from app.errors import UsageError
-from app.states import Role
+from app.core.config import Settings
+from app.core.db import connect, resolve_database_url
+from app.core.errors import UsageError
+from app.people import audit, users
+from app.people.roles import Role
 
 DEV_ADMIN = "admin"
 

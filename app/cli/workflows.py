@@ -6,12 +6,13 @@ import argparse
 import json
 from typing import Any
 
-from app import audit, workflows
+from app.catalog import workflows
 from app.cli.inputs import read_json
-from app.cli.text import safe
-from app.config import Settings
-from app.db import connect, resolve_database_url
-from app.errors import UsageError
+from app.core.config import Settings
+from app.core.db import connect, resolve_database_url
+from app.core.errors import UsageError
+from app.core.text import safe
+from app.people import audit
 
 
 def cmd_workflow(args: argparse.Namespace, settings: Settings) -> int:

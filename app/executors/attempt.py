@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from app.executors.cancel_flag import CancelFlag
 from app.executors.outcomes import stopped
-from app.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
 
 
 class Attempt:

@@ -13,14 +13,14 @@ import json
 import os
 import sys
 
+from app.core.launcher import end_descendants
+from app.core.logs import json_lines_in_child
 from app.executors.child_setup import prepare_job_child, send_reply
 from app.executors.framing import encode_frame, write_frame
-from app.executors.launcher import end_descendants
 from app.executors.outcomes import failed
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
-from app.jobs import Outcome
-from app.logs import json_lines_in_child
+from app.handlers.jobs import Outcome
 
 
 def main() -> int:

@@ -12,10 +12,10 @@ import threading
 from types import FrameType
 from typing import BinaryIO
 
-from app.executors.launcher import become_subreaper, end_descendants
+from app.core.launcher import become_subreaper, end_descendants
+from app.core.logs import JsonFormatter
+from app.core.process_secrets import make_non_dumpable, receive_secrets
 from app.handlers.job_process import become_job_child
-from app.logs import JsonFormatter
-from app.process_secrets import make_non_dumpable, receive_secrets
 
 # The worker passes the read end of a pipe whose write end only the worker holds: when
 # the worker ends, however it ends, reads there see end of file.
@@ -27,7 +27,7 @@ def prepare_job_child() -> tuple[BinaryIO, int]:
     """Set up this process as a job child; returns (requests stream, replies fd).
 
     - It makes itself non-dumpable, then reads the worker's secrets from their pipe into
-      `os.environ` (see `app.process_secrets`): they are never in its /proc environment.
+      `os.environ` (see `app.core.process_secrets`): they are never in its /proc environment.
     - Requests come on the original stdin and replies go to the original stdout; fd 0
       then reads /dev/null and fd 1 (and `print`) writes to stderr, so a handler can
       neither swallow a request nor corrupt a reply.

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.executors.attempt import Attempt
-from app.jobs import OutcomeStatus
+from app.handlers.jobs import OutcomeStatus
 
 SLACK_SECONDS = 0.001  # asyncio may fire a timer up to its clock resolution early
 

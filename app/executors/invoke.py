@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from app.executors.outcomes import completed, from_exception
+from app.handlers.jobs import JobContext, Outcome
 from app.handlers.registry import RegisteredHandler
-from app.jobs import JobContext, Outcome
 
 
 def invoke(entry: RegisteredHandler, ctx: JobContext, args: dict[str, Any]) -> Outcome:

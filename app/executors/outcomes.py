@@ -9,8 +9,8 @@ import signal
 import traceback
 from typing import Any
 
+from app.handlers.jobs import NonRetryableError, Outcome, OutcomeStatus
 from app.handlers.registry import RegisteredHandler, UnknownHandler
-from app.jobs import NonRetryableError, Outcome, OutcomeStatus
 
 MAX_ERROR_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 20_000  # the end of a traceback is the useful part

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import sys
 
+from app.core.launcher import end_descendants
+from app.core.logs import json_lines_in_child
 from app.executors.child_setup import prepare_job_child, send_reply
 from app.executors.framing import encode_frame, read_frame_blocking, write_frame
-from app.executors.launcher import end_descendants
 from app.executors.protocol import encode_reply, serve_request
 from app.handlers import HandlerModuleError, default_registry, load_modules
-from app.logs import json_lines_in_child
 
 
 def main(handler_modules: list[str]) -> int:

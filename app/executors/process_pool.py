@@ -28,7 +28,7 @@ from app.executors.framing import encode_frame, read_frame
 from app.executors.outcomes import describe_exit, failed, process_died
 from app.executors.protocol import LinesSink, decode_reply, read_reply
 from app.executors.subprocess_runner import child_launch, stop_child
-from app.jobs import Outcome
+from app.handlers.jobs import Outcome
 
 log = logging.getLogger(__name__)
 

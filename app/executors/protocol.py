@@ -3,7 +3,7 @@
 A request names the handler and carries its arguments and the context fields; a reply is
 an `Outcome` as JSON. Before its reply, a child may send any number of log messages,
 `{"log": [[unix time, stream, line], ...]}`: the lines its handler wrote so far (see
-`app.run_logs.capture_in_child`). Each message is one frame (`app.executors.framing`).
+`app.runs.run_logs.capture_in_child`). Each message is one frame (`app.executors.framing`).
 Only JSON-able data crosses, never pickled Python objects.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 from app.executors.framing import read_frame
 from app.executors.invoke import invoke
 from app.executors.outcomes import failed
+from app.handlers.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
 from app.handlers.registry import HandlerRegistry, UnknownHandler
-from app.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
-from app.run_logs import ChildLine, capture_in_child
+from app.runs.run_logs import ChildLine, capture_in_child
 
 LOG_KEY = "log"
 

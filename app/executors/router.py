@@ -15,14 +15,14 @@ from app.executors.process_pool import ProcessPool
 from app.executors.protocol import BadRequest, encode_request
 from app.executors.subprocess_runner import SubprocessRunner
 from app.executors.thread_pool import ThreadRunner
+from app.handlers.execution_models import ExecutionModel
+from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
 from app.handlers.registry import (
     HandlerRegistry,
     RegisteredHandler,
     UnknownHandler,
     default_registry,
 )
-from app.jobs import JobSpec, Outcome, OutcomeStatus
-from app.states import ExecutionModel
 
 _ASYNC = ExecutionModel.ASYNC.value
 _THREAD = ExecutionModel.THREAD.value

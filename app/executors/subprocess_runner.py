@@ -16,13 +16,13 @@ import signal
 import sys
 from collections.abc import Iterator
 
+from app.core.launcher import lifeline
+from app.core.process_secrets import SECRETS_FD_ENV, secrets_pipe, without_secrets
 from app.executors.attempt import Attempt
 from app.executors.child_setup import LIFELINE_ENV, STOP_SIGNAL
-from app.executors.launcher import lifeline
 from app.executors.outcomes import failed, process_died
 from app.executors.protocol import LinesSink, decode_reply, read_reply
-from app.jobs import Outcome
-from app.process_secrets import SECRETS_FD_ENV, secrets_pipe, without_secrets
+from app.handlers.jobs import Outcome
 
 CHILD_MODULE = "app.executors.child"
 STOP_GRACE_SECONDS = 2.0
@@ -42,7 +42,7 @@ def child_environment() -> dict[str, str]:
 def child_launch() -> Iterator[tuple[dict[str, str], tuple[int, ...]]]:
     """(environment, fds to pass) for starting one job child: `child_environment()`, and a
     pipe carrying the secrets, read by the child once it is non-dumpable (see
-    `app.process_secrets`)."""
+    `app.core.process_secrets`)."""
     env = child_environment()
     with secrets_pipe(os.environ) as secrets_fd:
         env[SECRETS_FD_ENV] = str(secrets_fd)

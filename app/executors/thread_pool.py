@@ -21,8 +21,8 @@ from typing import Any
 from app.executors.attempt import Attempt
 from app.executors.invoke import invoke
 from app.executors.outcomes import failed
+from app.handlers.jobs import Outcome
 from app.handlers.registry import RegisteredHandler
-from app.jobs import Outcome
 
 _WorkItem = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
 
@@ -151,7 +151,7 @@ class ThreadRunner:
             except RuntimeError:  # the loop has closed; nobody is waiting any more
                 pass
 
-        # In a copy of this task's context, so the run's log capture (app.run_logs) holds.
+        # In a copy of this task's context, so the run's log capture (app.runs.run_logs) holds.
         job = self.pool.submit(contextvars.copy_context().run, invoke, entry, attempt.ctx, args)
         job.add_done_callback(wake_from_thread)
         attempt.on_stop = wake

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from app.jobs import NonRetryableError
+from app.handlers.jobs import NonRetryableError
 
 
 def number(name: str, value: Any, *, minimum: float = 0.0, allow_none: bool = False) -> float:

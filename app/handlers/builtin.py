@@ -13,10 +13,10 @@ import time
 from typing import Any
 
 from app.handlers.args import number, optional_string
+from app.handlers.jobs import JobContext, NonRetryableError
 from app.handlers.registry import HandlerFunc, HandlerRegistry
 from app.handlers.shell import run_command
 from app.handlers.webhook import call_url
-from app.jobs import JobContext, NonRetryableError
 
 SLEEP_SLICE_SECONDS = 0.05  # how often `sleep` looks at the cancel flag
 DEFAULT_FAIL_MESSAGE = "the fail handler always fails"

@@ -13,8 +13,8 @@ import signal
 from typing import Any
 
 from app.handlers.args import optional_string
+from app.handlers.jobs import JobContext, NonRetryableError
 from app.handlers.registry import handler
-from app.jobs import JobContext, NonRetryableError
 
 CRASH_SIGNALS = ("KILL", "SEGV")
 

@@ -18,9 +18,9 @@ from datetime import datetime
 
 from psycopg.types.json import Jsonb
 
-from app.db import Conn
-from app.errors import NotAllowed, UsageError
-from app.sql import query
+from app.core.db import Conn
+from app.core.errors import NotAllowed, UsageError
+from app.core.sql import query
 
 SHELL = "shell"
 COMMAND_HANDLERS = frozenset({SHELL})  # handlers that run a command of their arguments' choosing

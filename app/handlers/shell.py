@@ -19,14 +19,14 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
-from app.config import Settings
-from app.db import connect, resolve_database_url
-from app.executors import launcher
-from app.executors.launcher import lifeline
+from app.core import launcher
+from app.core.config import Settings
+from app.core.db import connect, resolve_database_url
+from app.core.launcher import lifeline
+from app.core.process_secrets import is_secret
 from app.handlers.args import number, optional_string, string_list, string_map
 from app.handlers.gate import SHELL_DISABLED_MESSAGE, shell_enabled
-from app.jobs import JobContext, NonRetryableError
-from app.process_secrets import is_secret
+from app.handlers.jobs import JobContext, NonRetryableError
 
 OUTPUT_TAIL_BYTES = 4096  # of stdout and of stderr, kept in the result
 POLL_SECONDS = 0.05  # how often a running command checks for cancellation

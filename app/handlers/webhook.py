@@ -34,9 +34,9 @@ from functools import cache, partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.config import IPNetwork, Settings
+from app.core.config import IPNetwork, Settings
 from app.handlers.args import number, optional_string, string_map
-from app.jobs import JobContext, NonRetryableError
+from app.handlers.jobs import JobContext, NonRetryableError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")

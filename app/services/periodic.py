@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-from app.db import Conn
+from app.core.db import Conn
 from app.services.reconnecting import DB_ERRORS, Reconnecting
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ deletes the history past its retention (SUNDIAL_KEEP_RUNS_DAYS, SUNDIAL_KEEP_FAI
 SUNDIAL_KEEP_FIRES_DAYS) and the web sessions and sign-in links that expired, a bounded
 amount per pass so reaping leases is never held up.
 Each pass adds the run endings of the minutes closed since to the per-job statistics
-roll-up (`app.job_stats.fill`: a no-op read when no minute closed).
+roll-up (`app.observability.job_stats.fill`: a no-op read when no minute closed).
 
 Use: `sundial reaper`; any number may run: each step is a conditional UPDATE over rows
 locked with SKIP LOCKED, so two reapers never handle the same run.
@@ -28,10 +28,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from app import job_stats, retention, runs, schedules
-from app.config import Settings
-from app.db import Conn
-from app.metrics import LEASE_EXPIRIES
+from app.core.config import Settings
+from app.core.db import Conn
+from app.observability import job_stats
+from app.runs import retention, transitions
+from app.runs.counters import LEASE_EXPIRIES
+from app.scheduling import firing, schedules
 from app.services.periodic import run_periodic
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ class PrunedHistory:
 
 @dataclass(frozen=True)
 class ReaperReport:
-    reaped: list[runs.Reaped]
+    reaped: list[transitions.Reaped]
     aged: int
     pruned: PrunedHistory | None  # None: no prune pass this tick
 
@@ -67,15 +69,15 @@ class Reaper:
         self._fires_after: uuid.UUID | None = None  # where the ledger walk goes on
 
     def run_once(self, conn: Conn, now: datetime | None = None) -> ReaperReport:
-        reaped: list[runs.Reaped] = []
+        reaped: list[transitions.Reaped] = []
         while True:
-            batch = runs.reap(conn, limit=REAP_BATCH, now=now)
+            batch = transitions.reap(conn, limit=REAP_BATCH, now=now)
             reaped += batch
             if len(batch) < REAP_BATCH:
                 break
         for r in reaped:
             LEASE_EXPIRIES.labels(r.status).inc()
-        aged = runs.age_priorities(
+        aged = transitions.age_priorities(
             conn,
             age_seconds=self.settings.priority_aging_seconds,
             max_boost=self.settings.priority_aging_max_boost,
@@ -85,7 +87,7 @@ class Reaper:
             log.info("raised the priority of %d long-waiting runs", aged, extra={"count": aged})
         job_stats.fill(conn, now=now)
         pruned = None
-        at = schedules.db_now(conn, now)  # the clock the tick is given, like its statements
+        at = firing.db_now(conn, now)  # the clock the tick is given, like its statements
         if self._prune_due(at):
             self._last_prune = at
             pruned = self.prune(conn, at)
@@ -101,7 +103,7 @@ class Reaper:
 
     def prune(self, conn: Conn, now: datetime | None = None) -> PrunedHistory:
         """One bounded pass over the history past its retention, on the database clock."""
-        at = schedules.db_now(conn, now)
+        at = firing.db_now(conn, now)
         runs_before = _before(at, self.settings.keep_runs_days)
         failed_before = _before(at, self.settings.keep_failed_days)
         pruned_runs = pruned_dags = 0

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from app.backoff import Backoff
-from app.db import Conn, DatabaseUnavailable, connect
+from app.core.backoff import Backoff
+from app.core.db import Conn, DatabaseUnavailable, connect
 
 log = logging.getLogger(__name__)
 

@@ -7,15 +7,15 @@ Use: `sundial trigger` runs `Trigger.run_forever`; tests call `run_once(conn, no
 Each tick the process renews (or tries to take) the leader lease; only the leader acts:
 
 1. releases queued fires whose blocking run has ended (overlap policy `queue`);
-2. fires due schedules batch after batch, each batch ONE transaction of `app.firing` (lock
-   due schedules, decide their fires, create the runs, write the ledger, move
+2. fires due schedules batch after batch, each batch ONE transaction of `app.scheduling.firing`
+   (lock due schedules, decide their fires, create the runs, write the ledger, move
    `next_fire_time` forward); when more than one batch is due, helper connections fire
    batches alongside (a `DueCursor` hands them out in order), so PostgreSQL writes one
    while Python plans the next;
 3. pauses schedules whose last N runs (or DAG runs) failed (when they ask for it), and
    resumes pauses that expired.
 
-What a fire does lives in `app.firing`; this module decides when and on which connections
+What a fire does lives in `app.scheduling.firing`; this module decides when and on which connections
 to fire, and only while it holds the leader lease. Correctness never depends on there
 being one leader: a due schedule is planned under its row lock, `next_fire_time` only
 moves forward (compare-and-set), and runs and ledger rows are unique per (schedule,
@@ -38,14 +38,14 @@ from datetime import datetime
 
 import psycopg
 
-from app import firing
-from app.config import Settings
-from app.db import Conn, DatabaseUnavailable, connect
-from app.fires import PlanLimits
-from app.firing import Batch, DueCursor
-from app.lease import LeaderLease, new_holder_id
+from app.core.config import Settings
+from app.core.db import Conn, DatabaseUnavailable, connect
+from app.core.sql import query
+from app.scheduling import firing
+from app.scheduling.fire_decisions import PlanLimits
+from app.scheduling.firing import Batch, DueCursor
+from app.scheduling.leader_lease import LeaderLease, new_holder_id
 from app.services.periodic import run_periodic
-from app.sql import query
 
 log = logging.getLogger(__name__)
 

@@ -49,16 +49,17 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Json, Jsonb
 
-from app import collector, run_logs, runs
-from app.config import Settings
-from app.db import Conn, listen_url
+from app.core import collector
+from app.core.config import Settings
+from app.core.db import Conn, listen_url
+from app.core.sql import query
 from app.executors import Executors
 from app.executors.outcomes import storable, unstorable
 from app.handlers import default_registry, load_modules
-from app.jobs import JobSpec, Outcome, OutcomeStatus
-from app.runs import Finish
+from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
+from app.runs import run_logs, transitions
+from app.runs.transitions import Finish
 from app.services.reconnecting import DB_ERRORS, Reconnecting
-from app.sql import query
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class Worker:
         self._handed_over = asyncio.Event()  # the listener's claimed runs reached the loop
         self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
         executors.on_child_lines = partial(run_logs.add_child_lines, self.logs)  # live
-        # Process runs a pool child took, to mark begun (see runs.mark_begun); appended on
+        # Process runs a pool child took, to mark begun (see transitions.mark_begun); appended on
         # the loop, written by the finisher with the log lines.
         self._begun: list[tuple[int, int]] = []
         executors.on_begin = self._on_begin
@@ -173,7 +174,7 @@ class Worker:
     async def run(self, stop: asyncio.Event, force_stop: asyncio.Event | None = None) -> None:
         """Work until `stop` is set, then shut down gracefully (see the module docstring)."""
         await self.start()
-        collector.freeze_start_up()  # see app/collector.py: a latency tail otherwise
+        collector.freeze_start_up()  # see app/core/collector.py: a latency tail otherwise
         self._threads = [
             threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True),
             threading.Thread(target=self._listen_loop, name="listener", daemon=True),
@@ -308,7 +309,9 @@ class Worker:
             item.handed_back = True
             self.executors.cancel(item.job.run_id, item.job.attempt)
         held = [(i.job.run_id, i.job.attempt) for i in unfinished]
-        released = await asyncio.to_thread(self._finisher.call, runs.release_many, self.id, held)
+        released = await asyncio.to_thread(
+            self._finisher.call, transitions.release_many, self.id, held
+        )
         log.info(
             "handed %d unfinished runs back to the queue",
             len(released),
@@ -391,7 +394,9 @@ class Worker:
             if not (self._finisher.check(_ping) and self._beat.check(_ping)):
                 return None
             self._checked_claim_conn = conn
-        return runs.claim(conn, self.id, free, self.lease_seconds, busy=bool(self._in_flight))
+        return transitions.claim(
+            conn, self.id, free, self.lease_seconds, busy=bool(self._in_flight)
+        )
 
     async def _pause_claims(self) -> None:
         if not self._claims_paused:
@@ -525,11 +530,13 @@ class Worker:
         self._count(batch, won)
         return won
 
-    def _downstream_claim(self) -> runs.DownstreamClaim:
+    def _downstream_claim(self) -> transitions.DownstreamClaim:
         """How many of the DAG steps its finishes release the finisher may claim: the free
         slots, none while claims are paused or the worker is stopping."""
         claiming = not (self._stopping or self._claims_paused or self._beat.failing)
-        return runs.DownstreamClaim(self._reserve_slots() if claiming else 0, self.lease_seconds)
+        return transitions.DownstreamClaim(
+            self._reserve_slots() if claiming else 0, self.lease_seconds
+        )
 
     def _on_begin(self, attempt: tuple[int, int]) -> None:
         self._begun.append(attempt)
@@ -540,7 +547,7 @@ class Worker:
         and mark begun the process runs a child took since."""
         begun, self._begun = self._begun, []
         if begun:
-            await asyncio.to_thread(self._finisher.call, runs.mark_begun, self.id, begun)
+            await asyncio.to_thread(self._finisher.call, transitions.mark_begun, self.id, begun)
         lines = self.logs.drain()
         if lines:
             await asyncio.to_thread(self._finisher.call, self._append_logs, lines)
@@ -554,7 +561,7 @@ class Worker:
             log.warning("could not store %d log lines: %s", len(lines), exc)
 
     def _record(
-        self, conn: Conn, batch: list[Finish], claim: runs.DownstreamClaim | None = None
+        self, conn: Conn, batch: list[Finish], claim: transitions.DownstreamClaim | None = None
     ) -> list[Finish]:
         """Write a batch of finishes (claiming into `claim` the DAG steps they release); if
         the database refuses the batch, write them one by one so that an outcome it cannot
@@ -590,11 +597,11 @@ class Worker:
         return won
 
     def _try_finish(
-        self, conn: Conn, batch: list[Finish], claim: runs.DownstreamClaim | None = None
+        self, conn: Conn, batch: list[Finish], claim: transitions.DownstreamClaim | None = None
     ) -> list[Finish] | Exception:
-        """`runs.finish_many`, or the error with which the database refused the outcomes."""
+        """`transitions.finish_many`, or the error with which the database refused the outcomes."""
         try:
-            return runs.finish_many(conn, self.id, batch, claim_downstream=claim)
+            return transitions.finish_many(conn, self.id, batch, claim_downstream=claim)
         except psycopg.errors.ProgramLimitExceeded as exc:  # about the data, not the server
             return exc
         except DB_ERRORS:
@@ -621,19 +628,19 @@ class Worker:
         finally:
             self._beat.close()
 
-    def heartbeat_once(self) -> runs.HeartbeatResult:
+    def heartbeat_once(self) -> transitions.HeartbeatResult:
         """Renew the lease of every run held here (running or waiting to be recorded),
         refresh this worker's stats, and have the event loop stop the attempts the
         database reports lost or cancelled. Called from the heartbeat thread."""
         held = [(i.job.run_id, i.job.attempt) for i in self._in_flight.copy().values()]
         held += [(f.run_id, f.attempt) for f in list(self._finishes)]
-        result = self._beat.call(runs.heartbeat, self.id, held, self.lease_seconds)
+        result = self._beat.call(transitions.heartbeat, self.id, held, self.lease_seconds)
         self._beat.call(self._refresh_registration)
         if result.lost or result.cancel_requested:
             self._loop.call_soon_threadsafe(self._on_heartbeat, result)
         return result
 
-    def _on_heartbeat(self, result: runs.HeartbeatResult) -> None:
+    def _on_heartbeat(self, result: transitions.HeartbeatResult) -> None:
         """Stop the attempts the heartbeat found lost or cancelled. Only attempts still
         running here count: one this worker finished since, or an older attempt of a run
         now running a newer one here, is none of this report's business."""
@@ -642,7 +649,7 @@ class Worker:
             if item is not None and not item.lost:
                 item.lost = True
                 self.stats.lost += 1
-                runs.count_lease_lost()
+                transitions.count_lease_lost()
                 log.warning(
                     "lease lost; stopping the job",
                     extra={"run_id": run_id, "attempt": attempt, "worker": self.id},
@@ -681,7 +688,7 @@ class Worker:
 
     def listen(self, conn: Conn) -> None:
         """Subscribe `conn` to new-run notifications and wake the fetcher once."""
-        conn.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        conn.execute(f"LISTEN {transitions.NOTIFY_CHANNEL}")
         self._loop.call_soon_threadsafe(self._wake.set)
 
     def listen_once(self, conn: Conn, timeout: float = LISTEN_TIMEOUT_SECONDS) -> bool:
@@ -719,7 +726,9 @@ class Worker:
         loop, a claim thread and a sleeping server process (enqueue to handler p50 2.6 ms
         instead of 3.3 on a quiet machine)."""
         try:
-            return runs.claim(conn, self.id, limit, self.lease_seconds, busy=bool(self._in_flight))
+            return transitions.claim(
+                conn, self.id, limit, self.lease_seconds, busy=bool(self._in_flight)
+            )
         except DB_ERRORS:
             raise
         except Exception:  # a bug: the fetcher, woken anyway, claims instead

@@ -22,10 +22,11 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from app import collector, users
-from app.config import Settings
-from app.db import listen_url
-from app.resources import STATIC_DIR
+from app.core import collector
+from app.core.config import Settings
+from app.core.db import listen_url
+from app.core.resources import STATIC_DIR
+from app.people import users
 from app.web import (
     audit,
     auth,
@@ -62,7 +63,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         # Not waiting: a web process whose database is down still starts and says so.
         pool.open(wait=False)
         await hub.start()
-        # See app/collector.py: full collections stalled a request now and then for 20 to
+        # See app/core/collector.py: full collections stalled a request now and then for 20 to
         # 100 ms, most of a page's 50 ms budget and more.
         collector.freeze_start_up()
         collector.collect_less_often()

@@ -15,11 +15,11 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from app import users
-from app.errors import NotAllowed
+from app.core.errors import NotAllowed
 from app.handlers.gate import may_run_commands
-from app.states import Role
-from app.users import User
+from app.people import users
+from app.people.roles import Role
+from app.people.users import User
 from app.web.database import call
 from app.web.render import render
 from app.web.security import SESSION_COOKIE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.config import DEV_SECRET_KEY, ConfigError, Settings
+from app.core.config import DEV_SECRET_KEY, ConfigError, Settings
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

@@ -9,11 +9,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import audit
-from app.audit import AuditFilter
-from app.cron import zone_named
-from app.db import Conn
-from app.states import Role
+from app.core.db import Conn
+from app.people import audit
+from app.people.audit import AuditFilter
+from app.people.roles import Role
+from app.scheduling.cron import zone_named
 from app.web.access import requires
 from app.web.database import call
 from app.web.render import render

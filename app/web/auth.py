@@ -6,9 +6,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from app import users
-from app.states import Role
-from app.users import TooManyAttempts, User
+from app.people import users
+from app.people.roles import Role
+from app.people.users import TooManyAttempts, User
 from app.web.access import public, requires
 from app.web.database import call
 from app.web.render import render

@@ -1,5 +1,6 @@
 """Exclusion calendars pages: list, create, show/edit, delete, blackout windows, and the
-schedules that name a calendar — through `app.calendars` (viewers see, editors change)."""
+schedules that name a calendar — through `app.scheduling.calendars` (viewers see, editors
+change)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import calendars, schedules
-from app.calendars import CalendarError, CalendarSpec, WindowSpec
-from app.db import Conn
-from app.exclusions import Calendar, country_names, holidays_of
-from app.firing import db_now
-from app.states import Role
+from app.core.db import Conn
+from app.people.roles import Role
+from app.scheduling import calendars, schedules
+from app.scheduling.calendars import CalendarError, CalendarSpec, WindowSpec
+from app.scheduling.exclusions import Calendar, country_names, holidays_of
+from app.scheduling.firing import db_now
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render

@@ -1,5 +1,5 @@
 """DAG runs pages: the recent DAG runs, and one DAG run drawn as a picture whose steps are
-coloured by status — through `app.dag_runs`.
+coloured by status — through `app.dags.dag_runs`.
 
 While a DAG run has steps pending, blocked or running, its picture (the `_graph.html`
 fragment) re-fetches itself on every `runs` tick of the event stream (`app.web.events`),
@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import dag_runs
-from app.db import Conn
-from app.states import Role
+from app.core.db import Conn
+from app.dags import dag_runs
+from app.people.roles import Role
 from app.web.access import requires
 from app.web.database import call
 from app.web.render import render

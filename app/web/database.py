@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
-from app.db import Conn, connection_options
+from app.core.db import Conn, connection_options
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -1,6 +1,6 @@
 """Dead letters pages: groups by error fingerprint, a group's runs, and the operator's
 actions (retry one, selected or a whole group after its count, edit args and retry,
-resolve or discard a group with a reason) — through `app.dead_letters`."""
+resolve or discard a group with a reason) — through `app.runs.dead_letters`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import dead_letters
-from app.db import Conn
-from app.dead_letters import DeadLetterError
-from app.states import Role
+from app.core.db import Conn
+from app.people.roles import Role
+from app.runs import dead_letters
+from app.runs.dead_letters import DeadLetterError
 from app.web import sparklines as sparklines  # registers the filter the templates use
 from app.web.access import current_user, requires
 from app.web.database import call

@@ -41,9 +41,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.db import connection_options
-from app.runs import NOTIFY_CHANNEL as RUNS_CHANNEL
-from app.states import Role
+from app.core.db import connection_options
+from app.people.roles import Role
+from app.runs.transitions import NOTIFY_CHANNEL as RUNS_CHANNEL
 from app.web.access import requires
 
 log = logging.getLogger(__name__)

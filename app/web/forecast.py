@@ -13,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import forecast, upcoming
-from app.cron import Recurrence, RecurrenceError
-from app.db import Conn
-from app.firing import db_now
-from app.states import Role
-from app.upcoming import Forecast
+from app.core.db import Conn
+from app.people.roles import Role
+from app.scheduling import forecast, upcoming
+from app.scheduling.cron import Recurrence, RecurrenceError
+from app.scheduling.firing import db_now
+from app.scheduling.upcoming import Forecast
 from app.web.access import requires
 from app.web.database import call
 from app.web.render import render

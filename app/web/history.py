@@ -2,7 +2,7 @@
 `app.web.workflows` and `app.web.schedules` (each adds its two routes: `…/history` and
 `…/rollback`).
 
-The versions come from `app.versions` (the audit log's after-snapshots); a kind may pass
+The versions come from `app.people.versions` (the audit log's after-snapshots); a kind may pass
 `readable`, which turns a snapshot into one line per thing a person recognises (a step,
 not a nested JSON object), and the diff is taken between those.
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app import versions
-from app.db import Conn
-from app.limits import whole_id
+from app.core.db import Conn
+from app.core.limits import whole_id
+from app.people import versions
 
 Readable = Callable[[Mapping[str, Any]], dict[str, Any]]
 

@@ -20,11 +20,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from app.db import Conn
-from app.firing import db_now
-from app.resources import STATIC_DIR
-from app.sql import query
-from app.states import Role, RunStatus
+from app.core.db import Conn
+from app.core.resources import STATIC_DIR
+from app.core.sql import query
+from app.people.roles import Role
+from app.runs.states import RunStatus
+from app.scheduling.firing import db_now
 from app.web.access import public, requires
 from app.web.charts import line_chart
 from app.web.database import call

@@ -1,5 +1,5 @@
 """Per-job statistics page: the last 24 hours per job, most failing (or slowest, or
-busiest) first — through `app.job_stats`."""
+busiest) first — through `app.observability.job_stats`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import job_stats
-from app.states import Role
+from app.observability import job_stats
+from app.people.roles import Role
 from app.web import sparklines as sparklines  # registers the filter the templates use
 from app.web.access import requires
 from app.web.database import call

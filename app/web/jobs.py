@@ -1,4 +1,4 @@
-"""Jobs pages: list, create, show/edit, delete — through `app.job_definitions`."""
+"""Jobs pages: list, create, show/edit, delete — through `app.catalog.job_definitions`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import handler_args, job_definitions, limits, versions
-from app.db import Conn
-from app.errors import UsageError
-from app.job_definitions import JobError, JobSpec
-from app.states import ExecutionModel, Role
+from app.catalog import job_definitions
+from app.catalog.job_definitions import JobError, JobSpec
+from app.core import limits
+from app.core.db import Conn
+from app.core.errors import UsageError
+from app.handlers import handler_args
+from app.handlers.execution_models import ExecutionModel
+from app.people import versions
+from app.people.roles import Role
 from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call

@@ -1,6 +1,6 @@
 """Lag SLO pages: every watched schedule's lag broken down by stage, the alerts (lag over
 threshold, expected fires that produced no run), and the threshold form — through
-`app.lag_slo`.
+`app.observability.lag_slo`.
 
 Fragments other pages include: `/slo/alerts` (`lag_slo/_alerts.html`, for the overview)
 and `/slo/schedules/{name}` (`lag_slo/_schedule.html`, for a schedule's page); both
@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import lag_slo
-from app.db import Conn
-from app.lag_slo import SloError
-from app.states import Role
+from app.core.db import Conn
+from app.observability import lag_slo
+from app.observability.lag_slo import SloError
+from app.people.roles import Role
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render

@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app import metrics
-from app.db import Conn
-from app.migrate import head_revision
-from app.sql import query
+from app.core.db import Conn
+from app.core.migrate import head_revision
+from app.core.sql import query
+from app.observability import metrics
 from app.web.access import public
 from app.web.api.core import ApiError, authenticate
 from app.web.database import call

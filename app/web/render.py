@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from app.cron import RecurrenceError, zone_named
-from app.cron_words import cron_sentence
-from app.resources import TEMPLATES_DIR
-from app.states import Role
+from app.core.resources import TEMPLATES_DIR
+from app.people.roles import Role
+from app.scheduling.cron import RecurrenceError, zone_named
+from app.scheduling.cron_words import cron_sentence
 from app.web.security import CSRF_FIELD, request_csrf_token
 from app.web.viewer_zone import DEFAULT_ZONE, viewer_zone
 

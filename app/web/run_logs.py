@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import run_logs
-from app.db import Conn
-from app.states import Role
+from app.core.db import Conn
+from app.people.roles import Role
+from app.runs import run_logs
 from app.web.access import requires
 from app.web.database import call
 from app.web.render import render

@@ -1,5 +1,5 @@
 """Runs pages: the list (filters, keyset paging), a run's detail (attempts as a timeline,
-DAG neighbours), and cancel / retry for operators through `app.run_actions`."""
+DAG neighbours), and cancel / retry for operators through `app.runs.run_actions`."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import run_actions, run_list
-from app.cron import zone_named
-from app.db import Conn
-from app.errors import UsageError
-from app.limits import whole_id
-from app.run_list import RunFilter
-from app.sql import query
-from app.states import Role, RunStatus
+from app.core.db import Conn
+from app.core.errors import UsageError
+from app.core.limits import whole_id
+from app.core.sql import query
+from app.people.roles import Role
+from app.runs import run_actions, run_list
+from app.runs.run_list import RunFilter
+from app.runs.states import RunStatus
+from app.scheduling.cron import zone_named
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import render

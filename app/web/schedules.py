@@ -1,7 +1,7 @@
 """Schedules pages: list and search, create and edit from presets with a live preview,
 the schedule's page (pause, resume, run now, delete), its fire ledger and its versions.
 
-Handlers parse the form, call one function of `app.schedules` (the CLI's), and render.
+Handlers parse the form, call one function of `app.scheduling.schedules` (the CLI's), and render.
 Times are shown in the schedule's zone and in the viewer's (`viewer_zone`: the browser's
 zone, sent by static/viewer-zone.js as a form field and a cookie; UTC until it has).
 """
@@ -19,9 +19,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import calendars, job_definitions, schedules, versions, workflows
-from app.calendars import CalendarError
-from app.cron import (
+from app.catalog import job_definitions, workflows
+from app.catalog.job_definitions import JobError
+from app.core.db import Conn
+from app.core.limits import whole_id
+from app.people import versions
+from app.people.roles import Role
+from app.people.versions import VersionError
+from app.scheduling import calendars, firing, schedules
+from app.scheduling.calendars import CalendarError
+from app.scheduling.cron import (
     ClockChange,
     DstRepeated,
     DstSkipped,
@@ -31,12 +38,9 @@ from app.cron import (
     zone_by_city,
     zone_named,
 )
-from app.db import Conn
-from app.exclusions import excluded_reason
-from app.fires import DEFAULT_SPREAD_SECONDS, OverlapPolicy
-from app.job_definitions import JobError
-from app.limits import whole_id
-from app.schedule_presets import (
+from app.scheduling.exclusions import excluded_reason
+from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.scheduling.schedule_presets import (
     DAYS,
     MINUTE_STEPS,
     PRESET_LABELS,
@@ -46,9 +50,7 @@ from app.schedule_presets import (
     choice_of,
     rule_of,
 )
-from app.schedules import ScheduleError, ScheduleSpec
-from app.states import Role
-from app.versions import VersionError
+from app.scheduling.schedules import ScheduleError, ScheduleSpec
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
@@ -288,7 +290,7 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
     except FormError as exc:
         return {"errors": {exc.field: str(exc)}}
     try:
-        fires, warnings = schedules.preview(spec, schedules.db_now(conn), anchor=anchor)
+        fires, warnings = schedules.preview(spec, firing.db_now(conn), anchor=anchor)
         chosen = values["calendar"]
         calendar = calendars.calendar_named(conn, chosen) if chosen else None
     except ScheduleError as exc:
@@ -297,7 +299,7 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
         return {"errors": {"calendar": str(exc)}}
     # Fires the calendar excludes are shown crossed out, with the reason.
     excluded = [excluded_reason(calendar, fire.at, spec.timezone) for fire in fires]
-    ahead = schedules.clock_change_ahead(spec, schedules.db_now(conn), anchor)
+    ahead = schedules.clock_change_ahead(spec, firing.db_now(conn), anchor)
     return {"errors": {}, "spec": spec, "fires": fires, "warnings": warnings, "excluded": excluded,
             "clock_change": clock_change_words(spec, ahead)}  # fmt: skip
 
@@ -446,9 +448,7 @@ async def show(request: Request) -> Response:
 def _pause(conn: Conn, name: str, note: str, until_text: str, actor: str) -> None:
     until = None
     if until_text:
-        until = schedules.parse_when(
-            until_text, schedules.zone_of(conn, name), schedules.db_now(conn)
-        )
+        until = schedules.parse_when(until_text, schedules.zone_of(conn, name), firing.db_now(conn))
     schedules.pause(conn, name, note=note or None, until=until, actor=actor)
 
 

@@ -1,5 +1,5 @@
 """API tokens page (admins): create a token for a user (its secret shown once), list
-tokens with their last use, revoke — through `app.tokens`, as `sundial token` does."""
+tokens with their last use, revoke — through `app.people.tokens`, as `sundial token` does."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import tokens
-from app.db import Conn
-from app.states import Role, TokenScope
-from app.tokens import TokenError
+from app.core.db import Conn
+from app.people import tokens
+from app.people.roles import Role, TokenScope
+from app.people.tokens import TokenError
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render

@@ -1,6 +1,6 @@
 """The week calendar (`/calendar`): when every schedule (or those matching a search) fires
 on each day of a week, on the viewer's clock. A schedule that fires more than
-`app.forecast.BAND_OVER` times a day is one band ("every 5 min") instead of its fires."""
+`app.scheduling.forecast.BAND_OVER` times a day is one band ("every 5 min") instead of its fires."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import forecast, upcoming
-from app.db import Conn
-from app.states import Role
-from app.upcoming import Week, WeekRow
+from app.core.db import Conn
+from app.people.roles import Role
+from app.scheduling import forecast, upcoming
+from app.scheduling.upcoming import Week, WeekRow
 from app.web.access import requires
 from app.web.database import call
 from app.web.render import render

@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.db import Conn
-from app.sql import query
-from app.states import Role
+from app.core.db import Conn
+from app.core.sql import query
+from app.people.roles import Role
 from app.web.access import requires
 from app.web.database import call
 from app.web.home import live_worker_window

@@ -1,5 +1,5 @@
 """Workflows pages: list, show (the DAG as a picture), create/edit with a list of steps,
-delete, run now — through `app.workflows`.
+delete, run now — through `app.catalog.workflows`.
 
 The editor is one form: each step row has a name, a job and "runs after" checkboxes that
 point at other rows by position, so renaming a step never breaks its edges. The form's
@@ -22,17 +22,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import job_definitions, workflows
-from app.dag_layout import Layout, LayoutError, layout
-from app.db import Conn
-from app.errors import UsageError
-from app.job_definitions import JobError
-from app.states import Role
+from app.catalog import job_definitions, workflows
+from app.catalog.job_definitions import JobError
+from app.catalog.workflows import WorkflowError, WorkflowSpec
+from app.core.db import Conn
+from app.core.errors import UsageError
+from app.dags.dag_layout import Layout, LayoutError, layout
+from app.dags.workflow_shapes import Step
+from app.people.roles import Role
 from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render
-from app.workflows import Step, WorkflowError, WorkflowSpec
 
 MAX_EDITOR_STEPS = 200  # larger workflows are written as JSON (`sundial workflow add`)
 

@@ -11,8 +11,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import migrate, runs
-from app.runs import NewRun
+from app.core import migrate
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from tests.processes import (
     pg_ctl,
     private_postgres,
@@ -27,7 +28,7 @@ RUNS = 1000
 
 def submit_sleeps(db_url: str, seconds: float, max_retries: int = 3) -> None:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        runs.submit_many(
+        submission.submit_many(
             conn,
             [NewRun("sleep", {"seconds": seconds}, max_retries=max_retries) for _ in range(RUNS)],
         )

@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from app import runs
+from app.dags import workflow_shapes
+from app.runs import run_inserts, submission
 from tests.conftest import REPO, free_port, run_sundial, start_dev, sundial_cmd, sundial_env
 from tests.db.test_workflows import ETL, define_jobs, write
 from tests.processes import query, run_row, wait_until
@@ -171,13 +172,14 @@ def test_workflow_delete_is_refused_while_a_schedule_runs_it(db_url: str, tmp_pa
 
 def test_workflow_delete_rule_lives_in_the_domain_function(db_url: str) -> None:
     """The dashboard and the API call `workflows.delete` too: the rule is there."""
-    from app import schedules, workflows
-    from app.db import transaction
+    from app.catalog import workflows
+    from app.core.db import transaction
+    from app.scheduling import schedules
 
     assert run_sundial(db_url, "job", "add", "j", "--handler", "noop").returncode == 0
     with transaction(db_url) as conn:
         workflows.define(
-            conn, workflows.WorkflowSpec("wf", {"a": workflows.Step("j")}), actor="test"
+            conn, workflows.WorkflowSpec("wf", {"a": workflow_shapes.Step("j")}), actor="test"
         )
         schedules.create_schedule(
             conn, schedules.ScheduleSpec("s", every_seconds=60, workflow="wf")
@@ -249,7 +251,9 @@ def test_ctrl_c_in_dev_hands_the_running_run_back(db_url: str, tmp_path: Path) -
 def test_output_cut_short_by_head_ends_quietly(conn: Any, db_url: str) -> None:
     """`sundial runs list --json | head -c 1`: the reader goes away after one byte, while
     the command still has far more to write than a pipe holds; no traceback, exit 0."""
-    runs.submit_many(conn, [runs.NewRun(handler="noop", args={"pad": "x" * 500})] * 500)
+    submission.submit_many(
+        conn, [run_inserts.NewRun(handler="noop", args={"pad": "x" * 500})] * 500
+    )
     command = " ".join(map(shlex.quote, sundial_cmd("runs", "list", "--limit", "500", "--json")))
     pipeline = subprocess.run(
         ["bash", "-c", f"set -o pipefail; {command} | head -c 1"],

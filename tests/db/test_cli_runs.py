@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs
-from app.jobs import Outcome, OutcomeStatus
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import transitions
 from tests.conftest import run_sundial
 from tests.processes import run_row
 
@@ -119,9 +119,9 @@ def test_retry_of_a_failed_dag_step_says_what_waits_for_it_again(
     path.write_text(json.dumps(doc))
     out = json.loads(run_sundial(db_url, "dag", "submit", str(path)).stdout)
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        (job,) = runs.claim(conn, "w", 1, 30)
+        (job,) = transitions.claim(conn, "w", 1, 30)
         failure = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
-        runs.finish_many(conn, "w", [runs.Finish(job.run_id, job.attempt, failure)])
+        transitions.finish_many(conn, "w", [transitions.Finish(job.run_id, job.attempt, failure)])
     assert run_row(db_url, out["runs"]["load"])["status"] == "skipped"
     retried = run_sundial(db_url, "retry", str(out["runs"]["extract"]))
     assert retried.returncode == 0, retried.stderr

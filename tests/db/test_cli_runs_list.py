@@ -7,14 +7,14 @@ import json
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
+from app.runs import run_inserts, submission
 from tests.conftest import run_sundial
 
 
 def test_runs_list_filters_and_pages_like_the_runs_page(db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        ids = [runs.submit(conn, runs.NewRun(handler="noop")).id for _ in range(5)]
-        other = runs.submit(conn, runs.NewRun(handler="sleep")).id
+        ids = [submission.submit(conn, run_inserts.NewRun(handler="noop")).id for _ in range(5)]
+        other = submission.submit(conn, run_inserts.NewRun(handler="sleep")).id
         conn.execute(
             "UPDATE job_runs SET status = 'failed', last_error = 'KeyError: tenant_42', "
             "finished_at = now() WHERE id = %s",

@@ -3,7 +3,7 @@ expiry, revocation and the audit log."""
 
 from __future__ import annotations
 
-from app import tokens
+from app.people import tokens
 from tests.conftest import run_sundial
 from tests.processes import query
 from tests.web.conftest import make_user

@@ -7,7 +7,7 @@ import subprocess
 import psycopg
 from psycopg.rows import dict_row
 
-from app.users import sign_in
+from app.people.users import sign_in
 from tests.conftest import REPO, run_sundial, sundial_cmd, sundial_env
 from tests.processes import query
 

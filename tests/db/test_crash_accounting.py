@@ -14,12 +14,15 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import job_definitions, limits, runs
-from app.db import Conn
+from app.catalog import job_definitions
+from app.core import limits
+from app.core.db import Conn
 from app.executors.outcomes import process_died
-from app.fingerprints import QUARANTINED
-from app.jobs import Outcome
-from app.runs import Finish, NewRun
+from app.handlers.jobs import Outcome
+from app.runs import submission, transitions
+from app.runs.fingerprints import QUARANTINED
+from app.runs.run_inserts import NewRun
+from app.runs.transitions import Finish
 from tests.processes import query, services, status_counts
 from tests.waits import db_now, wait_until
 
@@ -46,10 +49,10 @@ def test_a_run_claimed_but_not_begun_is_handed_back_in_its_place_without_an_atte
     conn: Conn,
 ) -> None:
     # A process run begins only when a pool child takes it: claimed, it has not begun.
-    waiting = runs.submit(conn, NewRun("noop", max_retries=0, execution_model="process")).id
-    (job,) = runs.claim(conn, "w1", 1, 30)
-    newer = [runs.submit(conn, NewRun("noop")).id for _ in range(3)]
-    (reaped,) = runs.reap(conn, now=later(conn))
+    waiting = submission.submit(conn, NewRun("noop", max_retries=0, execution_model="process")).id
+    (job,) = transitions.claim(conn, "w1", 1, 30)
+    newer = [submission.submit(conn, NewRun("noop")).id for _ in range(3)]
+    (reaped,) = transitions.reap(conn, now=later(conn))
     assert (reaped.run_id, reaped.status, reaped.crashed, reaped.crash_count) == (
         waiting,
         "pending",
@@ -60,7 +63,7 @@ def test_a_run_claimed_but_not_begun_is_handed_back_in_its_place_without_an_atte
     assert row["last_error"].startswith("lease expired before attempt 1 began")
     assert row["crash_count"] == 0 and not row["quarantined"]
     # no attempt spent: with max_retries 0 it still runs, and ahead of the runs sent after it
-    assert claimed_ids(runs.claim(conn, "w2", 1, 30)) == [waiting]
+    assert claimed_ids(transitions.claim(conn, "w2", 1, 30)) == [waiting]
     outcome = conn.execute(
         "SELECT outcome FROM job_run_attempts WHERE run_id = %s", (waiting,)
     ).fetchall()
@@ -69,18 +72,20 @@ def test_a_run_claimed_but_not_begun_is_handed_back_in_its_place_without_an_atte
 
 
 def test_a_process_run_a_child_took_counts_as_begun(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("noop", execution_model="process")).id
-    (job,) = runs.claim(conn, "w1", 1, 30)
-    runs.mark_begun(conn, "w1", [(job.run_id, job.attempt)])
-    runs.mark_begun(conn, "w-other", [(job.run_id, job.attempt + 1)])  # not its attempt: ignored
-    (reaped,) = runs.reap(conn, now=later(conn))
+    run_id = submission.submit(conn, NewRun("noop", execution_model="process")).id
+    (job,) = transitions.claim(conn, "w1", 1, 30)
+    transitions.mark_begun(conn, "w1", [(job.run_id, job.attempt)])
+    transitions.mark_begun(
+        conn, "w-other", [(job.run_id, job.attempt + 1)]
+    )  # not its attempt: ignored
+    (reaped,) = transitions.reap(conn, now=later(conn))
     assert reaped.crashed and reaped.crash_count == 1 and reaped.status == "pending"
     assert run_row(conn, run_id)["began_attempt"] == job.attempt
 
 
 def crashed_in_its_own_process(conn: Conn, run_id: int) -> Finish:
     """Claim the suspect `run_id` and report that its process of its own died."""
-    (job,) = runs.claim(conn, "w1", 1, 30)
+    (job,) = transitions.claim(conn, "w1", 1, 30)
     assert job.run_id == run_id and job.crash_count > 0
     return Finish(run_id, job.attempt, process_died(-9), suspect=True)
 
@@ -94,13 +99,13 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
         actor="test",
     )
     job = job_definitions.get(conn, "fragile")
-    run_id = runs.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
-    runs.claim(conn, "w1", 1, 30)
-    (reaped,) = runs.reap(conn, now=later(conn))  # its worker died: a suspect now
+    run_id = submission.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
+    transitions.claim(conn, "w1", 1, 30)
+    (reaped,) = transitions.reap(conn, now=later(conn))  # its worker died: a suspect now
     assert (reaped.status, reaped.crash_count, reaped.quarantined) == ("pending", 1, False)
     endings = []
     for _ in range(2):  # then its own process dies, seen by its worker: evidence
-        assert runs.finish_many(conn, "w1", [crashed_in_its_own_process(conn, run_id)])
+        assert transitions.finish_many(conn, "w1", [crashed_in_its_own_process(conn, run_id)])
         row = run_row(conn, run_id)
         endings.append((row["status"], row["crash_count"], row["lone_crashes"], row["quarantined"]))
     assert endings == [("pending", 2, 1, False), ("failed", 3, 2, True)]
@@ -118,7 +123,7 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
         ("failed", False),
     ]
     # a person's retry gives it a fresh crash budget
-    runs.retry(conn, run_id)
+    transitions.retry(conn, run_id)
     row = run_row(conn, run_id)
     assert (row["status"], row["crash_count"], row["lone_crashes"], row["quarantined"]) == (
         "pending",
@@ -129,13 +134,13 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
 
 
 def test_a_cancel_wins_over_a_crash_at_the_limit(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("noop", max_retries=0)).id
-    runs.claim(conn, "w0", 1, 30)
-    runs.reap(conn, now=later(conn))  # a suspect
+    run_id = submission.submit(conn, NewRun("noop", max_retries=0)).id
+    transitions.claim(conn, "w0", 1, 30)
+    transitions.reap(conn, now=later(conn))  # a suspect
     conn.execute("UPDATE job_runs SET lone_crashes = 2 WHERE id = %s", (run_id,))
     crash = crashed_in_its_own_process(conn, run_id)
-    assert runs.cancel(conn, run_id) == "running"  # requested while it ran
-    runs.finish_many(conn, "w1", [crash])
+    assert transitions.cancel(conn, run_id) == "running"  # requested while it ran
+    transitions.finish_many(conn, "w1", [crash])
     row = run_row(conn, run_id)
     assert (row["status"], row["quarantined"], row["crash_count"]) == ("cancelled", False, 2)
 
@@ -143,9 +148,9 @@ def test_a_cancel_wins_over_a_crash_at_the_limit(conn: Conn) -> None:
 def test_a_first_death_of_a_child_is_an_ordinary_failure(conn: Conn) -> None:
     """Only a suspect's crashes are counted: a process run whose child dies on its first
     try spends an attempt, like any failure."""
-    run_id = runs.submit(conn, NewRun("noop", max_retries=0, execution_model="process")).id
-    (job,) = runs.claim(conn, "w1", 1, 30)
-    runs.finish_many(conn, "w1", [Finish(run_id, job.attempt, process_died(-11))])
+    run_id = submission.submit(conn, NewRun("noop", max_retries=0, execution_model="process")).id
+    (job,) = transitions.claim(conn, "w1", 1, 30)
+    transitions.finish_many(conn, "w1", [Finish(run_id, job.attempt, process_died(-11))])
     row = run_row(conn, run_id)
     assert (row["status"], row["crash_count"], row["quarantined"]) == ("failed", 0, False)
 
@@ -157,13 +162,13 @@ def test_worker_deaths_alone_quarantine_a_run_only_at_ten_times_its_limit(conn: 
         conn, job_definitions.JobSpec("once", "noop", max_crashes=1), actor="test"
     )
     job = job_definitions.get(conn, "once")
-    run_id = runs.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
+    run_id = submission.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
     ceiling = limits.WORKER_DEATHS_PER_CRASH
     statuses = []
     for _ in range(ceiling):
-        (claimed,) = runs.claim(conn, "w1", 10, 30)  # a suspect after the first: alone
+        (claimed,) = transitions.claim(conn, "w1", 10, 30)  # a suspect after the first: alone
         assert claimed.run_id == run_id
-        (reaped,) = runs.reap(conn, now=later(conn))
+        (reaped,) = transitions.reap(conn, now=later(conn))
         statuses.append(reaped.status)
     assert statuses == ["pending"] * (ceiling - 1) + ["failed"]
     row = run_row(conn, run_id)
@@ -189,31 +194,31 @@ def test_a_job_refuses_a_crash_limit_out_of_range(conn: Conn) -> None:
 
 def crash_once(conn: Conn, run: NewRun) -> int:
     """Submit `run`, claim it alone and let its lease expire: a suspect, crashed once."""
-    run_id = runs.submit(conn, run).id
-    assert claimed_ids(runs.claim(conn, "w0", 1, 30)) == [run_id]
-    runs.reap(conn, now=later(conn))
+    run_id = submission.submit(conn, run).id
+    assert claimed_ids(transitions.claim(conn, "w0", 1, 30)) == [run_id]
+    transitions.reap(conn, now=later(conn))
     return run_id
 
 
 def test_a_suspect_is_claimed_alone_and_before_the_runs_sent_after_it(conn: Conn) -> None:
     suspect = crash_once(conn, NewRun("noop"))
-    after = [runs.submit(conn, NewRun("noop")).id for _ in range(5)]
+    after = [submission.submit(conn, NewRun("noop")).id for _ in range(5)]
     # a worker busy with other runs takes nothing: it drains, and the suspect keeps its place
-    assert runs.claim(conn, "busy", 10, 30, busy=True) == []
+    assert transitions.claim(conn, "busy", 10, 30, busy=True) == []
     # an idle worker takes the suspect and nothing else
-    (job,) = runs.claim(conn, "idle", 10, 30)
+    (job,) = transitions.claim(conn, "idle", 10, 30)
     assert job.run_id == suspect and job.crash_count == 1
-    runs.finish_many(conn, "idle", [Finish(suspect, job.attempt, Outcome.completed())])
-    assert sorted(claimed_ids(runs.claim(conn, "idle", 10, 30))) == after
+    transitions.finish_many(conn, "idle", [Finish(suspect, job.attempt, Outcome.completed())])
+    assert sorted(claimed_ids(transitions.claim(conn, "idle", 10, 30))) == after
 
 
 def test_runs_ahead_of_a_suspect_are_claimed_without_it(conn: Conn) -> None:
     suspect = crash_once(conn, NewRun("noop", priority=1))
-    urgent = [runs.submit(conn, NewRun("noop", priority=5)).id for _ in range(3)]
-    behind = runs.submit(conn, NewRun("noop", priority=1)).id
-    assert sorted(claimed_ids(runs.claim(conn, "w1", 10, 30))) == urgent
-    assert claimed_ids(runs.claim(conn, "w2", 10, 30)) == [suspect]
-    assert claimed_ids(runs.claim(conn, "w3", 10, 30)) == [behind]
+    urgent = [submission.submit(conn, NewRun("noop", priority=5)).id for _ in range(3)]
+    behind = submission.submit(conn, NewRun("noop", priority=1)).id
+    assert sorted(claimed_ids(transitions.claim(conn, "w1", 10, 30))) == urgent
+    assert claimed_ids(transitions.claim(conn, "w2", 10, 30)) == [suspect]
+    assert claimed_ids(transitions.claim(conn, "w3", 10, 30)) == [behind]
 
 
 # ---- real workers -------------------------------------------------------------------------
@@ -221,7 +226,7 @@ def test_runs_ahead_of_a_suspect_are_claimed_without_it(conn: Conn) -> None:
 
 def submit(db_url: str, *new_runs: NewRun) -> list[int]:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return [s.id for s in runs.submit_many(conn, list(new_runs))]
+        return [s.id for s in submission.submit_many(conn, list(new_runs))]
 
 
 def test_a_handler_that_kills_its_worker_is_quarantined_and_its_neighbours_complete(

@@ -7,16 +7,18 @@ from typing import Any
 
 import psycopg
 
-from app import dag_runs, runs
-from app.jobs import Outcome, OutcomeStatus
-from app.runs import Finish, NewRun
+from app.dags import dag_runs, dag_submission
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
+from app.runs.transitions import Finish
 from tests.waits import db_now
 
 Conn = psycopg.Connection[Any]
 
 
 def test_a_dag_runs_picture_colours_each_step_by_its_status(conn: Conn) -> None:
-    dag = runs.submit_dag(
+    dag = dag_submission.submit_dag(
         conn,
         {
             "extract": NewRun("noop"),
@@ -26,11 +28,11 @@ def test_a_dag_runs_picture_colours_each_step_by_its_status(conn: Conn) -> None:
         [("extract", "load"), ("load", "report")],
         name="nightly",
     )
-    (first,) = runs.claim(conn, "w", 10, 30)
-    runs.finish_many(conn, "w", [Finish(first.run_id, first.attempt, Outcome.completed())])
-    (second,) = runs.claim(conn, "w", 10, 30)
+    (first,) = transitions.claim(conn, "w", 10, 30)
+    transitions.finish_many(conn, "w", [Finish(first.run_id, first.attempt, Outcome.completed())])
+    (second,) = transitions.claim(conn, "w", 10, 30)
     failure = Outcome(OutcomeStatus.FAILED, error="again", retryable=True)
-    runs.finish_many(conn, "w", [Finish(second.run_id, second.attempt, failure)])
+    transitions.finish_many(conn, "w", [Finish(second.run_id, second.attempt, failure)])
     found = dag_runs.picture(conn, dag.id)
     assert found is not None and found.live
     assert found.status_of == {"extract": "completed", "load": "retrying", "report": "blocked"}
@@ -47,8 +49,8 @@ def test_a_dag_runs_picture_colours_each_step_by_its_status(conn: Conn) -> None:
 
 
 def test_steps_joined_after_a_run_are_named_after_it(conn: Conn) -> None:
-    upstream = runs.submit(conn, NewRun("noop")).id
-    after = runs.submit_after(conn, NewRun("noop"), [upstream])
+    upstream = submission.submit(conn, NewRun("noop")).id
+    after = dag_submission.submit_after(conn, NewRun("noop"), [upstream])
     (dag_run_id,) = [r["dag_run_id"] for r in conn.execute(
         "SELECT DISTINCT dag_run_id FROM job_runs WHERE dag_run_id IS NOT NULL"
     ).fetchall()]  # fmt: skip

@@ -10,16 +10,17 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
-from app.runs import NewRun
+from app.dags import dag_submission
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from tests.processes import query, run_row, services, status_counts, wait_until
 
 
 def submit_dag(
     db_url: str, nodes: dict[str, NewRun], edges: list[tuple[str, str]]
-) -> runs.SubmittedDag:
+) -> dag_submission.SubmittedDag:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return runs.submit_dag(conn, nodes, edges)
+        return dag_submission.submit_dag(conn, nodes, edges)
 
 
 def steps(*names: str, sleep: float = 0.05, **options: Any) -> dict[str, NewRun]:
@@ -31,7 +32,7 @@ def completed(db_url: str) -> int:
 
 
 def assert_dependency_order(
-    db_url: str, dag: runs.SubmittedDag, edges: list[tuple[str, str]]
+    db_url: str, dag: dag_submission.SubmittedDag, edges: list[tuple[str, str]]
 ) -> None:
     rows = {
         r["id"]: r for r in query(db_url, "SELECT * FROM job_runs WHERE dag_run_id = %s", dag.id)
@@ -103,7 +104,7 @@ def test_worker_crashes_never_leave_a_dependent_blocked(db_url: str, tmp_path: P
 
 def test_oversized_result_fails_with_a_clear_error(db_url: str, tmp_path: Path) -> None:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        run_id = runs.submit(conn, NewRun("big_result", {"size": 100_000})).id
+        run_id = submission.submit(conn, NewRun("big_result", {"size": 100_000})).id
     with services(db_url, tmp_path) as start:
         worker = start("worker")
         wait_until(lambda: run_row(db_url, run_id)["status"] == "failed", "failed", 30, worker)

@@ -10,11 +10,12 @@ import psycopg
 import pytest
 from psycopg.rows import tuple_row
 
-from app import dead_letters, runs
-from app.dead_letters import DeadLetterError
-from app.fingerprints import QUARANTINED, fingerprint_of
-from app.jobs import Outcome, OutcomeStatus
-from app.runs import Finish, NewRun
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import dead_letters, submission, transitions
+from app.runs.dead_letters import DeadLetterError
+from app.runs.fingerprints import QUARANTINED, fingerprint_of
+from app.runs.run_inserts import NewRun
+from app.runs.transitions import Finish
 from tests.processes import one_crash_from_quarantine
 from tests.waits import db_now
 
@@ -37,11 +38,11 @@ def dead_letter(
     status: OutcomeStatus = OutcomeStatus.FAILED,
 ) -> int:  # fmt: skip
     """A run that failed for good with this error."""
-    run_id = runs.submit(conn, NewRun(handler, {"order": 1}, max_retries=0)).id
-    claimed = runs.claim(conn, "w", 1000, 30)
+    run_id = submission.submit(conn, NewRun(handler, {"order": 1}, max_retries=0)).id
+    claimed = transitions.claim(conn, "w", 1000, 30)
     job = next(j for j in claimed if j.run_id == run_id)
     outcome = Outcome(status, error=error, traceback=traceback, retryable=False)
-    assert runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)])
+    assert transitions.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)])
     return run_id
 
 
@@ -70,21 +71,21 @@ def test_failures_group_by_fingerprint_with_counts_and_a_sparkline(conn: Conn) -
 
 
 def test_a_retry_that_fails_again_does_not_group_while_pending(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("charge", max_retries=3)).id
-    (job,) = runs.claim(conn, "w", 1, 30)
+    run_id = submission.submit(conn, NewRun("charge", max_retries=3)).id
+    (job,) = transitions.claim(conn, "w", 1, 30)
     failure = Outcome(OutcomeStatus.FAILED, error="ValueError: 1", retryable=True)
-    runs.finish_many(conn, "w", [Finish(run_id, job.attempt, failure)])
+    transitions.finish_many(conn, "w", [Finish(run_id, job.attempt, failure)])
     assert dead_letters.groups(conn) == []  # pending again: retrying, not a dead letter
 
 
 def test_the_reaper_fingerprints_every_quarantine_alike(conn: Conn) -> None:
     quarantined = []
     for worker in ("w1", "w2"):
-        run_id = runs.submit(conn, NewRun("charge", max_retries=0)).id
+        run_id = submission.submit(conn, NewRun("charge", max_retries=0)).id
         one_crash_from_quarantine(conn, run_id)
-        runs.claim(conn, worker, 1, 30)
+        transitions.claim(conn, worker, 1, 30)
         later = db_now(conn).replace(year=db_now(conn).year + 1)
-        (reaped,) = runs.reap(conn, now=later)
+        (reaped,) = transitions.reap(conn, now=later)
         assert reaped.status == "failed" and reaped.quarantined
         quarantined.append(run_id)
     stored = rows(conn, "SELECT error_fingerprint FROM job_runs WHERE id = ANY(%s)", quarantined)
@@ -111,7 +112,7 @@ def test_retry_group_requeues_exactly_what_its_dry_run_counted(conn: Conn) -> No
 
 def test_retry_selected_skips_runs_someone_already_retried(conn: Conn) -> None:
     a, b = declined(conn, 1), declined(conn, 2)
-    runs.retry(conn, a)
+    transitions.retry(conn, a)
     assert dead_letters.retry_runs(conn, [a, b], actor="bob") == [b]
     with pytest.raises(DeadLetterError):
         dead_letters.retry_runs(conn, [], actor="bob")

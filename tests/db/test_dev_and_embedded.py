@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import users
+from app.people import users
 from tests.conftest import free_port, run_sundial, start_dev, sundial_env, wait_for_http
 from tests.processes import wait_until
 

@@ -11,10 +11,10 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from app import runs
-from app.jobs import Outcome
-from app.lease import LeaderLease
-from app.sql import query
+from app.core.sql import query
+from app.handlers.jobs import Outcome
+from app.runs import run_inserts, submission, transitions
+from app.scheduling.leader_lease import LeaderLease
 from app.web.events import LISTENER_NAME, EventHub, Subscription, Topic
 from tests.waits import wait_until, wait_until_async
 
@@ -54,13 +54,17 @@ def test_transitions_notify_the_hub_by_topic(db_url: str) -> None:
             await sub.next()
 
             def submit(c: Any) -> int:
-                return runs.submit(c, runs.NewRun("noop")).id
+                return submission.submit(c, run_inserts.NewRun("noop")).id
 
             run_id = await asyncio.to_thread(_run, db_url, submit)
             assert Topic.RUNS in await asyncio.wait_for(sub.next(), 5)
-            assert Topic.RUNS in await _after(db_url, sub, lambda c: runs.claim(c, "w", 1, 30))
-            done = [runs.Finish(run_id, 1, Outcome.completed())]
-            assert Topic.RUNS in await _after(db_url, sub, lambda c: runs.finish_many(c, "w", done))
+            assert Topic.RUNS in await _after(
+                db_url, sub, lambda c: transitions.claim(c, "w", 1, 30)
+            )
+            done = [transitions.Finish(run_id, 1, Outcome.completed())]
+            assert Topic.RUNS in await _after(
+                db_url, sub, lambda c: transitions.finish_many(c, "w", done)
+            )
             register = {"id": "w", "host": "h", "pid": 1, "concurrency": 1, "handlers": Jsonb([]),
                         "handler_args": Jsonb({}), "stats": Jsonb({}), "now": None}  # fmt: skip
             workers = await _after(

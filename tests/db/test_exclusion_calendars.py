@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from app import calendars
-from app.calendars import CalendarError, CalendarSpec, WindowSpec
+from app.scheduling import calendars
+from app.scheduling.calendars import CalendarError, CalendarSpec, WindowSpec
 from app.services.trigger import Trigger
 from tests.db.test_trigger import add, ledger, run_fire_times, settings
 from tests.waits import utc

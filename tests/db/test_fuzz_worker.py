@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.runs import NewRun
+from app.runs.run_inserts import NewRun
 from tests.db.test_hostile_outcomes import BOTH_HANDLER_MODULES
 from tests.db.test_worker import MODELS, submit
 from tests.fixtures_handlers import HOSTILE_NOT_JSON, RECIPE_CHARACTERS

@@ -15,9 +15,9 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from app import runs
-from app.runs import NewRun
-from app.sql import query
+from app.core.sql import query
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
 
 RUNNING = 300
 HISTORY = 20_000  # a table of some size: on a tiny one any plan is a scan
@@ -74,9 +74,9 @@ def _generic_plan(url: str, name: str, ids: list[int], attempts: list[int]) -> s
 def test_attempts_sent_as_ids_drive_the_plan_whatever_the_statistics_say(
     db_url: str, conn: psycopg.Connection[Any], name: str
 ) -> None:
-    runs.submit_many(conn, [NewRun("noop") for _ in range(RUNNING + HISTORY)])
+    submission.submit_many(conn, [NewRun("noop") for _ in range(RUNNING + HISTORY)])
     conn.execute("VACUUM ANALYZE job_runs")  # the statistics: nothing is running
-    assert len(runs.claim(conn, "w", RUNNING, 30)) == RUNNING
+    assert len(transitions.claim(conn, "w", RUNNING, 30)) == RUNNING
     ids, attempts = _attempts(conn)
 
     plan = _generic_plan(db_url, name, ids, attempts)

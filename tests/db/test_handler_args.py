@@ -9,9 +9,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import job_definitions, schedules
-from app.job_definitions import JobError, JobSpec
-from app.schedules import ScheduleError, ScheduleSpec
+from app.catalog import job_definitions
+from app.catalog.job_definitions import JobError, JobSpec
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleError, ScheduleSpec
 from tests.processes import query, services, wait_until
 from tests.worker_handlers import ReportArgs
 

@@ -13,15 +13,19 @@ from typing import Any
 import psycopg
 import pytest
 
-from app import runs, schedules, workflows
+from app.catalog import workflows
+from app.catalog.workflows import WorkflowSpec
+from app.dags import dag_submission
+from app.dags.workflow_shapes import Step
 from app.executors import Executors
 from app.handlers import default_registry
 from app.handlers.gate import SHELL_DISABLED_MESSAGE, HandlerDisabled, set_shell_enabled
+from app.handlers.jobs import JobContext, JobSpec, NonRetryableError, Outcome, OutcomeStatus
 from app.handlers.shell import CommandFailed, run_command
-from app.jobs import JobContext, JobSpec, NonRetryableError, Outcome, OutcomeStatus
-from app.runs import NewRun
-from app.schedules import ScheduleSpec
-from app.workflows import Step, WorkflowSpec
+from app.runs import submission
+from app.runs.run_inserts import NewRun
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleSpec
 from tests.conftest import run_sundial
 from tests.processes import run_row, services
 from tests.waits import wait_until, wait_until_gone
@@ -68,12 +72,12 @@ def shell_on(conn: Conn, worker_env: None) -> None:
 
 def test_submits_of_shell_are_refused_while_it_is_disabled(conn: Conn) -> None:
     with pytest.raises(HandlerDisabled) as caught:
-        runs.submit(conn, SHELL_RUN)
+        submission.submit(conn, SHELL_RUN)
     assert str(caught.value) == SHELL_DISABLED_MESSAGE
     with pytest.raises(HandlerDisabled):
-        runs.submit_many(conn, [NewRun("noop"), SHELL_RUN])
+        submission.submit_many(conn, [NewRun("noop"), SHELL_RUN])
     with pytest.raises(HandlerDisabled):
-        runs.submit_dag(conn, {"a": NewRun("noop"), "b": SHELL_RUN}, [("a", "b")])
+        dag_submission.submit_dag(conn, {"a": NewRun("noop"), "b": SHELL_RUN}, [("a", "b")])
     with pytest.raises(HandlerDisabled):
         schedules.create_schedule(
             conn, ScheduleSpec("every-minute", every_seconds=60, handler="shell")
@@ -169,7 +173,7 @@ def test_a_worker_does_not_run_shell_submitted_before_it_was_disabled(
 ) -> None:
     marker = tmp_path / "ran"
     set_shell_enabled(conn, True, actor="test")
-    run_id = runs.submit(conn, NewRun("shell", {"command": ["touch", str(marker)]})).id
+    run_id = submission.submit(conn, NewRun("shell", {"command": ["touch", str(marker)]})).id
     set_shell_enabled(conn, False, actor="test")
     with services(db_url, tmp_path) as start:
         worker = start("worker")

@@ -14,13 +14,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from app import runs
-from app.config import Settings
+from app.core.config import Settings
 from app.executors import Executors
 from app.handlers import default_registry
 from app.handlers.gate import set_shell_enabled
-from app.jobs import JobSpec, Outcome, OutcomeStatus
-from app.runs import Finish, NewRun
+from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
+from app.runs.transitions import Finish
 from app.services.worker import InFlight, Worker
 from tests import fixtures_handlers
 from tests.db.test_worker import MODELS, attempt_outcomes, submit, wait_status
@@ -190,8 +191,8 @@ def in_process_worker(db_url: str) -> Worker:
 
 def claim_all(conn: Conn, worker: Worker, count: int) -> list[JobSpec]:
     for _ in range(count):
-        runs.submit(conn, NewRun("noop"))
-    return runs.claim(conn, worker.id, count, 30)
+        submission.submit(conn, NewRun("noop"))
+    return transitions.claim(conn, worker.id, count, 30)
 
 
 def test_an_outcome_the_database_refuses_fails_its_run_alone(db_url: str, conn: Conn) -> None:
@@ -229,21 +230,23 @@ def test_a_stale_lost_report_neither_warns_nor_stops_a_newer_attempt(
     # The heartbeat read its list of held attempts; then attempt 1 finished (to a retry)
     # and this worker claimed attempt 2 of the same run.
     held = [(first.run_id, first.attempt)]
-    runs.finish_many(conn, worker.id, [Finish(first.run_id, 1, Outcome(OutcomeStatus.FAILED))])
+    transitions.finish_many(
+        conn, worker.id, [Finish(first.run_id, 1, Outcome(OutcomeStatus.FAILED))]
+    )
     conn.execute("UPDATE job_runs SET run_at = now() WHERE id = %s", (first.run_id,))
-    (second,) = runs.claim(conn, worker.id, 1, 30)
+    (second,) = transitions.claim(conn, worker.id, 1, 30)
     assert second.attempt == 2
     item = InFlight(second)
     worker._in_flight[second.run_id] = item
 
     with caplog.at_level(logging.INFO):
-        report = runs.heartbeat(conn, worker.id, held, 30)
+        report = transitions.heartbeat(conn, worker.id, held, 30)
         worker._on_heartbeat(report)
 
     assert report.lost == {(first.run_id, 1)}  # attempt 1 no longer holds the run: true
     assert not item.lost and worker.stats.lost == 0  # but attempt 2 is not touched
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
-    renewed = runs.heartbeat(conn, worker.id, [(second.run_id, 2)], 30)
+    renewed = transitions.heartbeat(conn, worker.id, [(second.run_id, 2)], 30)
     assert renewed.renewed == {(second.run_id, 2)} and renewed.lost == set()
 
 
@@ -254,7 +257,7 @@ def test_a_lost_report_of_the_running_attempt_stops_it(db_url: str, conn: Conn) 
     worker._in_flight[job.run_id] = item
     conn.execute("UPDATE job_runs SET lease_owner = 'someone else' WHERE id = %s", (job.run_id,))
 
-    worker._on_heartbeat(runs.heartbeat(conn, worker.id, [(job.run_id, job.attempt)], 30))
+    worker._on_heartbeat(transitions.heartbeat(conn, worker.id, [(job.run_id, job.attempt)], 30))
 
     assert item.lost and worker.stats.lost == 1
 

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from app import runs
 from app.handlers.gate import set_shell_enabled
-from app.runs import NewRun
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from tests.conftest import REPO, sundial_env
 from tests.processes import FAST_SERVICE_ENV, run_row
 from tests.waits import wait_until
@@ -103,7 +103,9 @@ def test_a_shell_job_finds_no_secret_of_a_non_root_worker(
     env.update(extra_env)
     search = ["python3", "-c", SEARCH, PASSWORD_MARK[::-1], KEY_MARK[::-1]]
     submitted = [
-        runs.submit(conn, NewRun("shell", {"command": search, "timeout": 120}, execution_model=m))
+        submission.submit(
+            conn, NewRun("shell", {"command": search, "timeout": 120}, execution_model=m)
+        )
         for m in ("thread", "subprocess", "async")
     ]
     log = tmp_path / "worker.log"

@@ -7,9 +7,11 @@ from typing import Any
 
 import psycopg
 
-from app import job_stats, runs
-from app.jobs import Outcome, OutcomeStatus
-from app.runs import Finish, NewRun
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.observability import job_stats
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
+from app.runs.transitions import Finish
 from tests.waits import db_now
 
 Conn = psycopg.Connection[Any]
@@ -17,14 +19,14 @@ Conn = psycopg.Connection[Any]
 
 def ended(conn: Conn, handler: str, seconds: float, *, at: Any, ok: bool = True) -> None:
     """One run of `handler` that ran `seconds` and ended (completed or failed) at `at`."""
-    run_id = runs.submit(conn, NewRun(handler, max_retries=0), now=at - timedelta(hours=1)).id
+    run_id = submission.submit(conn, NewRun(handler, max_retries=0), now=at - timedelta(hours=1)).id
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    (job,) = runs.claim(conn, "w", 1, 3600, now=at - timedelta(seconds=seconds))
+    (job,) = transitions.claim(conn, "w", 1, 3600, now=at - timedelta(seconds=seconds))
     conn.execute("UPDATE job_runs SET priority = 1 WHERE id = %s", (run_id,))
     outcome = (
         Outcome.completed() if ok else Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
     )
-    assert runs.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)], now=at)
+    assert transitions.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)], now=at)
 
 
 def test_per_job_figures_and_hourly_series_most_failing_first(conn: Conn) -> None:
@@ -61,11 +63,11 @@ def test_per_job_figures_and_hourly_series_most_failing_first(conn: Conn) -> Non
 
 def test_retries_count_attempts_after_the_first(conn: Conn) -> None:
     now = db_now(conn)
-    run_id = runs.submit(conn, NewRun("retried", max_retries=3)).id
+    run_id = submission.submit(conn, NewRun("retried", max_retries=3)).id
     for attempt in (1, 2):
-        (job,) = runs.claim(conn, "w", 1, 30, now=now + timedelta(hours=attempt))
+        (job,) = transitions.claim(conn, "w", 1, 30, now=now + timedelta(hours=attempt))
         failure = Outcome(OutcomeStatus.FAILED, error="again", retryable=attempt == 1)
-        runs.finish_many(
+        transitions.finish_many(
             conn, "w", [Finish(run_id, job.attempt, failure)], now=now + timedelta(hours=attempt)
         )
     (stats,) = job_stats.stats(conn, now=now + timedelta(hours=3)).jobs

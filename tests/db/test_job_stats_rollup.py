@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import job_stats
-from app.sql import query
+from app.core.sql import query
+from app.observability import job_stats
 from tests.db.test_job_stats import ended
 from tests.waits import db_now
 

@@ -10,10 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from app import lag_slo, runs
-from app.jobs import Outcome
-from app.lag_slo import SloError
-from app.runs import Finish
+from app.handlers.jobs import Outcome
+from app.observability import lag_slo
+from app.observability.lag_slo import SloError
+from app.runs import transitions
+from app.runs.transitions import Finish
 from app.services.trigger import Trigger
 from tests.db.test_trigger import add, settings
 from tests.waits import db_now
@@ -33,9 +34,9 @@ def test_lag_breakdown_threshold_alert_and_missing_fires(conn: Conn) -> None:
     for i in (0, 1, 2, 6):  # the trigger is down for fires 3 to 5
         trigger.run_once(conn, now=fires[i] + timedelta(seconds=1))
         if i in waits:
-            (job,) = runs.claim(conn, "w", 1, 30, now=fires[i] + timedelta(seconds=waits[i]))
+            (job,) = transitions.claim(conn, "w", 1, 30, now=fires[i] + timedelta(seconds=waits[i]))
             done = fires[i] + timedelta(seconds=waits[i] + 2)
-            runs.finish_many(
+            transitions.finish_many(
                 conn, "w", [Finish(job.run_id, job.attempt, Outcome.completed())], now=done
             )
     now = fires[6] + timedelta(seconds=100)

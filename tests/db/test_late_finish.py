@@ -8,9 +8,11 @@ from typing import Any
 
 import psycopg
 
-from app import runs
-from app.jobs import Outcome, OutcomeStatus
-from app.runs import Finish, NewRun
+from app.dags import dag_submission
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
+from app.runs.transitions import Finish
 from tests.processes import QUARANTINE_DEATHS, finish_run, one_crash_from_quarantine
 
 Conn = psycopg.Connection[Any]
@@ -20,13 +22,13 @@ LATER = timedelta(minutes=10)  # past any lease the tests take
 def claim_only(conn: Conn, run_id: int, worker: str = "w") -> int:
     """Claim exactly that run (it must be pending and due); its attempt number."""
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    (job,) = runs.claim(conn, worker, 1, 30)
+    (job,) = transitions.claim(conn, worker, 1, 30)
     assert job.run_id == run_id
     return job.attempt
 
 
-def reap_all(conn: Conn) -> list[runs.Reaped]:
-    return runs.reap(conn, now=datetime.now(UTC) + LATER)
+def reap_all(conn: Conn) -> list[transitions.Reaped]:
+    return transitions.reap(conn, now=datetime.now(UTC) + LATER)
 
 
 def row(conn: Conn, run_id: int) -> dict[str, Any]:
@@ -49,14 +51,14 @@ def completed(run_id: int, attempt: int, result: Any = "late") -> Finish:
 
 
 def test_a_last_attempt_declared_dead_is_completed_by_its_late_result(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    run_id = submission.submit(conn, NewRun("noop", max_retries=0)).id
     one_crash_from_quarantine(conn, run_id)
     attempt = claim_only(conn, run_id)
     (reaped,) = reap_all(conn)
     assert reaped.status == "failed" and reaped.quarantined
     error = row(conn, run_id)["last_error"]
     assert error.startswith(f"quarantined after {QUARANTINE_DEATHS} crashes")
-    won = runs.finish_many(conn, "w", [completed(run_id, attempt, {"answer": 42})])
+    won = transitions.finish_many(conn, "w", [completed(run_id, attempt, {"answer": 42})])
     assert [f.run_id for f in won] == [run_id]
     after = row(conn, run_id)
     assert after["status"] == "completed" and after["result"] == {"answer": 42}
@@ -65,36 +67,38 @@ def test_a_last_attempt_declared_dead_is_completed_by_its_late_result(conn: Conn
 
 
 def test_a_requeued_run_not_yet_claimed_again_takes_the_late_result(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("noop", max_retries=3)).id
+    run_id = submission.submit(conn, NewRun("noop", max_retries=3)).id
     attempt = claim_only(conn, run_id)
     (reaped,) = reap_all(conn)
     assert reaped.status == "pending"
-    assert runs.finish_many(conn, "w", [completed(run_id, attempt)])
+    assert transitions.finish_many(conn, "w", [completed(run_id, attempt)])
     assert row(conn, run_id)["status"] == "completed"
-    assert runs.claim(conn, "w2", 10, 30) == []
+    assert transitions.claim(conn, "w2", 10, 30) == []
 
 
 def test_a_newer_attempt_refuses_the_late_result(conn: Conn) -> None:
-    run_id = runs.submit(conn, NewRun("noop", max_retries=3)).id
+    run_id = submission.submit(conn, NewRun("noop", max_retries=3)).id
     first = claim_only(conn, run_id)
     reap_all(conn)
     second = claim_only(conn, run_id)
     assert second == first + 1
-    assert runs.finish_many(conn, "w", [completed(run_id, first)]) == []
+    assert transitions.finish_many(conn, "w", [completed(run_id, first)]) == []
     after = row(conn, run_id)
     assert after["status"] == "running" and after["attempt"] == second
 
 
 def test_only_completions_are_taken_late_and_never_over_a_cancel(conn: Conn) -> None:
-    failing = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    failing = submission.submit(conn, NewRun("noop", max_retries=0)).id
     one_crash_from_quarantine(conn, failing)
     failing_attempt = claim_only(conn, failing)
-    cancelled = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    cancelled = submission.submit(conn, NewRun("noop", max_retries=0)).id
     cancelled_attempt = claim_only(conn, cancelled, "w2")
-    runs.cancel(conn, cancelled)  # a person cancels while it runs
+    transitions.cancel(conn, cancelled)  # a person cancels while it runs
     reap_all(conn)
     late_failure = Finish(failing, failing_attempt, Outcome(OutcomeStatus.FAILED, error="x"))
-    won = runs.finish_many(conn, "w", [late_failure, completed(cancelled, cancelled_attempt)])
+    won = transitions.finish_many(
+        conn, "w", [late_failure, completed(cancelled, cancelled_attempt)]
+    )
     assert won == []
     assert row(conn, failing)["status"] == "failed"
     assert row(conn, cancelled)["status"] == "cancelled"
@@ -102,13 +106,13 @@ def test_only_completions_are_taken_late_and_never_over_a_cancel(conn: Conn) -> 
 
 def test_a_dag_step_completed_late_releases_the_steps_its_death_skipped(conn: Conn) -> None:
     nodes = {name: NewRun("noop", max_retries=0) for name in "ABC"}
-    dag = runs.submit_dag(conn, nodes, [("A", "B"), ("B", "C")])
+    dag = dag_submission.submit_dag(conn, nodes, [("A", "B"), ("B", "C")])
     a = dag.run_ids["A"]
     one_crash_from_quarantine(conn, a)
     attempt = claim_only(conn, a)
     reap_all(conn)
     assert row(conn, dag.run_ids["B"])["status"] == "skipped"
-    assert runs.finish_many(conn, "w", [completed(a, attempt)])
+    assert transitions.finish_many(conn, "w", [completed(a, attempt)])
     assert row(conn, a)["status"] == "completed"
     assert row(conn, dag.run_ids["B"])["status"] == "pending"
     assert row(conn, dag.run_ids["C"])["status"] == "blocked"

@@ -11,12 +11,16 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import limits, migrate, runs, schedules, workflows
+from app.catalog import workflows
 from app.client import Sundial
-from app.config import Settings
-from app.errors import UsageError
-from app.runs import NewRun
-from app.schedules import ScheduleSpec, create_schedule
+from app.core import limits, migrate
+from app.core.config import Settings
+from app.core.errors import UsageError
+from app.dags import dag_submission, workflow_shapes
+from app.runs import run_inserts, submission
+from app.runs.run_inserts import NewRun
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleSpec, create_schedule
 from app.services.reaper import Reaper
 from app.services.trigger import Trigger
 from tests.conftest import run_sundial
@@ -126,13 +130,13 @@ def test_out_of_range_input_is_one_sentence_exit_2_and_nothing_written(
     ],
 )
 def test_runs_outside_the_ranges_are_refused_by_every_submit(conn: Conn, run: NewRun) -> None:
-    with pytest.raises(runs.SubmitError):
-        runs.submit(conn, run)
-    with pytest.raises(runs.SubmitError):
-        runs.submit_dag(conn, {"a": run}, [])
-    upstream = runs.submit(conn, NewRun("noop"))
-    with pytest.raises(runs.SubmitError):
-        runs.submit_after(conn, run, [upstream.id])
+    with pytest.raises(run_inserts.SubmitError):
+        submission.submit(conn, run)
+    with pytest.raises(run_inserts.SubmitError):
+        dag_submission.submit_dag(conn, {"a": run}, [])
+    upstream = submission.submit(conn, NewRun("noop"))
+    with pytest.raises(run_inserts.SubmitError):
+        dag_submission.submit_after(conn, run, [upstream.id])
     assert count(conn, "job_runs") == 1 and count(conn, "dag_runs") == 0
 
 
@@ -154,10 +158,10 @@ def test_workflows_refuse_names_and_args_outside_the_ranges(conn: Conn) -> None:
         "INSERT INTO job_definitions (id, name, handler) VALUES (gen_random_uuid(), 'j', 'noop')"
     )
     bad = [
-        workflows.WorkflowSpec("w\x00", {"a": workflows.Step("j")}),
-        workflows.WorkflowSpec("w", {"a\x00": workflows.Step("j")}),
-        workflows.WorkflowSpec("w", {"a": workflows.Step("j", {"x": float("nan")})}),
-        workflows.WorkflowSpec("w" * 201, {"a": workflows.Step("j")}),
+        workflows.WorkflowSpec("w\x00", {"a": workflow_shapes.Step("j")}),
+        workflows.WorkflowSpec("w", {"a\x00": workflow_shapes.Step("j")}),
+        workflows.WorkflowSpec("w", {"a": workflow_shapes.Step("j", {"x": float("nan")})}),
+        workflows.WorkflowSpec("w" * 201, {"a": workflow_shapes.Step("j")}),
     ]
     for spec in bad:
         with pytest.raises(workflows.WorkflowError):
@@ -237,8 +241,8 @@ def test_extreme_schedule_rows_are_refused_by_check_constraints(
 
 def test_aging_at_the_ends_of_the_priority_range_does_not_overflow(conn: Conn) -> None:
     long_ago = datetime(2000, 1, 1, tzinfo=UTC)
-    top = runs.submit(conn, NewRun("noop", priority=32767, run_at=long_ago)).id
-    bottom = runs.submit(conn, NewRun("noop", priority=-32767, run_at=long_ago)).id
+    top = submission.submit(conn, NewRun("noop", priority=32767, run_at=long_ago)).id
+    bottom = submission.submit(conn, NewRun("noop", priority=-32767, run_at=long_ago)).id
     report = Reaper(Settings.from_env({})).run_once(conn)
     assert report.aged == 1  # the bottom one; the top one has nowhere to go
     rows = conn.execute(
@@ -337,7 +341,7 @@ def test_args_at_the_limits_round_trip(conn: Conn) -> None:
         "text": "é\u2028",
         "deep": json.loads("[" * 31 + "]" * 31),
     }
-    run_id = runs.submit(conn, NewRun("noop", args)).id
+    run_id = submission.submit(conn, NewRun("noop", args)).id
     row = conn.execute("SELECT args FROM job_runs WHERE id = %s", (run_id,)).fetchone()
     assert row == {"args": args}
 

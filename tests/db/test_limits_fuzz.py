@@ -17,10 +17,12 @@ import psycopg
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from app import runs, schedules
-from app.errors import UsageError
-from app.runs import NewRun
-from app.schedules import ScheduleSpec
+from app.core.errors import UsageError
+from app.dags import dag_submission
+from app.runs import submission
+from app.runs.run_inserts import NewRun
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleSpec
 
 Conn = psycopg.Connection[dict[str, Any]]
 Stage = Callable[[Conn, Sequence[int]], None]
@@ -139,7 +141,7 @@ def test_submit_refuses_clearly_or_round_trips(
     run = NewRun(handler, args, priority, delay, run_at, key, timeout, retries)
     before = _counts(conn)
     try:
-        submitted = runs.submit(conn, run)
+        submitted = submission.submit(conn, run)
     except UsageError as refused:
         event("refused")
         assert "\n" not in str(refused)
@@ -167,7 +169,7 @@ def test_dag_submit_refuses_clearly_or_round_trips(
 ) -> None:
     before = _counts(conn)
     try:
-        dag = runs.submit_dag(conn, {n: NewRun(h, a) for n, (h, a) in nodes.items()}, [])
+        dag = dag_submission.submit_dag(conn, {n: NewRun(h, a) for n, (h, a) in nodes.items()}, [])
     except UsageError as refused:
         event("refused")
         assert "\n" not in str(refused)

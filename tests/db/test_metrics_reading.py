@@ -9,8 +9,9 @@ from typing import Any
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import metrics, runs
-from app.runs import NewRun
+from app.observability import metrics
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
 from tests.processes import one_crash_from_quarantine
 from tests.waits import db_now
 
@@ -30,19 +31,21 @@ def samples(conn: Conn) -> dict[str, float]:
 def test_a_lost_attempt_counts_as_requeued_only_when_the_reaper_put_the_run_back(
     conn: Conn,
 ) -> None:
-    retried = runs.submit(conn, NewRun("noop", max_retries=1)).id
-    runs.claim(conn, "w", 10, 30)
+    retried = submission.submit(conn, NewRun("noop", max_retries=1)).id
+    transitions.claim(conn, "w", 10, 30)
     later = db_now(conn) + timedelta(seconds=60)
-    assert [r.status for r in runs.reap(conn, now=later)] == ["pending"]
+    assert [r.status for r in transitions.reap(conn, now=later)] == ["pending"]
     # The re-queued run is claimed again and its worker dies too: at its crash limit, it
     # is quarantined.
     one_crash_from_quarantine(conn, retried)
-    runs.claim(conn, "w2", 10, 30, now=later)
-    assert [r.status for r in runs.reap(conn, now=later + timedelta(seconds=60))] == ["failed"]
-    ended = runs.submit(conn, NewRun("noop", max_retries=0)).id
+    transitions.claim(conn, "w2", 10, 30, now=later)
+    assert [r.status for r in transitions.reap(conn, now=later + timedelta(seconds=60))] == [
+        "failed"
+    ]
+    ended = submission.submit(conn, NewRun("noop", max_retries=0)).id
     one_crash_from_quarantine(conn, ended)
-    runs.claim(conn, "w3", 10, 30)
-    assert [r.status for r in runs.reap(conn, now=db_now(conn) + timedelta(seconds=60))] == [
+    transitions.claim(conn, "w3", 10, 30)
+    assert [r.status for r in transitions.reap(conn, now=db_now(conn) + timedelta(seconds=60))] == [
         "failed"
     ]
 

@@ -12,9 +12,10 @@ from psycopg.types.json import Jsonb
 from sqlmodel import SQLModel
 
 import app.models  # noqa: F401  (registers the tables)
-from app import migrate
-from app.db import make_engine
-from app.states import ExecutionModel, RunStatus
+from app.core import migrate
+from app.core.db import make_engine
+from app.handlers.execution_models import ExecutionModel
+from app.runs.states import RunStatus
 
 EXPECTED_TABLES = {
     "job_definitions",

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from app import migrate
 from app.client import NewRun, Sundial
+from app.core import migrate
 from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_env
 from tests.processes import query, services, status_counts, wait_until
 

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.db import DatabaseUnavailable, connect
+from app.core.db import DatabaseUnavailable, connect
 from app.services.reconnecting import Reconnecting, describe_db_error
 
 Conn = psycopg.Connection[Any]

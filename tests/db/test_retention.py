@@ -13,12 +13,15 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs, schedules, users
-from app.config import Settings
-from app.fires import FireOutcome
-from app.jobs import Outcome, OutcomeStatus
-from app.runs import NewRun
-from app.schedules import FireRecord, ScheduleSpec, create_schedule
+from app.core.config import Settings
+from app.dags import dag_submission
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.people import users
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
+from app.scheduling import schedules
+from app.scheduling.fire_decisions import FireOutcome
+from app.scheduling.schedules import FireRecord, ScheduleSpec, create_schedule
 from app.services import reaper
 from app.services.reaper import PrunedHistory, Reaper
 from tests.processes import finish_run
@@ -43,13 +46,13 @@ def attempt_run_ids(conn: Conn) -> set[int]:
 
 def test_ended_runs_go_after_their_retention_and_dead_letters_later(conn: Conn) -> None:
     done, failed, cancelled, waiting, running = (
-        runs.submit(conn, NewRun("noop")).id for _ in range(5)
+        submission.submit(conn, NewRun("noop")).id for _ in range(5)
     )
     finish_run(conn, done, Outcome.completed())
     finish_run(conn, failed, FAIL)
-    runs.cancel(conn, cancelled)
+    transitions.cancel(conn, cancelled)
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (running,))
-    assert [j.run_id for j in runs.claim(conn, "w", 1, 30)] == [running]
+    assert [j.run_id for j in transitions.claim(conn, "w", 1, 30)] == [running]
     now = db_now(conn)
     keeper = Reaper(settings())
 
@@ -64,7 +67,7 @@ def test_ended_runs_go_after_their_retention_and_dead_letters_later(conn: Conn) 
 
 def test_a_dag_run_goes_whole_once_every_step_ended(conn: Conn) -> None:
     nodes = {name: NewRun("noop") for name in "ABC"}
-    dag = runs.submit_dag(conn, nodes, [("A", "B"), ("B", "C")])
+    dag = dag_submission.submit_dag(conn, nodes, [("A", "B"), ("B", "C")])
     finish_run(conn, dag.run_ids["A"], Outcome.completed())
     keeper = Reaper(settings())
     # A ended long ago in this future, but B and C still wait on it.
@@ -78,7 +81,7 @@ def test_a_dag_run_goes_whole_once_every_step_ended(conn: Conn) -> None:
 
 
 def test_a_dag_run_with_a_failed_step_is_kept_as_long_as_dead_letters(conn: Conn) -> None:
-    dag = runs.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
+    dag = dag_submission.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
     finish_run(conn, dag.run_ids["A"], FAIL)  # B is skipped
     keeper = Reaper(settings())
     assert keeper.prune(conn, db_now(conn) + 15 * DAY) == PrunedHistory()
@@ -98,14 +101,14 @@ def test_a_dag_run_pruned_while_a_step_is_retried_keeps_the_retried_step(
     the retry holds the step's row, so the prune cannot check the step as it will be once
     the retry commits. It must keep the DAG run and the retried step, not delete the run
     the retry just re-queued."""
-    dag = runs.submit_dag(
+    dag = dag_submission.submit_dag(
         conn, {"A": NewRun("noop", max_retries=0), "B": NewRun("noop")}, [("A", "B")]
     )
     finish_run(conn, dag.run_ids["A"], FAIL)  # B is skipped
     other, pruning = prune_in_thread(db_url, db_now(conn) + 365 * DAY)
     with other:
         with conn.transaction():
-            assert runs.retry(conn, dag.run_ids["A"]) is not None
+            assert transitions.retry(conn, dag.run_ids["A"]) is not None
             pruning.start()
             wait_until_blocked(conn, other.info.backend_pid, or_done=pruning)
         pruning.join(timeout=10)
@@ -122,23 +125,23 @@ def test_a_dag_run_pruned_while_a_run_is_submitted_after_a_step_keeps_the_new_ru
     the step's row) while the reaper prunes that DAG run: the new run joins the DAG run and
     reads that step's result, so the DAG run must stay whole, not lose its other steps and
     its row under the new run."""
-    dag = runs.submit_dag(conn, {"A": NewRun("noop")}, [])
+    dag = dag_submission.submit_dag(conn, {"A": NewRun("noop")}, [])
     finish_run(conn, dag.run_ids["A"], Outcome.completed({"rows": 3}))
     other, pruning = prune_in_thread(db_url, db_now(conn) + 365 * DAY)
     with other:
         with conn.transaction():
-            after = runs.submit_after(conn, NewRun("noop"), [dag.run_ids["A"]])
+            after = dag_submission.submit_after(conn, NewRun("noop"), [dag.run_ids["A"]])
             pruning.start()
             wait_until_blocked(conn, other.info.backend_pid, or_done=pruning)
         pruning.join(timeout=10)
     assert run_ids(conn) == {dag.run_ids["A"], after}
     assert conn.execute("SELECT id FROM dag_runs").fetchall() == [{"id": dag.id}]
-    (job,) = runs.claim(conn, "w", 1, 30)
+    (job,) = transitions.claim(conn, "w", 1, 30)
     assert (job.run_id, job.upstream_results) == (after, {"A": {"rows": 3}})
 
 
 def test_a_retention_of_none_keeps_everything(conn: Conn) -> None:
-    finish_run(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
+    finish_run(conn, submission.submit(conn, NewRun("noop")).id, Outcome.completed())
     forever = settings(keep_runs_days=None, keep_failed_days=None, keep_fires_days=None)
     assert Reaper(forever).prune(conn, db_now(conn) + 3650 * DAY) == PrunedHistory()
     assert len(run_ids(conn)) == 1
@@ -194,7 +197,7 @@ def test_a_pass_prunes_batch_after_batch_up_to_its_bound(
     conn: Conn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for _ in range(7):
-        finish_run(conn, runs.submit(conn, NewRun("noop")).id, Outcome.completed())
+        finish_run(conn, submission.submit(conn, NewRun("noop")).id, Outcome.completed())
     monkeypatch.setattr(reaper, "PRUNE_BATCH", 2)
     monkeypatch.setattr(reaper, "PRUNE_BATCHES", 3)
     keeper = Reaper(settings())

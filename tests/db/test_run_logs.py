@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from app.run_logs import MAX_BYTES_PER_ATTEMPT, TRUNCATED
-from app.runs import NewRun
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
+from app.runs.run_logs import MAX_BYTES_PER_ATTEMPT, TRUNCATED
 from tests.db.test_worker import submit, wait_status
 from tests.processes import query, services
 from tests.waits import wait_until
@@ -115,14 +116,17 @@ def test_bytes_written_to_stdout_s_buffer_are_captured_in_every_model(
 def test_pruning_a_run_deletes_its_log_lines(conn: Any) -> None:
     from datetime import timedelta
 
-    from app import retention, run_logs, runs
-    from app.jobs import Outcome
-    from app.runs import Finish
+    from app.handlers.jobs import Outcome
+    from app.runs import retention, run_logs
+    from app.runs.transitions import Finish
     from tests.waits import db_now
 
-    old, kept = (runs.submit(conn, NewRun("noop")).id for _ in range(2))
-    done = [Finish(j.run_id, j.attempt, Outcome.completed()) for j in runs.claim(conn, "w", 10, 30)]
-    assert len(runs.finish_many(conn, "w", done)) == 2
+    old, kept = (submission.submit(conn, NewRun("noop")).id for _ in range(2))
+    done = [
+        Finish(j.run_id, j.attempt, Outcome.completed())
+        for j in transitions.claim(conn, "w", 10, 30)
+    ]
+    assert len(transitions.finish_many(conn, "w", done)) == 2
     lines = [run_logs.LogLine(r, 1, 0, 0.0, "log", "hello") for r in (old, kept)]
     run_logs.append(conn, lines)
     run_logs.append(conn, lines)  # a batch sent twice is stored once

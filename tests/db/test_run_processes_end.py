@@ -12,9 +12,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs
 from app.handlers.gate import set_shell_enabled
-from app.runs import NewRun
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
 from tests.processes import run_row, services, wait_until
 
 MODELS = ["async", "thread", "subprocess", "process"]
@@ -60,7 +60,7 @@ def submit_shell(db_url: str, command: str, model: str, **settings: int) -> int:
         run = NewRun(
             "shell", {"command": command}, execution_model=model, max_retries=0, **settings
         )
-        return runs.submit(conn, run).id
+        return submission.submit(conn, run).id
 
 
 def wait_for_detached(marker: str) -> None:
@@ -93,7 +93,7 @@ def test_a_runs_detached_processes_end_when_it_is_stopped(
         wait_for_detached(marker)
         if ending == "cancelled":
             with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-                runs.cancel(conn, run_id)
+                transitions.cancel(conn, run_id)
         wait_until(lambda: run_row(db_url, run_id)["status"] == ending, ending, 60, worker)
         wait_until(lambda: not processes_named(marker), "the detached processes gone", 10)
 

@@ -14,11 +14,18 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from app import job_definitions, schedules
-from app.cron import DstRepeated, DstSkipped
-from app.fires import FireOutcome, OverlapPolicy
-from app.job_definitions import JobError, JobSpec
-from app.schedules import ScheduleError, ScheduleSpec, create_schedule, parse_catchup, parse_when
+from app.catalog import job_definitions
+from app.catalog.job_definitions import JobError, JobSpec
+from app.scheduling import schedules
+from app.scheduling.cron import DstRepeated, DstSkipped
+from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
+from app.scheduling.schedules import (
+    ScheduleError,
+    ScheduleSpec,
+    create_schedule,
+    parse_catchup,
+    parse_when,
+)
 from tests.conftest import run_sundial
 from tests.waits import utc, wait_until_blocked
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from app.schema_check import schema_is_current
+from app.core.schema_check import schema_is_current
 
 
 def test_a_migrated_database_is_current(db_url: str) -> None:

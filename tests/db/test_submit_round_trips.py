@@ -19,9 +19,9 @@ import pytest
 from psycopg import pq
 from psycopg.rows import dict_row
 
-from app import runs
 from app.client import Sundial
-from app.runs import IdempotencyConflict, NewRun
+from app.runs import run_inserts, submission, transitions
+from app.runs.run_inserts import IdempotencyConflict, NewRun
 
 Conn = psycopg.Connection[Any]
 
@@ -92,10 +92,10 @@ def test_steady_submits_cost_one_round_trip_each(db_url: str, tmp_path: Path) ->
 
 def test_a_single_submit_still_wakes_listening_workers(db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as listener, Sundial(db_url) as client:
-        listener.execute(f"LISTEN {runs.NOTIFY_CHANNEL}")
+        listener.execute(f"LISTEN {transitions.NOTIFY_CHANNEL}")
         client.submit("noop")
         woken = list(listener.notifies(timeout=10, stop_after=1))
-    assert [n.channel for n in woken] == [runs.NOTIFY_CHANNEL]
+    assert [n.channel for n in woken] == [transitions.NOTIFY_CHANNEL]
     assert woken[0].payload == ""  # never job args
 
 
@@ -103,33 +103,33 @@ def test_a_keyed_submit_is_one_round_trip_when_new_and_finds_its_run_again(
     conn: Conn, tmp_path: Path
 ) -> None:
     with traced(conn, tmp_path / "trace") as sent:
-        first = runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k"))
+        first = submission.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k"))
     assert round_trips(sent()) == 1
-    again = runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k"))
+    again = submission.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="k"))
     assert (again.id, again.created) == (first.id, False)
     with pytest.raises(IdempotencyConflict, match="already belongs to run"):
-        runs.submit(conn, NewRun("noop", {"a": 2}, idempotency_key="k"))
+        submission.submit(conn, NewRun("noop", {"a": 2}, idempotency_key="k"))
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 1}
 
 
 def test_a_batch_with_a_clashing_key_still_writes_nothing(conn: Conn) -> None:
-    runs.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="taken"))
+    submission.submit(conn, NewRun("noop", {"a": 1}, idempotency_key="taken"))
     batch = [NewRun("noop"), NewRun("noop", {"a": 2}, idempotency_key="taken")]
     with pytest.raises(IdempotencyConflict):
-        runs.submit_many(conn, batch)
+        submission.submit_many(conn, batch)
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 1}
 
 
 def test_a_submit_inside_a_callers_transaction_goes_with_it(conn: Conn) -> None:
     with conn.transaction(force_rollback=True):
-        runs.submit(conn, NewRun("noop"))
+        submission.submit(conn, NewRun("noop"))
         assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 1}
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
 
 
 def test_a_submit_on_a_connection_without_autocommit_commits_as_before(db_url: str) -> None:
     with psycopg.connect(db_url, row_factory=dict_row) as manual:
-        runs.submit(manual, NewRun("noop"))
+        submission.submit(manual, NewRun("noop"))
         assert manual.info.transaction_status == pq.TransactionStatus.IDLE
     assert count_runs(db_url) == 1
 
@@ -162,9 +162,9 @@ def test_a_single_submit_writes_the_row_a_batch_would(conn: Conn, run: NewRun) -
     """A single submit has its own statement (values as parameters, no JSON batch): the run
     it writes must be the one the batch statement writes for the same request."""
     now = datetime(2030, 1, 1, 12, tzinfo=UTC)
-    (alone,) = runs.submit_many(conn, [run], now=now)
+    (alone,) = submission.submit_many(conn, [run], now=now)
     twin = dataclasses.replace(run, idempotency_key=run.idempotency_key and "key-2")
-    batch = runs.submit_many(conn, [twin, NewRun("noop")], now=now)
+    batch = submission.submit_many(conn, [twin, NewRun("noop")], now=now)
     rows = {
         r["id"]: r
         for r in conn.execute(
@@ -184,6 +184,6 @@ def test_a_single_submit_writes_the_row_a_batch_would(conn: Conn, run: NewRun) -
 
 
 def test_a_single_submit_refuses_args_json_cannot_carry(conn: Conn) -> None:
-    with pytest.raises(runs.SubmitError, match="JSON"):
-        runs.submit(conn, NewRun("noop", {"when": object()}))
+    with pytest.raises(run_inserts.SubmitError, match="JSON"):
+        submission.submit(conn, NewRun("noop", {"when": object()}))
     assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}

@@ -7,7 +7,7 @@ import os
 import psycopg
 import pytest
 
-from app import migrate
+from app.core import migrate
 from tests.conftest import migrated_database
 
 

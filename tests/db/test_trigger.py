@@ -13,13 +13,16 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs, schedules, workflows
-from app.config import Settings
-from app.cron import DstRepeated
-from app.fires import OverlapPolicy, spread_offset
-from app.firing import Batch, DueCursor
-from app.jobs import Outcome, OutcomeStatus
-from app.schedules import ScheduleSpec, create_schedule
+from app.catalog import workflows
+from app.core.config import Settings
+from app.dags import workflow_shapes
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import run_inserts, submission, transitions
+from app.scheduling import schedules
+from app.scheduling.cron import DstRepeated
+from app.scheduling.fire_decisions import OverlapPolicy, spread_offset
+from app.scheduling.firing import Batch, DueCursor
+from app.scheduling.schedules import ScheduleSpec, create_schedule
 from app.services.trigger import Trigger
 from tests.waits import utc, wait_until_blocked
 
@@ -290,7 +293,10 @@ def define_etl(conn: Conn) -> None:
             "VALUES (gen_random_uuid(), %s, 'noop')",
             (job,),
         )
-    steps = {"extract": workflows.Step("extract"), "load": workflows.Step("load", {"x": 1})}
+    steps = {
+        "extract": workflow_shapes.Step("extract"),
+        "load": workflow_shapes.Step("load", {"x": 1}),
+    }
     workflows.define(
         conn, workflows.WorkflowSpec("etl", steps, [("extract", "load")]), actor="test"
     )
@@ -441,7 +447,7 @@ def test_overlap_queue_enqueues_the_waiting_fire_when_the_run_ends(conn: Conn) -
     tick(trigger, conn, T0 + timedelta(seconds=40), T0 + timedelta(minutes=3), timedelta(minutes=1))
     assert outcomes(conn, sid) == ["enqueued", "queued", "skipped_overlap"]
     first_run = ledger(conn, sid)[0]["run_id"]
-    assert runs.cancel(conn, first_run) == "cancelled"
+    assert transitions.cancel(conn, first_run) == "cancelled"
     report = trigger.run_once(conn, now=T0 + timedelta(minutes=3, seconds=20))
     assert report.released == 1
     queued = ledger(conn, sid)[1]
@@ -462,7 +468,7 @@ def test_a_queued_fire_waits_while_run_now_is_starting_a_run_of_its_schedule(
             trigger, conn, T0 + timedelta(seconds=40), T0 + timedelta(minutes=1, seconds=40), MINUTE
         )
         assert outcomes(conn, sid) == ["enqueued", "queued"]
-        assert runs.cancel(conn, ledger(conn, sid)[0]["run_id"]) == "cancelled"
+        assert transitions.cancel(conn, ledger(conn, sid)[0]["run_id"]) == "cancelled"
         with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as person:
             with person.transaction():
                 schedules.run_now(person, "queue", now=T0 + timedelta(minutes=2))
@@ -560,7 +566,7 @@ def test_a_run_committed_as_the_schedule_is_locked_is_seen_by_the_overlap_policy
                 groups = super().lock_next(conn)
                 with psycopg.connect(db_url, autocommit=True) as other:
                     at = utc("2026-05-01T09:59:59")
-                    runs.submit_fires(other, [runs.FireRequest(sid, job_id, at, at)])
+                    submission.submit_fires(other, [run_inserts.FireRequest(sid, job_id, at, at)])
                 return groups
 
         monkeypatch.setattr("app.services.trigger.DueCursor", RunCommittedAtTheLock)
@@ -684,9 +690,9 @@ def test_a_workflow_schedule_auto_pauses_after_consecutive_failed_dag_runs(conn:
 def finish_pending_runs(conn: Conn, outcome: Outcome, now: datetime | None = None) -> None:
     """Claim the due runs and finish them all with `outcome` (`now=None`: the database
     clock, at which a released DAG step is due)."""
-    claimed = runs.claim(conn, "test-worker", 10, 30, now=now)
-    runs.finish_many(
-        conn, "test-worker", [runs.Finish(j.run_id, j.attempt, outcome) for j in claimed]
+    claimed = transitions.claim(conn, "test-worker", 10, 30, now=now)
+    transitions.finish_many(
+        conn, "test-worker", [transitions.Finish(j.run_id, j.attempt, outcome) for j in claimed]
     )
 
 

@@ -14,9 +14,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import calendars, firing, runs, schedules
-from app.calendars import CalendarSpec
-from app.fires import OverlapPolicy
+from app.runs import transitions
+from app.scheduling import calendars, firing, schedules
+from app.scheduling.calendars import CalendarSpec
+from app.scheduling.fire_decisions import OverlapPolicy
 from app.services.trigger import Trigger
 from tests.conftest import with_database
 from tests.db.test_trigger import T0, add, define_etl, settings
@@ -87,7 +88,7 @@ def fire(url: str, rng: random.Random) -> dict[str, Any]:
             ).fetchall()
             for row in active:
                 if rng.random() < 0.5:
-                    runs.cancel(conn, row["id"], now=now)
+                    transitions.cancel(conn, row["id"], now=now)
         return outcome(conn)
 
 

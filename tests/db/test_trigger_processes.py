@@ -13,8 +13,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app.fires import OverlapPolicy
-from app.schedules import ScheduleSpec, create_schedule, db_now
+from app.scheduling.fire_decisions import OverlapPolicy
+from app.scheduling.firing import db_now
+from app.scheduling.schedules import ScheduleSpec, create_schedule
 from tests.processes import Service, query, services, wait_until
 
 LEASE_SECONDS = 3.0

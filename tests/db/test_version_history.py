@@ -8,10 +8,13 @@ from typing import Any
 
 import psycopg
 
-from app import job_definitions, schedules, versions, workflows
-from app.job_definitions import JobSpec
-from app.schedules import ScheduleSpec
-from app.workflows import Step, WorkflowSpec
+from app.catalog import job_definitions, workflows
+from app.catalog.job_definitions import JobSpec
+from app.catalog.workflows import WorkflowSpec
+from app.dags.workflow_shapes import Step
+from app.people import versions
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleSpec
 
 Conn = psycopg.Connection[dict[str, Any]]
 

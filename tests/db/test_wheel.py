@@ -92,7 +92,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(empty_db_url: str, tmp_pat
     )
 
     # Sundial and its assets come from the virtualenv, not from the checkout.
-    where = "import app.resources as r; print(r.__file__); print(r.PROCFILE.read_text())"
+    where = "import app.core.resources as r; print(r.__file__); print(r.PROCFILE.read_text())"
     installed = run([str(bin_dir / "python"), "-c", where], project, env)
     assert installed.startswith(str(tmp_path / "venv")), installed
     assert "worker: sundial worker" in installed

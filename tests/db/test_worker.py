@@ -12,8 +12,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import limits, runs
-from app.runs import NewRun
+from app.core import limits
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from tests.processes import query, run_row, services, status_counts, wait_until
 
 MODELS = ["async", "thread", "process", "subprocess"]
@@ -21,7 +22,7 @@ MODELS = ["async", "thread", "process", "subprocess"]
 
 def submit(db_url: str, *new_runs: NewRun) -> list[int]:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return [s.id for s in runs.submit_many(conn, list(new_runs))]
+        return [s.id for s in submission.submit_many(conn, list(new_runs))]
 
 
 def status_of(db_url: str, run_id: int) -> str:

@@ -17,8 +17,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import migrate, runs
-from app.runs import NewRun
+from app.core import migrate
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from app.services.worker import WORKER_CONNECTIONS
 from tests.processes import (
     pg_ctl,
@@ -59,7 +60,7 @@ def connect(db_url: str) -> psycopg.Connection[dict[str, Any]]:
 
 def submit(db_url: str, *new_runs: NewRun) -> list[int]:
     with connect(db_url) as conn:
-        return [s.id for s in runs.submit_many(conn, list(new_runs))]
+        return [s.id for s in submission.submit_many(conn, list(new_runs))]
 
 
 def fill_connections(db_url: str, stack: ExitStack) -> list[psycopg.Connection[Any]]:
@@ -147,7 +148,7 @@ def test_a_worker_that_cannot_record_claims_leaves_runs_to_one_that_can(
 
 
 def submit_on(conn: psycopg.Connection[Any], *new_runs: NewRun) -> list[int]:
-    return [s.id for s in runs.submit_many(conn, list(new_runs))]
+    return [s.id for s in submission.submit_many(conn, list(new_runs))]
 
 
 def all_completed(conn: psycopg.Connection[Any], run_ids: list[int]) -> bool:

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import runs
-from app.config import Settings
-from app.runs import NewRun
+from app.core.config import Settings
+from app.runs import transitions
+from app.runs.run_inserts import NewRun
 from app.services.worker import Worker, build_worker
 from tests.db.test_worker import MODELS, attempt_outcomes, run_row, submit
 from tests.waits import db_now, wait_until
@@ -131,8 +131,8 @@ def test_heartbeat_stops_a_job_whose_lease_was_taken_and_drops_its_outcome(
     async def steps(worker: Worker) -> None:
         await worker.fetch_once()
         with connect(db_url) as conn:  # the reaper, an hour later, gives the run a new attempt
-            runs.reap(conn, now=db_now(conn) + timedelta(hours=1))
-            (job,) = runs.claim(conn, "other", 1, 30)
+            transitions.reap(conn, now=db_now(conn) + timedelta(hours=1))
+            (job,) = transitions.claim(conn, "other", 1, 30)
         result = await asyncio.to_thread(worker.heartbeat_once)
         assert result.lost == {(run_id, 1)}
         await worker.wait_executed()  # the job was stopped: nothing left to wait 60 s for
@@ -151,7 +151,7 @@ def test_heartbeat_stops_a_cancelled_job_and_finish_records_the_cancel(db_url: s
     async def steps(worker: Worker) -> None:
         await worker.fetch_once()
         with connect(db_url) as conn:
-            assert runs.cancel(conn, run_id) == "running"
+            assert transitions.cancel(conn, run_id) == "running"
         result = await asyncio.to_thread(worker.heartbeat_once)
         assert result.cancel_requested == {(run_id, 1)}
         await worker.wait_executed()
@@ -255,7 +255,7 @@ def test_cancel_stops_a_running_job_for_each_model(db_url: str, model: str) -> N
         if model == "subprocess":
             await asyncio.to_thread(wait_until, lambda: SUBPROCESS_CHILD in children(), "child")
         with connect(db_url) as conn:
-            assert runs.cancel(conn, run_id) == "running"
+            assert transitions.cancel(conn, run_id) == "running"
         await asyncio.to_thread(worker.heartbeat_once)
         await worker.wait_executed()
         await worker.finish_once()

@@ -13,9 +13,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import calendars, schedules
-from app.calendars import CalendarSpec
-from app.schedules import ScheduleSpec
+from app.scheduling import calendars, schedules
+from app.scheduling.calendars import CalendarSpec
+from app.scheduling.schedules import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
 from tests.web.conftest import make_user

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from app.job_definitions import PICK_FROM_LIST
+from app.catalog.job_definitions import PICK_FROM_LIST
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
 from tests.waits import wait_until

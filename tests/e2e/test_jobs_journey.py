@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import schedules
-from app.schedules import ScheduleSpec
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.web.conftest import make_user
 

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect
 from psycopg.rows import dict_row
 
-from app import runs
+from app.runs import run_inserts, submission
 from app.web.events import LISTENER_NAME
 from tests.conftest import free_port, wait_for_http
 from tests.e2e.conftest import sign_in_page
@@ -42,7 +42,7 @@ def _web(start: Start, port: int) -> tuple[Service, str]:
 
 def _submit(db_url: str, handler: str = "noop", **args: Any) -> int:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return runs.submit(conn, runs.NewRun(handler=handler, args=args)).id
+        return submission.submit(conn, run_inserts.NewRun(handler=handler, args=args)).id
 
 
 def _counter(page: Any, status: str) -> Any:

@@ -12,8 +12,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import runs
-from app.jobs import Outcome, OutcomeStatus
+from app.dags import dag_submission
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import run_inserts, submission, transitions
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
 from tests.web.conftest import make_user
@@ -25,14 +26,14 @@ def _seed(db_url: str) -> int:
     """A failed DAG step with a traceback, pending and running runs, a live worker and a
     trigger leader: every region of the pages has something to show."""
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        dag = runs.submit_dag(
+        dag = dag_submission.submit_dag(
             conn,
-            {"extract": runs.NewRun("noop", max_retries=0, priority=9),
-             "load": runs.NewRun("noop")},
+            {"extract": run_inserts.NewRun("noop", max_retries=0, priority=9),
+             "load": run_inserts.NewRun("noop")},
             [("extract", "load")],
         )  # fmt: skip
         failed = dag.run_ids["extract"]
-        (job,) = runs.claim(conn, "worker-a:4242:1f2e3d", 1, 30)
+        (job,) = transitions.claim(conn, "worker-a:4242:1f2e3d", 1, 30)
         outcome = Outcome(
             OutcomeStatus.FAILED,
             error="ConnectionError: warehouse at 10.0.0.7 refused the connection",
@@ -40,10 +41,12 @@ def _seed(db_url: str) -> int:
             "ConnectionError: refused",
             retryable=False,
         )
-        runs.finish_many(conn, "worker-a:4242:1f2e3d", [runs.Finish(failed, job.attempt, outcome)])
+        transitions.finish_many(
+            conn, "worker-a:4242:1f2e3d", [transitions.Finish(failed, job.attempt, outcome)]
+        )
         for _ in range(5):
-            runs.submit(conn, runs.NewRun("sleep", args={"seconds": 1}, priority=3))
-        runs.claim(conn, "worker-a:4242:1f2e3d", 2, 30)
+            submission.submit(conn, run_inserts.NewRun("sleep", args={"seconds": 1}, priority=3))
+        transitions.claim(conn, "worker-a:4242:1f2e3d", 2, 30)
         stats = {"in_flight": 2, "loop_lag_ms": 0.8, "threads_total": 4, "threads_busy": 1}
         conn.execute(
             "INSERT INTO workers (id, host, pid, concurrency, handlers, stats) VALUES "

@@ -12,10 +12,13 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import audit, job_definitions, runs, schedules
-from app.job_definitions import JobSpec
-from app.runs import NewRun
-from app.schedules import ScheduleSpec
+from app.catalog import job_definitions
+from app.catalog.job_definitions import JobSpec
+from app.people import audit
+from app.runs import submission
+from app.runs.run_inserts import NewRun
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_triage_and_logs import _violations_with_axe
 from tests.processes import finish_run
@@ -38,9 +41,9 @@ def seed(db_url: str) -> None:
         audit.record(conn, "t", "job.update", "job", LONG[:120], before={"a": LONG},
                      after={"a": LONG * 2})  # fmt: skip
         for n in range(5):
-            run_id = runs.submit(conn, NewRun("noop", {"n": n, "note": LONG})).id
+            run_id = submission.submit(conn, NewRun("noop", {"n": n, "note": LONG})).id
             finish_run(conn, run_id)
-        runs.submit(conn, NewRun("noop", run_at=db_now(conn) - timedelta(minutes=5)))
+        submission.submit(conn, NewRun("noop", run_at=db_now(conn) - timedelta(minutes=5)))
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -15,9 +15,11 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app import lag_slo, runs
-from app.fingerprints import QUARANTINED
-from app.runs import NewRun
+from app.dags import dag_submission
+from app.observability import lag_slo
+from app.runs import submission, transitions
+from app.runs.fingerprints import QUARANTINED
+from app.runs.run_inserts import NewRun
 from tests.db.test_trigger import add
 from tests.e2e.test_jobs_journey import _violations
 from tests.processes import query, services
@@ -29,7 +31,7 @@ POISON = "PaymentDeclined: card for invoice {} was declined"
 
 def submit(db_url: str, *new_runs: NewRun) -> list[int]:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return [s.id for s in runs.submit_many(conn, list(new_runs))]
+        return [s.id for s in submission.submit_many(conn, list(new_runs))]
 
 
 def statuses(db_url: str, ids: list[int]) -> list[str]:
@@ -133,7 +135,7 @@ def test_a_dag_runs_steps_change_colour_as_they_complete(
 ) -> None:
     go = tmp_path / "go"
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        dag = runs.submit_dag(
+        dag = dag_submission.submit_dag(
             conn,
             {
                 "extract": NewRun("echo"),
@@ -183,7 +185,9 @@ def test_on_call_pages_pass_axe(
         ).fetchone()
     assert key is not None
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        dag = runs.submit_dag(conn, {"a": NewRun("noop"), "b": NewRun("noop")}, [("a", "b")])
+        dag = dag_submission.submit_dag(
+            conn, {"a": NewRun("noop"), "b": NewRun("noop")}, [("a", "b")]
+        )
         # a schedule whose fire is long overdue (no trigger runs here): a lag alert
         add(conn, "hourly <b>sync</b>", now=db_now(conn) - timedelta(hours=3), cron="0 * * * *")
         lag_slo.set_threshold(conn, "hourly <b>sync</b>", 60, actor="test")
@@ -244,11 +248,11 @@ def quarantine_one(conn: Any) -> int:
     """A run whose workers died under it too many times (the reaper's doing)."""
     from tests.processes import one_crash_from_quarantine
 
-    run_id = runs.submit(conn, NewRun("noop")).id
+    run_id = submission.submit(conn, NewRun("noop")).id
     one_crash_from_quarantine(conn, run_id)
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    runs.claim(conn, "worker-a", 1, 30)
-    runs.reap(conn, now=db_now(conn) + timedelta(minutes=5))
+    transitions.claim(conn, "worker-a", 1, 30)
+    transitions.reap(conn, now=db_now(conn) + timedelta(minutes=5))
     return run_id
 
 

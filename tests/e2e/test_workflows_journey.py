@@ -13,8 +13,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import job_definitions, workflows
-from app.job_definitions import JobSpec
+from app.catalog import job_definitions, workflows
+from app.catalog.job_definitions import JobSpec
+from app.dags import workflow_shapes
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
 from tests.processes import query, services
@@ -115,11 +116,11 @@ def test_workflow_pages_pass_axe_and_are_photographed(
     make_user(db_url, "admin", "admin")
     make_jobs(db_url)
     steps = {
-        "pull": workflows.Step("pull"),
-        "shape <b>it</b>": workflows.Step("shape"),
-        "check": workflows.Step("shape"),
-        "mail": workflows.Step("mail"),
-        "publish the quarterly numbers": workflows.Step("publish"),
+        "pull": workflow_shapes.Step("pull"),
+        "shape <b>it</b>": workflow_shapes.Step("shape"),
+        "check": workflow_shapes.Step("shape"),
+        "mail": workflow_shapes.Step("mail"),
+        "publish the quarterly numbers": workflow_shapes.Step("publish"),
     }
     edges = [("pull", "shape <b>it</b>"), ("pull", "check"), ("shape <b>it</b>", "mail"),
              ("check", "mail"), ("pull", "publish the quarterly numbers"),

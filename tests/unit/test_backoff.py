@@ -1,6 +1,6 @@
 import random
 
-from app.backoff import Backoff, full_jitter
+from app.core.backoff import Backoff, full_jitter
 
 
 def test_full_jitter_stays_within_the_exponential_ceiling() -> None:

@@ -3,8 +3,8 @@
 import logging
 import sys
 
-from app.cli.text import safe, safe_lines
-from app.logs import JsonFormatter, TextFormatter
+from app.core.logs import JsonFormatter, TextFormatter
+from app.core.text import safe, safe_lines
 
 
 def test_safe_escapes_every_control_character_and_keeps_the_rest() -> None:

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import DEFAULT_PORT, ConfigError, Settings
-from app.db import DatabaseUrlError, describe, normalize_url, redact, sqlalchemy_url
+from app.core.config import DEFAULT_PORT, ConfigError, Settings
+from app.core.db import DatabaseUrlError, describe, normalize_url, redact, sqlalchemy_url
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from app import cron, limits
-from app.cron import (
+from app.core import limits
+from app.scheduling import cron
+from app.scheduling.cron import (
     EPSILON,
     DstRepeated,
     DstSkipped,

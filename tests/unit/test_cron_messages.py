@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from app.schedules import ScheduleError, ScheduleSpec, preview
+from app.scheduling.schedules import ScheduleError, ScheduleSpec, preview
 from tests.waits import utc
 
 

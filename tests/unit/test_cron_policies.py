@@ -1,5 +1,5 @@
-"""The trigger's pure decisions (`app.fires.plan_fires`) with an injected clock: catch-up,
-overlap, pause, spread, and the bounds that keep a long outage cheap."""
+"""The trigger's pure decisions (`app.scheduling.fire_decisions.plan_fires`) with an injected
+clock: catch-up, overlap, pause, spread, and the bounds that keep a long outage cheap."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from app import cron, fires
-from app.cron import Fire, Recurrence
-from app.fires import (
+from app.scheduling import cron
+from app.scheduling import fire_decisions as fires
+from app.scheduling.cron import Fire, Recurrence
+from app.scheduling.fire_decisions import (
     DueSchedule,
     FireOutcome,
     OverlapPolicy,

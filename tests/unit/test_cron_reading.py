@@ -2,7 +2,7 @@
 """Sundial's reading of cron rules against an independent one written here from crontab(5).
 
 The reading in this file is deliberately naive (a set of values per field, days checked one
-by one), so that a disagreement points at `app.cron`, not at a shared helper.
+by one), so that a disagreement points at `app.scheduling.cron`, not at a shared helper.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cron import Recurrence, RecurrenceError, next_fire, parse_cron
-from app.cron_words import cron_sentence
+from app.scheduling.cron import Recurrence, RecurrenceError, next_fire, parse_cron
+from app.scheduling.cron_words import cron_sentence
 
 BOUNDS = {0: (0, 59), 1: (0, 23), 2: (1, 31), 3: (1, 12), 4: (0, 7)}
 MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]

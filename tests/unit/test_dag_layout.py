@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from app.dag_layout import NODE_HEIGHT, LayoutError, layout
+from app.dags.dag_layout import NODE_HEIGHT, LayoutError, layout
 
 
 def _crossings(picture_edges: list[tuple[float, float, float, float]]) -> int:

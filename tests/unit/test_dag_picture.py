@@ -3,7 +3,7 @@ colour, links, and a text list that says what the picture says."""
 
 from __future__ import annotations
 
-from app.dag_layout import layout
+from app.dags.dag_layout import layout
 from app.web.render import env
 
 

@@ -1,14 +1,14 @@
-"""Calendar membership (`app.exclusions`): holidays are whole local days in the schedule's
-zone, blackout windows are [start, end), and a plan's runs become `excluded` fires."""
+"""Calendar membership (`app.scheduling.exclusions`): holidays are whole local days in the
+schedule's zone, blackout windows are [start, end), and a plan's runs become `excluded` fires."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
 
-from app.cron import Fire, Recurrence
-from app.exclusions import Blackout, Calendar, exclude, excluded_reason, holiday_on
-from app.fires import DueSchedule, FireOutcome, OverlapPolicy, plan_fires
+from app.scheduling.cron import Fire, Recurrence
+from app.scheduling.exclusions import Blackout, Calendar, exclude, excluded_reason, holiday_on
+from app.scheduling.fire_decisions import DueSchedule, FireOutcome, OverlapPolicy, plan_fires
 from tests.waits import utc
 
 NZ = Calendar("NZ", country="NZ")

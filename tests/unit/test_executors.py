@@ -22,7 +22,7 @@ from app.executors.attempt import Attempt
 from app.executors.process_pool import ChildStartError
 from app.executors.protocol import encode_request
 from app.handlers import default_registry
-from app.jobs import JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
 from tests import fixtures_handlers
 from tests.waits import gone, wait_until, wait_until_async
 

@@ -26,7 +26,7 @@ from app.executors.protocol import (
     serve_request,
 )
 from app.handlers import default_registry, load_modules
-from app.jobs import JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
 from tests.waits import wait_until_async
 
 

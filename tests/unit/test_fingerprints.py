@@ -3,7 +3,7 @@ is kept."""
 
 from __future__ import annotations
 
-from app.fingerprints import LEASE_EXPIRED, fingerprint_of, normalise, top_frame
+from app.runs.fingerprints import LEASE_EXPIRED, fingerprint_of, normalise, top_frame
 
 TRACEBACK = """Traceback (most recent call last):
   File "/srv/app/worker.py", line 10, in main

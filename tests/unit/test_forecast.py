@@ -1,12 +1,12 @@
-"""The load forecast and week calendar counts (`app.forecast`) on known rules, DST days
+"""The load forecast and week calendar counts (`app.scheduling.forecast`) on known rules, DST days
 included, with fixed instants."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from app import forecast
-from app.cron import DstRepeated, Recurrence, fires_between
+from app.scheduling import forecast
+from app.scheduling.cron import DstRepeated, Recurrence, fires_between
 from tests.waits import utc
 
 DAY = timedelta(days=1)

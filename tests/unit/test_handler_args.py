@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from app.handler_args import ArgsError, check, fields, form_values, from_form
+from app.handlers.handler_args import ArgsError, check, fields, form_values, from_form
 from app.handlers.registry import HandlerRegistry
 
 

@@ -34,6 +34,14 @@ from app.handlers import (
 )
 from app.handlers.builtin import BUILTINS, fail, noop, sleep
 from app.handlers.chaos import crash
+from app.handlers.jobs import (
+    Cancelled,
+    JobContext,
+    JobSpec,
+    NonRetryableError,
+    Outcome,
+    OutcomeStatus,
+)
 from app.handlers.shell import command_environment
 from app.handlers.webhook import (
     RESPONSE_BODY_LIMIT,
@@ -42,7 +50,6 @@ from app.handlers.webhook import (
     HttpCallFailed,
     call_url,
 )
-from app.jobs import Cancelled, JobContext, JobSpec, NonRetryableError, Outcome, OutcomeStatus
 from tests.conftest import REPO
 
 _run_ids = itertools.count(1)

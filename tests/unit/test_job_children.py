@@ -18,7 +18,7 @@ from app.executors.child_setup import LIFELINE_ENV
 from app.executors.framing import encode_frame
 from app.executors.protocol import encode_request
 from app.executors.subprocess_runner import child_environment
-from app.jobs import Outcome, OutcomeStatus
+from app.handlers.jobs import Outcome, OutcomeStatus
 from tests import fixtures_handlers
 from tests.conftest import REPO
 from tests.unit.test_executors import job, with_executors

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import lag_slo
-from app.cron import Recurrence, latest_fires
-from app.lag_slo import Alert
+from app.observability import lag_slo
+from app.observability.lag_slo import Alert
+from app.scheduling.cron import Recurrence, latest_fires
 from app.web.lag_slo import alert_lines
 
 START = datetime(2026, 3, 28, 22, 0, 7, tzinfo=UTC)  # a DST change in Europe/Berlin follows

@@ -1,4 +1,4 @@
-"""The checks of app.limits, as pure functions."""
+"""The checks of app.core.limits, as pure functions."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from app import limits
-from app.cron import Recurrence, next_fire
-from app.errors import UsageError
+from app.core import limits
+from app.core.errors import UsageError
+from app.scheduling.cron import Recurrence, next_fire
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@
 
 import pytest
 
-from app.config import ConfigError, Settings
-from app.db import connection_options, listen_url
+from app.core.config import ConfigError, Settings
+from app.core.db import connection_options, listen_url
 
 URL = "postgresql://u@pooler:6432/app"
 

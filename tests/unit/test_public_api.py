@@ -3,8 +3,8 @@
 import sundial
 from app.client import Sundial
 from app.handlers import handler
-from app.jobs import JobContext
-from app.runs import SubmitError
+from app.handlers.jobs import JobContext
+from app.runs.run_inserts import SubmitError
 
 
 def test_sundial_exports_the_client_handler_context_and_errors() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from app.run_logs import (
+from app.runs.run_logs import (
     CURRENT,
     TRUNCATED,
     CaptureHandler,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.cron import parse_cron
-from app.schedule_presets import Choice, Preset, PresetError, Rule, choice_of, rule_of
+from app.scheduling.cron import parse_cron
+from app.scheduling.schedule_presets import Choice, Preset, PresetError, Rule, choice_of, rule_of
 
 
 @pytest.mark.parametrize(

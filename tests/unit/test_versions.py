@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import schedules, versions
-from app.versions import Change, VersionError, diff
+from app.people import versions
+from app.people.versions import Change, VersionError, diff
+from app.scheduling import schedules
 
 
 def test_a_diff_lists_changed_fields_in_the_after_order_then_removed_ones() -> None:

@@ -6,9 +6,9 @@ import argparse
 import subprocess
 import sys
 
-from app import migrate, schema_check
 from app.cli.main import COMMAND_GROUPS, build_parser
 from app.cli.services import SERVICE_COMMANDS
+from app.core import migrate, schema_check
 
 # Libraries of other commands (web, migrations, schedules, users, handler args): a worker
 # that imported them would pay for them at every start.
@@ -55,9 +55,9 @@ def test_importing_the_users_module_hashes_no_password() -> None:
         "    hashes.append(1)\n"
         "    return original(self, *args, **kwargs)\n"
         "argon2.PasswordHasher.hash = counted\n"
-        "import app.users, app.cli.main\n"
+        "import app.people.users, app.cli.main\n"
         "before = len(hashes)\n"
-        "assert app.users._verify(None, 'a guess') is False\n"
+        "assert app.people.users._verify(None, 'a guess') is False\n"
         "print(before, len(hashes))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from app.workflows import cycle_message
+from app.catalog.workflows import cycle_message
 
 
 def test_the_edge_pointing_back_up_the_list_is_named_with_the_whole_loop() -> None:

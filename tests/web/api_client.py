@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from app import tokens, users
+from app.people import tokens, users
 from tests.web.conftest import PASSWORD
 
 

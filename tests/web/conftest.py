@@ -11,8 +11,8 @@ import pytest
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app import users
-from app.config import Settings
+from app.core.config import Settings
+from app.people import users
 from app.web import create_app
 
 PASSWORD = "correct horse battery"

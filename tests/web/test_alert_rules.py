@@ -7,7 +7,7 @@ import re
 
 import yaml
 
-from app.resources import ALERT_RULES
+from app.core.resources import ALERT_RULES
 from tests.web.api_client import make_token, request
 
 NEEDED = {"SundialScheduleLagOverSLO", "SundialDeadLettersGrowing", "SundialNoLiveWorker",

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from app import tokens
+from app.people import tokens
 from app.web.api import core
 from tests.processes import query
 from tests.waits import db_now
@@ -127,8 +127,8 @@ def test_dags_and_workflows(live_server: str, db_url: str, conn: psycopg.Connect
     })  # fmt: skip
     assert cycle.status == 422 and "cycle" in cycle.error["message"]
 
-    from app import job_definitions, workflows
-    from app.job_definitions import JobSpec
+    from app.catalog import job_definitions, workflows
+    from app.catalog.job_definitions import JobSpec
 
     job_definitions.create(conn, JobSpec(name="hello", handler="noop"), actor="test")
     workflows.define(

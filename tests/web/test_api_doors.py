@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from app import limits
-from app.config import Settings
+from app.core import limits
+from app.core.config import Settings
 from app.web import create_app
 from tests.processes import query
 from tests.web.api_client import make_token

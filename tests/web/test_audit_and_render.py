@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 from starlette.testclient import TestClient
 
-from app import audit
+from app.people import audit
 
 
 def test_the_audit_log_filters_by_person_action_and_day(

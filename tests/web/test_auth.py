@@ -11,9 +11,9 @@ import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from app.config import DEV_SECRET_KEY, ConfigError, Settings
-from app.states import Role
-from app.users import LOGIN_MAX_FAILURES
+from app.core.config import DEV_SECRET_KEY, ConfigError, Settings
+from app.people.roles import Role
+from app.people.users import LOGIN_MAX_FAILURES
 from app.web import create_app
 from app.web.access import ROLE_ATTRIBUTE
 from app.web.app import check_secret_key
@@ -160,7 +160,7 @@ def test_sign_in_only_returns_to_a_path_on_this_site(
 def test_failures_older_than_the_window_no_longer_count_and_are_forgotten(
     db_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    from app.users import LOGIN_WINDOW_SECONDS, sign_in
+    from app.people.users import LOGIN_WINDOW_SECONDS, sign_in
 
     make_user(db_url, "alice", "viewer")
     conn.execute(
@@ -176,7 +176,7 @@ def test_failures_older_than_the_window_no_longer_count_and_are_forgotten(
 def test_sessions_and_sign_in_links_end_when_their_lifetime_has_passed(
     db_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    from app import users
+    from app.people import users
     from tests.waits import db_now
 
     make_user(db_url, "alice", "viewer")

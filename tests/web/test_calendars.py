@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 from starlette.testclient import TestClient
 
-from app import calendars, schedules
-from app.calendars import CalendarSpec
-from app.schedules import ScheduleSpec
+from app.scheduling import calendars, schedules
+from app.scheduling.calendars import CalendarSpec
+from app.scheduling.schedules import ScheduleSpec
 from tests.web.conftest import csrf_of
 
 Conn = psycopg.Connection[dict[str, Any]]

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from app import runs
 from app.handlers.gate import set_shell_enabled
-from app.runs import NewRun
+from app.runs import submission
+from app.runs.run_inserts import NewRun
 from tests.processes import query
 from tests.web.api_client import make_token, request
 from tests.web.conftest import csrf_of
@@ -29,7 +29,7 @@ def test_a_token_below_admin_cannot_start_a_command_by_any_way(
     live_server: str, db_url: str, conn: psycopg.Connection[Any], role: str
 ) -> None:
     set_shell_enabled(conn, True, actor="test")
-    failed = runs.submit(conn, NewRun("shell", {"command": "false"})).id
+    failed = submission.submit(conn, NewRun("shell", {"command": "false"})).id
     conn.execute(
         "UPDATE job_runs SET status = 'failed', finished_at = now() WHERE id = %s", (failed,)
     )
@@ -69,7 +69,7 @@ def test_a_page_button_below_admin_shows_why_in_place(
     as_role: Callable[[str], TestClient], conn: psycopg.Connection[Any], db_url: str
 ) -> None:
     set_shell_enabled(conn, True, actor="test")
-    failed = runs.submit(conn, NewRun("shell", {"command": "false"})).id
+    failed = submission.submit(conn, NewRun("shell", {"command": "false"})).id
     conn.execute(
         "UPDATE job_runs SET status = 'failed', finished_at = now() WHERE id = %s", (failed,)
     )

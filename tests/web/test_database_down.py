@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from app import migrate
-from app.config import Settings
+from app.core import migrate
+from app.core.config import Settings
 from app.web import create_app
 from tests.conftest import with_database
 from tests.web.conftest import make_user, sign_in

@@ -10,7 +10,8 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app.fingerprints import fingerprint_of
+from app.runs import submission, transitions
+from app.runs.fingerprints import fingerprint_of
 from tests.db.test_dead_letters import TRACE, declined
 from tests.web.conftest import csrf_of
 
@@ -125,17 +126,16 @@ def test_a_quarantined_run_is_shown_as_such_with_its_crash_count(
 ) -> None:
     from datetime import timedelta
 
-    from app import runs
-    from app.fingerprints import QUARANTINED
-    from app.runs import NewRun
+    from app.runs.fingerprints import QUARANTINED
+    from app.runs.run_inserts import NewRun
     from tests.processes import QUARANTINE_DEATHS, one_crash_from_quarantine
     from tests.waits import db_now
 
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        run_id = runs.submit(conn, NewRun("noop")).id
+        run_id = submission.submit(conn, NewRun("noop")).id
         one_crash_from_quarantine(conn, run_id)
-        runs.claim(conn, "worker-a", 1, 30)
-        runs.reap(conn, now=db_now(conn) + timedelta(minutes=5))
+        transitions.claim(conn, "worker-a", 1, 30)
+        transitions.reap(conn, now=db_now(conn) + timedelta(minutes=5))
     client = as_role("viewer")
     groups = client.get("/dead-letters")
     assert "quarantined: the process running it died too many times" in groups.text

@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 from starlette.testclient import TestClient
 
-from app import job_definitions
-from app.job_definitions import PICK_FROM_LIST, JobSpec
+from app.catalog import job_definitions
+from app.catalog.job_definitions import PICK_FROM_LIST, JobSpec
 from tests.web.test_schedule_pages import FORM, count, post
 from tests.web.test_workflows import form as workflow_form
 from tests.web.test_workflows import post as workflow_post

@@ -188,9 +188,9 @@ def test_deleting_a_job_a_schedule_or_workflow_uses_is_refused_with_their_names(
 def test_a_worker_unseen_for_the_live_window_no_longer_vouches_for_its_handlers(
     conn: Conn,
 ) -> None:
-    from app.job_definitions import handler_choices
+    from app.catalog.job_definitions import handler_choices
+    from app.handlers.worker_registry import LIVE_SECONDS as WORKER_LIVE_SECONDS
     from app.web.home import overview
-    from app.worker_registry import LIVE_SECONDS as WORKER_LIVE_SECONDS
     from tests.waits import db_now
 
     conn.execute("INSERT INTO workers (id, host, pid, concurrency, handlers) "
@@ -206,8 +206,8 @@ def test_a_worker_unseen_for_the_live_window_no_longer_vouches_for_its_handlers(
 def test_the_jobs_list_comes_in_pages_and_filters_by_name_or_handler(
     as_role: Callable[[str], TestClient], conn: Conn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app import job_definitions
-    from app.job_definitions import JobSpec
+    from app.catalog import job_definitions
+    from app.catalog.job_definitions import JobSpec
 
     monkeypatch.setattr(job_definitions, "LIST_PAGE", 2)
     for name, handler in (("load", "noop"), ("clean", "echo"), ("bill", "noop"), ("audit", "noop")):

@@ -11,8 +11,8 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app import runs
-from app.jobs import Outcome, OutcomeStatus
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import run_inserts, submission, transitions
 from tests.waits import db_now
 
 
@@ -27,17 +27,21 @@ def test_overview_shows_queue_throughput_lag_leader_and_alerts(
         now = db_now(conn)
         # three due runs at priority 5, one ten minutes overdue
         for minutes in (10, 1, 0):
-            runs.submit(conn, runs.NewRun(handler="noop", priority=5,
+            submission.submit(conn, run_inserts.NewRun(handler="noop", priority=5,
                                           run_at=now - timedelta(minutes=minutes)))  # fmt: skip
         # a poison job: failed for good after its retry
-        poison = runs.submit(conn, runs.NewRun(handler="poison", max_retries=1, priority=9)).id
+        poison = submission.submit(
+            conn, run_inserts.NewRun(handler="poison", max_retries=1, priority=9)
+        ).id
         for attempt in (1, 2):
             conn.execute("UPDATE job_runs SET run_at = now() - interval '1 s' WHERE id = %s",
                          [poison])  # fmt: skip
-            claimed = runs.claim(conn, "w-1", 1, 30)
+            claimed = transitions.claim(conn, "w-1", 1, 30)
             assert [c.run_id for c in claimed] == [poison]
             outcome = Outcome(OutcomeStatus.FAILED, error="boom")
-            runs.finish_many(conn, "w-1", [runs.Finish(poison, attempt, outcome)], now=None)
+            transitions.finish_many(
+                conn, "w-1", [transitions.Finish(poison, attempt, outcome)], now=None
+            )
         conn.execute(
             "INSERT INTO leader_leases (name, holder, term, lease_until) "
             "VALUES ('trigger', 'trigger-host-1', 7, now() + interval '1 minute')"
@@ -77,11 +81,11 @@ def test_workers_page_lists_live_workers_and_gone_ones_with_released_runs(
         )
         conn.execute("UPDATE workers SET last_seen = now() - interval '5 minutes' "
                      "WHERE id = 'w-dead'")  # fmt: skip
-        run_id = runs.submit(conn, runs.NewRun(handler="noop")).id
-        runs.claim(conn, "w-dead", 1, 30)
+        run_id = submission.submit(conn, run_inserts.NewRun(handler="noop")).id
+        transitions.claim(conn, "w-dead", 1, 30)
         conn.execute("UPDATE job_runs SET lease_until = now() - interval '1 s' WHERE id = %s",
                      [run_id])  # fmt: skip
-        assert [r.run_id for r in runs.reap(conn)] == [run_id]
+        assert [r.run_id for r in transitions.reap(conn)] == [run_id]
     page = as_role("viewer").get("/workers")
     assert page.status_code == 200
     live, gone = page.text.split("Gone in the last hour")

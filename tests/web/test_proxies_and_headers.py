@@ -9,8 +9,8 @@ from contextlib import contextmanager
 import pytest
 from starlette.testclient import TestClient
 
-from app.config import ConfigError, Settings
-from app.users import LOGIN_MAX_FAILURES_PER_ACCOUNT, LOGIN_MAX_FAILURES_PER_ADDRESS
+from app.core.config import ConfigError, Settings
+from app.people.users import LOGIN_MAX_FAILURES_PER_ACCOUNT, LOGIN_MAX_FAILURES_PER_ADDRESS
 from app.web import create_app
 from tests.web.conftest import PASSWORD, csrf_of, make_user
 

@@ -10,24 +10,24 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app import runs
-from app.jobs import Outcome, OutcomeStatus
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import run_inserts, submission, transitions
 from tests.web.conftest import csrf_of
 
 
 def _submit(db_url: str, handler: str, n: int = 1) -> list[int]:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return [runs.submit(conn, runs.NewRun(handler=handler)).id for _ in range(n)]
+        return [submission.submit(conn, run_inserts.NewRun(handler=handler)).id for _ in range(n)]
 
 
 def _fail(db_url: str, error: str) -> int:
     """A run that ran once and failed for good with `error`."""
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        run_id = runs.submit(conn, runs.NewRun(handler="flaky", max_retries=0)).id
-        claimed = runs.claim(conn, "w-test", 10, 30)
+        run_id = submission.submit(conn, run_inserts.NewRun(handler="flaky", max_retries=0)).id
+        claimed = transitions.claim(conn, "w-test", 10, 30)
         assert [j.run_id for j in claimed] == [run_id]
         outcome = Outcome(OutcomeStatus.FAILED, error=error, traceback="Traceback: boom")
-        runs.finish_many(conn, "w-test", [runs.Finish(run_id, 1, outcome)])
+        transitions.finish_many(conn, "w-test", [transitions.Finish(run_id, 1, outcome)])
         return run_id
 
 

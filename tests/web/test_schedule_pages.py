@@ -14,12 +14,14 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from app import calendars, job_definitions, schedules, workflows
-from app.calendars import CalendarSpec
-from app.config import Settings
-from app.fires import OverlapPolicy
-from app.job_definitions import JobSpec
-from app.schedules import ScheduleSpec
+from app.catalog import job_definitions, workflows
+from app.catalog.job_definitions import JobSpec
+from app.core.config import Settings
+from app.dags import workflow_shapes
+from app.scheduling import calendars, schedules
+from app.scheduling.calendars import CalendarSpec
+from app.scheduling.fire_decisions import OverlapPolicy
+from app.scheduling.schedules import ScheduleSpec
 from app.services.trigger import Trigger
 from tests.web.conftest import csrf_of
 
@@ -576,7 +578,7 @@ def test_pages_of_an_unknown_schedule_are_404(as_role: Callable[[str], TestClien
 def test_an_editor_schedules_a_workflow_and_its_fire_starts_a_dag_run(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    steps = {"pull": workflows.Step(job), "mail": workflows.Step(job)}
+    steps = {"pull": workflow_shapes.Step(job), "mail": workflow_shapes.Step(job)}
     spec = workflows.WorkflowSpec("etl", steps, [("pull", "mail")])
     workflows.define(conn, spec, actor="test")
     client = as_role("editor")

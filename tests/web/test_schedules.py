@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 import psycopg
 from starlette.testclient import TestClient
 
-from app import schedules
-from app.schedules import ScheduleSpec
+from app.scheduling import schedules
+from app.scheduling.schedules import ScheduleSpec
 
 
 def test_schedules_show_their_rule_in_words_and_next_fire_in_their_zone(

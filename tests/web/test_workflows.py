@@ -11,8 +11,9 @@ from typing import Any
 import psycopg
 from starlette.testclient import TestClient
 
-from app import schedules
-from app.job_definitions import JobSpec, create
+from app.catalog.job_definitions import JobSpec, create
+from app.dags import workflow_shapes
+from app.scheduling import schedules
 from tests.web.conftest import csrf_of
 
 Conn = psycopg.Connection[Any]
@@ -341,11 +342,11 @@ def test_job_versions_show_what_changed_and_roll_back(
 def test_a_workflow_too_large_for_the_editor_is_shown_but_edited_as_json(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
-    from app import workflows
+    from app.catalog import workflows
 
     jobs(conn, "pull")
     chain = [f"s{i}" for i in range(250)]
-    steps = {name: workflows.Step("pull") for name in chain}
+    steps = {name: workflow_shapes.Step("pull") for name in chain}
     edges = list(itertools.pairwise(chain))
     workflows.define(conn, workflows.WorkflowSpec("big", steps, edges), actor="test")
     client = as_role("editor")

@@ -1,6 +1,6 @@
 """Jobs and workflows over the API: list, read, create, change, delete, and run a workflow
-now — through `app.job_definitions` and `app.workflows`, the functions the CLI and the
-pages call; they audit each change in the same transaction as the change.
+now — through `app.catalog.job_definitions` and `app.catalog.workflows`, the functions the CLI and
+the pages call; they audit each change in the same transaction as the change.
 
 As on the pages, only an admin may create or change a job that runs a dangerous handler
 (`job_definitions.DANGEROUS_HANDLERS`): others get 403."""
@@ -12,10 +12,12 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import job_definitions, workflows
-from app.db import Conn
-from app.job_definitions import DANGEROUS_HANDLERS, JobError, JobSpec
-from app.states import Role
+from app.catalog import job_definitions, workflows
+from app.catalog.job_definitions import DANGEROUS_HANDLERS, JobError, JobSpec
+from app.catalog.workflows import WorkflowError, WorkflowSpec
+from app.core.db import Conn
+from app.dags.workflow_shapes import Step
+from app.people.roles import Role
 from app.web.api.core import PREFIX, ApiCall, ApiError, json_response, operation
 from app.web.api.schemas import (
     DagOut,
@@ -32,7 +34,6 @@ from app.web.api.schemas import (
     WorkflowShapeIn,
 )
 from app.web.database import call
-from app.workflows import Step, WorkflowError, WorkflowSpec
 
 
 def _job(conn: Conn, name: str) -> dict[str, Any]:

@@ -28,11 +28,11 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app import tokens
-from app.errors import Conflict, Missing, NotAllowed, UsageError
+from app.core.errors import Conflict, Missing, NotAllowed, UsageError
 from app.handlers.gate import may_run_commands
-from app.states import Role
-from app.tokens import Principal
+from app.people import tokens
+from app.people.roles import Role
+from app.people.tokens import Principal
 from app.web.access import ROLE_ATTRIBUTE
 from app.web.database import call
 from app.web.security import SAFE_METHODS

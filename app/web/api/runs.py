@@ -1,5 +1,5 @@
 """Runs over the API: submit (one, a batch, a DAG), read, list, cancel, retry — through
-`app.runs`, the functions the CLI calls.
+`app.runs.transitions`, the functions the CLI calls.
 
 Idempotency: a key seen before with the same payload answers 200 with that run; with a
 different payload 409, naming the fields that differ (the state module refuses a different
@@ -15,13 +15,15 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import job_definitions, run_actions, runs
-from app.db import Conn
-from app.job_definitions import JobError
-from app.run_actions import RunActionRefused
-from app.runs import NewRun
-from app.sql import query
-from app.states import Role
+from app.catalog import job_definitions
+from app.catalog.job_definitions import JobError
+from app.core.db import Conn
+from app.core.sql import query
+from app.dags import dag_graph, dag_submission
+from app.people.roles import Role
+from app.runs import run_actions, run_inserts, submission
+from app.runs.run_actions import RunActionRefused
+from app.runs.run_inserts import NewRun
 from app.web.api.core import PREFIX, ApiCall, ApiError, json_response, operation
 from app.web.api.schemas import (
     BatchOut,
@@ -95,8 +97,8 @@ def _conflict(conn: Conn, new_run: NewRun) -> ApiError:
 def _submit(conn: Conn, given: RunIn) -> tuple[bool, dict[str, Any]]:
     new_run = _new_run(conn, given)
     try:
-        submitted = runs.submit(conn, new_run)
-    except runs.IdempotencyConflict:
+        submitted = submission.submit(conn, new_run)
+    except run_inserts.IdempotencyConflict:
         raise _conflict(conn, new_run) from None
     row = _run(conn, submitted.id)
     if not submitted.created and _differences(new_run, row):
@@ -104,7 +106,7 @@ def _submit(conn: Conn, given: RunIn) -> tuple[bool, dict[str, Any]]:
     return submitted.created, row
 
 
-def _submit_many(conn: Conn, given: list[RunIn]) -> list[runs.Submitted]:
+def _submit_many(conn: Conn, given: list[RunIn]) -> list[submission.Submitted]:
     new_runs = []
     for n, item in enumerate(given):
         try:
@@ -114,8 +116,8 @@ def _submit_many(conn: Conn, given: list[RunIn]) -> list[runs.Submitted]:
                 exc.status, f"runs.{n}: {exc.message}", f"runs.{n}.{exc.field}"
             ) from None
     try:
-        return runs.submit_many(conn, new_runs)
-    except runs.IdempotencyConflict as exc:
+        return submission.submit_many(conn, new_runs)
+    except run_inserts.IdempotencyConflict as exc:
         raise ApiError(409, str(exc), "idempotency_key") from None
 
 
@@ -172,7 +174,7 @@ def _retry(conn: Conn, run_id: int, actor: str) -> tuple[list[int], dict[str, An
     return retried.unskipped, _run(conn, run_id)
 
 
-def _submit_dag(conn: Conn, dag: DagIn) -> runs.SubmittedDag:
+def _submit_dag(conn: Conn, dag: DagIn) -> dag_submission.SubmittedDag:
     nodes: dict[str, NewRun] = {}
     edges: list[tuple[str, str]] = [(up, down) for up, down in dag.edges]
     for name, node in dag.nodes.items():
@@ -185,8 +187,8 @@ def _submit_dag(conn: Conn, dag: DagIn) -> runs.SubmittedDag:
         nodes[name] = NewRun(handler=node.handler, delay=node.delay_seconds, **settings)
         edges += [(up, name) for up in node.after]
     try:
-        return runs.submit_dag(conn, nodes, edges, name=dag.name)
-    except runs.DagError as exc:
+        return dag_submission.submit_dag(conn, nodes, edges, name=dag.name)
+    except dag_graph.DagError as exc:
         raise ApiError(422, str(exc), "edges") from None
 
 

@@ -1,5 +1,5 @@
 """Schedules over the API: list, create, read, change, pause, resume, run now, delete, the
-fire ledger and the next fires — through `app.schedules`, the functions the CLI and the
+fire ledger and the next fires — through `app.scheduling.schedules`, the functions the CLI and the
 pages call. Each change is audited in the same transaction as the change."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app import schedules
-from app.cron import local_time, next_fire
-from app.db import Conn
-from app.firing import db_now, recurrence_of
-from app.schedules import ScheduleError, ScheduleSpec
-from app.sql import query
-from app.states import Role
+from app.core.db import Conn
+from app.core.sql import query
+from app.people.roles import Role
+from app.scheduling import schedules
+from app.scheduling.cron import local_time, next_fire
+from app.scheduling.firing import db_now, recurrence_of
+from app.scheduling.schedules import ScheduleError, ScheduleSpec
 from app.web.api.core import PREFIX, ApiCall, ApiError, json_response, operation
 from app.web.api.schemas import (
     FireListOut,

@@ -1,5 +1,5 @@
 """The JSON API's request and response shapes (pydantic): they validate requests and they
-are the schemas of the OpenAPI document. Ranges come from `app.limits`, the same ones the
+are the schemas of the OpenAPI document. Ranges come from `app.core.limits`, the same ones the
 CLI and the pages enforce; the domain functions check them again."""
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from app import limits
-from app.cron import DstRepeated, DstSkipped, iana_zone_names
-from app.fires import OverlapPolicy
-from app.states import ExecutionModel, RunStatus
+from app.core import limits
+from app.handlers.execution_models import ExecutionModel
+from app.runs.states import RunStatus
+from app.scheduling.cron import DstRepeated, DstSkipped, iana_zone_names
+from app.scheduling.fire_decisions import OverlapPolicy
 
 MAX_BATCH = 1000  # runs per batch submit (the body limit holds first for large args)
 MAX_PAGE = 500
@@ -37,7 +38,7 @@ def _whole(value: Any) -> Any:
 
 # Whole numbers: the bounds come before the validator, so the document states them.
 WHOLE = BeforeValidator(_whole)
-# A name as every door reads it (app.limits.check_name)
+# A name as every door reads it (app.core.limits.check_name)
 Name = Annotated[
     str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH, pattern=limits.NAME_PATTERN)
 ]
@@ -47,7 +48,8 @@ Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES), WHOLE]
 Crashes = Annotated[int, Field(ge=1, le=limits.MAX_CRASHES), WHOLE]
 Seconds = Annotated[float, Field(ge=0, le=limits.MAX_DURATION_SECONDS)]
 Count = Annotated[int, Field(ge=1, le=limits.MAX_COUNT), WHOLE]
-# Exactly the zones of the IANA tz database (app.cron.zone_named), listed in the document.
+# Exactly the zones of the IANA tz database (app.scheduling.cron.zone_named), listed in the
+# document.
 Zone = Annotated[
     str,
     Field(min_length=1, max_length=limits.MAX_NAME_LENGTH),

@@ -1,0 +1,550 @@
+-- Every statement that changes a run's status. `app/runs/transitions.py` runs them; nothing else may.
+-- Each is one conditional statement: the WHERE clause names the states (and, for a
+-- leased run, the attempt) it moves a run from, so an actor that lost a race changes
+-- 0 rows. `coalesce(%(now)s, now())` lets tests move time; production uses the database
+-- clock. One pg_notify per statement (never per row, never with job args) wakes workers
+-- (`sundial_runs`) or tells the dashboard's event hub that runs changed (`sundial_events`).
+-- New runs are inserted by `run_inserts.sql`, old history deleted by `retention.sql`.
+-- Statements given attempts (ids, and each one's attempt) find them by primary key, whatever
+-- the statistics say. Those once joined the runs to the arrays sent, and under statistics
+-- saying few runs were running (a burst after a quiet spell, kept by a cached plan) the
+-- planner walked every running run once per id sent: a heartbeat or a finish of 1,000
+-- attempts 10-20 times slower. So the worker's own statements take the ids as
+-- `id = ANY(ARRAY(SELECT unnest(ids)))`, which the planner cannot size and so looks up by
+-- primary key (given the array itself, it scanned mid-sized tables whole), and the
+-- attempts as a JSON object keyed by id: no join to misorder. The others check
+-- `(r.status = 'running') IS TRUE`, which the partial lease index cannot match.
+
+-- name: run_find_by_keys
+-- (read) the runs already holding these idempotency keys, to compare their payloads.
+SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = ANY(%(keys)s::text[]);
+
+-- name: run_claim
+-- pending -> running: lease up to %(limit)s due runs to one worker, highest effective
+-- priority first, then oldest; attempt + 1 is the new fencing token.
+-- A suspect (a run whose worker died under it before) runs alone, so that if it kills its
+-- worker again it takes no neighbour along: a claim takes the runs ahead of the first
+-- suspect it sees, and that suspect alone only when it comes first and the worker holds
+-- nothing else (%(busy)s false). A busy worker with a suspect first takes nothing, drains,
+-- then takes it: the suspect keeps its place in line.
+-- The claim marks the attempt begun (began_attempt), since the worker starts it at once;
+-- a process run begins when a pool child takes it (run_mark_begun).
+WITH picked AS (
+    SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
+    WHERE status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY priority DESC, run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), first_suspect AS (
+    SELECT id, priority, run_at FROM picked WHERE suspect ORDER BY priority DESC, run_at, id LIMIT 1
+), ahead AS (
+    SELECT p.id FROM picked p
+    WHERE NOT p.suspect AND NOT EXISTS (
+        SELECT FROM first_suspect f
+        WHERE p.priority < f.priority OR (p.priority = f.priority AND p.run_at >= f.run_at)
+    )
+), chosen AS (
+    SELECT id FROM ahead
+    UNION ALL
+    SELECT id FROM first_suspect WHERE NOT %(busy)s AND NOT EXISTS (SELECT FROM ahead)
+), claimed AS (
+UPDATE job_runs r
+SET status = 'running',
+    lease_owner = %(worker)s,
+    lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
+    attempt = r.attempt + 1,
+    began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
+    started_at = coalesce(%(now)s::timestamptz, now())
+-- = ANY(ARRAY(...)) keeps the join a primary-key lookup whatever the table statistics say.
+WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
+-- JSON as text: the worker decodes it itself, with a shortcut for the common `{}` args.
+RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
+          r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
+          -- A DAG step reads its upstreams' results, by step name (or run id).
+          CASE WHEN r.dag_run_id IS NOT NULL THEN (
+              SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+              FROM job_runs u
+              WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
+          )::text END AS upstream_results
+)
+SELECT claimed.* FROM claimed
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
+
+-- name: run_heartbeat
+-- running -> running: extend every lease this worker still holds, in one statement.
+-- Rows locked by a concurrent finish or cancel are skipped, not waited for (no deadlock);
+-- `run_held_check` tells those apart from leases really lost.
+WITH held AS (
+    SELECT r.id
+    FROM job_runs r
+    -- by primary key, attempts keyed by id: see the top of this file
+    WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+      AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+      AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE job_runs r
+SET lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
+FROM held
+WHERE r.id = held.id
+RETURNING r.id, r.attempt, r.cancel_requested;
+
+-- name: run_held_check
+-- (read) which of these attempts are still leased to this worker.
+SELECT r.id, r.attempt, r.cancel_requested
+FROM job_runs r
+-- by primary key, attempts keyed by id: see the top of this file
+WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+  AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+  AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s;
+
+-- name: run_complete_many
+-- running -> completed: the attempts' results, and one history row per attempt. The
+-- errors of earlier attempts are cleared from the run (their history rows keep them).
+-- The results come as one JSON object keyed by run id, none for runs without a result:
+-- far cheaper to send than an array of jsonb.
+-- blocked -> pending | blocked | running, in the same statement: the dependents of the
+-- DAG steps completed here (and of %(completed_before)s, completed earlier in the caller's
+-- transaction). Each loses one remaining upstream per completed edge; one that reaches 0
+-- is released. Rows are locked in id order first, so finishes that release shared
+-- dependents at the same time queue up instead of deadlocking. Up to %(claim_limit)s of
+-- the released steps that are due start at once (highest priority first, then oldest),
+-- leased to %(worker)s with the lease and fencing token run_claim gives (attempt + 1):
+-- the next step of a chain starts without a notification, another claim or a second
+-- write of its row. One row per run changed: the completions (status completed), then the
+-- dependents with their new status. Workers are woken for released steps left pending;
+-- the dashboard is told of the completions.
+WITH done AS (
+    UPDATE job_runs r
+    SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
+        result = %(results)s::jsonb -> r.id::text,
+        last_error = NULL, traceback = NULL
+    -- by primary key, attempts keyed by id: see the top of this file
+    WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+      AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+      AND (r.status = 'running') IS TRUE
+    RETURNING r.id, r.attempt, r.started_at, r.dag_run_id IS NOT NULL AS in_dag, r.result
+), history AS (
+    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
+    SELECT id, attempt, %(worker)s, 'completed', started_at, coalesce(%(now)s::timestamptz, now()) FROM done
+), edges AS (
+    SELECT d.run_id, count(*)::int AS n
+    FROM job_run_deps d
+    WHERE d.depends_on = ANY(ARRAY(SELECT id FROM done WHERE in_dag) || %(completed_before)s::bigint[])
+    GROUP BY d.run_id
+), locked AS (
+    SELECT r.id, r.upstream_remaining, r.priority, r.run_at FROM job_runs r
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
+    ORDER BY r.id
+    FOR UPDATE
+), started AS (
+    SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
+    WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY l.priority DESC, l.run_at
+    LIMIT %(claim_limit)s
+), released AS (
+    -- transition: run_unblock
+    UPDATE job_runs r
+    SET upstream_remaining = r.upstream_remaining - e.n,
+        status = CASE WHEN r.upstream_remaining <> e.n THEN 'blocked'
+                      WHEN s.id IS NOT NULL THEN 'running'
+                      ELSE 'pending' END,
+        run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
+                      ELSE r.run_at END,
+        lease_owner = CASE WHEN s.id IS NOT NULL THEN %(worker)s ELSE r.lease_owner END,
+        lease_until = CASE WHEN s.id IS NOT NULL
+                           THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
+                           ELSE r.lease_until END,
+        attempt = r.attempt + CASE WHEN s.id IS NOT NULL THEN 1 ELSE 0 END,
+        began_attempt = CASE WHEN s.id IS NOT NULL AND r.execution_model <> 'process'
+                             THEN r.attempt + 1 ELSE r.began_attempt END,
+        started_at = CASE WHEN s.id IS NOT NULL THEN coalesce(%(now)s::timestamptz, now()) ELSE r.started_at END
+    FROM edges e LEFT JOIN started s ON s.id = e.run_id
+    WHERE r.id = e.run_id AND r.id = ANY(ARRAY(SELECT id FROM locked)) AND r.status = 'blocked'
+    RETURNING r.id, r.status, r.attempt, r.handler, r.args, r.execution_model,
+              r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at,
+              -- A step started here reads its upstreams' results, by step name (or run
+              -- id): those completed in this statement from `done` (its own snapshot
+              -- does not show them). The snapshot also predates the wait for the step's
+              -- row lock: an upstream completed by a finish that committed during that
+              -- wait still looks unfinished here. Then NULL (a started step has
+              -- upstreams, so never otherwise): the worker reads them again (run_reads).
+              CASE WHEN r.status = 'running' THEN (
+                  SELECT CASE WHEN bool_and(u.status = 'completed' OR dn.id IS NOT NULL)
+                              THEN jsonb_object_agg(coalesce(u.dag_node, u.id::text),
+                                                    CASE WHEN dn.id IS NOT NULL THEN dn.result
+                                                         ELSE u.result END) END
+                  FROM job_runs u LEFT JOIN done dn ON dn.id = u.id
+                  WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
+              ) END AS upstream_results
+), changed AS (
+    SELECT id, 'completed' AS status, attempt, NULL AS handler, NULL AS args,
+           NULL AS execution_model, NULL AS timeout_seconds, NULL AS idempotency_key,
+           NULL AS fire_time, NULL AS priority, NULL AS run_at, NULL AS upstream_results
+    FROM done
+    UNION ALL
+    SELECT * FROM released
+)
+SELECT changed.* FROM changed
+LEFT JOIN (
+    SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM released WHERE status = 'pending')
+) AS wake ON true
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM done)) AS seen ON true;
+
+-- name: run_complete_late
+-- pending | failed -> completed: an attempt that completed but could not be recorded before
+-- the reaper declared it dead (its lease expired, e.g. during a database outage) is still
+-- accepted while no newer attempt exists: the run keeps that attempt number and the
+-- reaper's error. The reaper's history row of the attempt becomes its completion.
+WITH done AS (
+    UPDATE job_runs r
+    SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
+        result = %(result)s, last_error = NULL, traceback = NULL, quarantined = false
+    WHERE r.id = %(id)s AND r.attempt = %(attempt)s AND r.status IN ('pending', 'failed')
+      -- the reaper's words (run_reap): a crash, a quarantine or a hand-back
+      AND (starts_with(r.last_error, 'lease expired') OR starts_with(r.last_error, 'quarantined after'))
+    RETURNING r.id, r.attempt, r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    UPDATE job_run_attempts a
+    SET outcome = 'completed', worker = %(worker)s, finished_at = coalesce(%(now)s::timestamptz, now()), error = NULL,
+        requeued = NULL
+    FROM done
+    WHERE a.run_id = done.id AND a.attempt = done.attempt AND a.outcome IN ('lost', 'released')
+)
+SELECT id, attempt, in_dag FROM done;
+
+-- name: run_fail_many
+-- running -> pending (a retry after its backoff delay) | failed | timed_out | cancelled.
+-- A cancel request always wins; otherwise a retryable error retries while
+-- attempt - retry_base <= max_retries, else the run ends with the attempt's outcome.
+WITH ended AS (
+    UPDATE job_runs r
+    SET (status, run_at, finished_at) = (
+            SELECT next.status,
+                   CASE WHEN next.status = 'pending'
+                        THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => f.delay) ELSE r.run_at END,
+                   CASE WHEN next.status = 'pending' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END
+            FROM (SELECT CASE
+                    WHEN r.cancel_requested OR f.outcome = 'cancelled' THEN 'cancelled'
+                    WHEN f.retryable AND r.attempt - r.retry_base <= r.max_retries THEN 'pending'
+                    ELSE f.outcome
+                 END AS status) AS next
+        ),
+        lease_owner = NULL, lease_until = NULL,
+        last_error = f.error, traceback = f.traceback, error_fingerprint = f.fingerprint
+    FROM unnest(
+        %(ids)s::bigint[], %(attempts)s::int[], %(outcomes)s::text[], %(errors)s::text[],
+        %(tracebacks)s::text[], %(retryable)s::bool[], %(delays)s::float8[],
+        %(fingerprints)s::text[]
+    ) AS f(id, attempt, outcome, error, traceback, retryable, delay, fingerprint)
+    -- `IS TRUE`: see the top of this file
+    WHERE r.id = f.id AND r.attempt = f.attempt AND (r.status = 'running') IS TRUE
+      AND f.outcome IN ('failed', 'timed_out', 'cancelled')
+    RETURNING r.id, r.attempt, r.status, r.started_at, f.outcome, f.error, f.traceback,
+              r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    INSERT INTO job_run_attempts
+        (run_id, attempt, worker, outcome, started_at, finished_at, error, traceback)
+    SELECT id, attempt, %(worker)s, outcome, started_at, coalesce(%(now)s::timestamptz, now()), error, traceback FROM ended
+)
+SELECT id, attempt, status, in_dag FROM ended
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM ended)) AS seen ON true;
+
+-- name: run_crash_many
+-- running -> pending | failed (quarantined) | cancelled: a suspect (it crashed before) ran
+-- in a child process of its own, and that child died without answering, seen by its living
+-- worker. Only this is evidence against the run itself (lone_crashes), since nothing else
+-- ran in that process; at its job's max_crashes of those (default %(max_crashes)s) it is
+-- quarantined, else re-queued with its old run_at. Spends no ordinary attempt (retry_base + 1).
+WITH crashed AS (
+    SELECT r.id, r.attempt, f.error,
+           coalesce(j.max_crashes, %(max_crashes)s) AS max_crashes,
+           NOT r.cancel_requested AND r.lone_crashes + 1 >= coalesce(j.max_crashes, %(max_crashes)s)
+               AS quarantine
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[]) AS f(id, attempt, error)
+    JOIN job_runs r ON r.id = f.id AND r.attempt = f.attempt
+    LEFT JOIN job_definitions j ON j.id = r.job_id
+), ended AS (
+    UPDATE job_runs r
+    SET status = CASE
+            WHEN r.cancel_requested THEN 'cancelled'
+            WHEN c.quarantine THEN 'failed'
+            ELSE 'pending'
+        END,
+        finished_at = CASE
+            WHEN r.cancel_requested OR c.quarantine THEN coalesce(%(now)s::timestamptz, now())
+        END,
+        retry_base = r.retry_base + 1,
+        crash_count = r.crash_count + 1,
+        lone_crashes = r.lone_crashes + 1,
+        quarantined = c.quarantine AND NOT r.cancel_requested,  -- a cancel that came meanwhile wins
+        lease_owner = NULL, lease_until = NULL,
+        last_error = CASE WHEN c.quarantine
+            THEN 'quarantined after ' || r.crash_count + 1 || ' crashes, ' || r.lone_crashes + 1
+                 || ' of them in a process of its own: ' || c.error
+            ELSE 'crashed in a process of its own (crash ' || r.crash_count + 1 || ', '
+                 || r.lone_crashes + 1 || ' of ' || c.max_crashes || '): ' || c.error
+        END,
+        traceback = NULL,
+        error_fingerprint = CASE WHEN c.quarantine THEN %(quarantine_fingerprint)s
+                                 ELSE %(crash_fingerprint)s END
+    FROM crashed c
+    -- `IS TRUE`: see the top of this file
+    WHERE r.id = c.id AND r.attempt = c.attempt AND (r.status = 'running') IS TRUE
+    RETURNING r.id, r.attempt, r.status, r.started_at, r.last_error, r.quarantined, r.handler,
+              r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    INSERT INTO job_run_attempts
+        (run_id, attempt, worker, outcome, started_at, finished_at, error, requeued)
+    SELECT id, attempt, %(worker)s, 'failed', started_at, coalesce(%(now)s::timestamptz, now()),
+           last_error, status = 'pending'
+    FROM ended
+)
+SELECT ended.id, ended.attempt, ended.status, ended.in_dag, ended.quarantined, ended.last_error,
+       ended.handler
+FROM ended
+LEFT JOIN (SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM ended WHERE status = 'pending')) AS wake ON true
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM ended)) AS seen ON true;
+
+-- name: run_release_many
+-- running -> pending (or cancelled if that was requested): a stopping worker hands back
+-- attempts it did not finish. retry_base + 1 keeps the hand-back off the retry budget.
+WITH released AS (
+    UPDATE job_runs r
+    SET status = CASE WHEN r.cancel_requested THEN 'cancelled' ELSE 'pending' END,
+        finished_at = CASE WHEN r.cancel_requested THEN coalesce(%(now)s::timestamptz, now()) END,
+        retry_base = r.retry_base + 1,
+        lease_owner = NULL, lease_until = NULL
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
+    -- `IS TRUE`: see the top of this file
+    WHERE r.id = h.id AND r.attempt = h.attempt AND (r.status = 'running') IS TRUE
+    RETURNING r.id, r.attempt, r.status, r.started_at, r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error)
+    SELECT id, attempt, %(worker)s, 'released', started_at, coalesce(%(now)s::timestamptz, now()), 'handed back at worker shutdown'
+    FROM released
+)
+SELECT released.id, released.attempt, released.status, released.in_dag FROM released
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_reap
+-- running -> pending | failed | cancelled: runs whose lease expired (worker died, stalled
+-- or partitioned). Three cases, none of which spends an ordinary attempt (retry_base + 1):
+-- - a cancel was requested: cancelled;
+-- - the attempt never began (claimed, waiting for a process child): handed back, pending;
+-- - it began: a crash, counted in crash_count; the run is re-queued as a suspect, to run
+--   alone in a process of its own next time (where a crash of its own is seen by its
+--   living worker: run_crash_many). A dead worker is no evidence against the runs it held,
+--   since it may have been killed from outside; only at %(deaths_per_crash)s times its job's
+--   max_crashes (default %(max_crashes)s) is the run quarantined (failed) all the same.
+-- A re-queued run keeps its run_at, so its place at the head of the queue. The UPDATE
+-- re-checks status and lease under the row lock, so a run that completed or was cancelled
+-- meanwhile is never touched, and a cancelled run never re-queued.
+WITH expired AS (
+    SELECT id, lease_owner, started_at FROM job_runs
+    WHERE status = 'running' AND lease_until < coalesce(%(now)s::timestamptz, now())
+    ORDER BY lease_until
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), verdict AS (
+    SELECT r.id, e.lease_owner, e.started_at,
+           r.began_attempt >= r.attempt AS crashed,
+           r.began_attempt >= r.attempt AND NOT r.cancel_requested
+               AND r.crash_count + 1 >= %(deaths_per_crash)s * coalesce(j.max_crashes, %(max_crashes)s)
+               AS quarantine
+    FROM expired e JOIN job_runs r ON r.id = e.id
+    LEFT JOIN job_definitions j ON j.id = r.job_id
+), reaped AS (
+    UPDATE job_runs r
+    SET status = CASE
+            WHEN r.cancel_requested THEN 'cancelled'
+            WHEN g.quarantine THEN 'failed'
+            ELSE 'pending'
+        END,
+        finished_at = CASE
+            WHEN r.cancel_requested OR g.quarantine THEN coalesce(%(now)s::timestamptz, now())
+        END,
+        retry_base = r.retry_base + 1,
+        crash_count = r.crash_count + CASE WHEN g.crashed THEN 1 ELSE 0 END,
+        quarantined = g.quarantine,
+        lease_owner = NULL, lease_until = NULL,
+        last_error = CASE
+            WHEN NOT g.crashed THEN
+                'lease expired before attempt ' || r.attempt || ' began: worker '
+                || coalesce(g.lease_owner, '?') || ' stopped; handed back without using an attempt'
+            WHEN g.quarantine THEN
+                'quarantined after ' || r.crash_count + 1 || ' crashes, each of them a worker death:'
+                || ' worker ' || coalesce(g.lease_owner, '?')
+                || ' stopped heartbeating during attempt ' || r.attempt
+            ELSE
+                'lease expired: worker ' || coalesce(g.lease_owner, '?')
+                || ' stopped heartbeating during attempt ' || r.attempt
+                || ' (crash ' || r.crash_count + 1 || ')'
+        END,
+        error_fingerprint = CASE WHEN g.quarantine THEN %(quarantine_fingerprint)s
+                                 ELSE %(lease_fingerprint)s END
+    FROM verdict g
+    WHERE r.id = g.id AND r.status = 'running'
+      AND r.lease_until < coalesce(%(now)s::timestamptz, now())
+    RETURNING r.id, r.attempt, r.status, g.lease_owner, g.started_at, r.last_error,
+              g.crashed, r.quarantined, r.crash_count, r.handler, r.job_id,
+              r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at, error,
+                                  requeued)
+    SELECT id, attempt, lease_owner, CASE WHEN crashed THEN 'lost' ELSE 'released' END,
+           started_at, coalesce(%(now)s::timestamptz, now()), last_error, status = 'pending'
+    FROM reaped
+    ON CONFLICT (run_id, attempt) DO NOTHING
+)
+SELECT reaped.id, reaped.attempt, reaped.status, reaped.lease_owner, reaped.in_dag,
+       reaped.crashed, reaped.quarantined, reaped.crash_count, reaped.handler,
+       reaped.last_error
+FROM reaped
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_mark_begun
+-- running -> running: these attempts' handlers began (a process run, once a pool child
+-- took it); an attempt the worker no longer holds is left alone.
+UPDATE job_runs r
+SET began_attempt = r.attempt
+-- by primary key, attempts keyed by id: see the top of this file
+WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+  AND r.attempt = (%(attempts)s::jsonb ->> r.id::text)::int
+  AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s;
+
+-- name: run_cancel
+-- pending | blocked -> cancelled at once; running -> running with cancel_requested, which
+-- the worker sees on its next heartbeat and answers by stopping the job.
+UPDATE job_runs
+SET status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
+    finished_at = CASE WHEN status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
+    cancel_requested = true
+WHERE id = %(id)s AND status IN ('pending', 'blocked', 'running')
+RETURNING id, status, dag_run_id IS NOT NULL AS in_dag, pg_notify('sundial_events', 'runs') IS NULL AS notified;
+
+-- name: run_retry
+-- failed | timed_out | cancelled -> pending: a person retries a dead letter with a fresh
+-- retry budget (and, when %(args)s is given, new args). attempt is kept: the next claim
+-- still moves the fencing token forward. A quarantined run gets a fresh crash budget too.
+WITH retried AS (
+    UPDATE job_runs
+    SET status = 'pending', run_at = coalesce(%(now)s::timestamptz, now()), finished_at = NULL, cancel_requested = false,
+        retry_base = attempt, crash_count = 0, lone_crashes = 0, quarantined = false, priority = base_priority, lease_owner = NULL, lease_until = NULL,
+        args = coalesce(%(args)s::jsonb, args)
+    WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
+    RETURNING id, status, dag_run_id
+)
+SELECT retried.id, retried.status, retried.dag_run_id FROM retried
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_lock_skipped_downstream
+-- The steps skipped because run %(id)s did not complete, transitively, locked; and every
+-- upstream of theirs with its status, share-locked so none finishes before this retry
+-- commits (its finish then sees them blocked again and releases them). NOWAIT: a step
+-- finishing right now makes the caller try again rather than risk a deadlock.
+WITH RECURSIVE downstream(id) AS (
+    SELECT d.run_id FROM job_run_deps d
+    JOIN job_runs r ON r.id = d.run_id
+    WHERE d.depends_on = %(id)s AND r.status = 'skipped' AND r.skip_reason = 'upstream_failed'
+    UNION
+    SELECT d.run_id FROM job_run_deps d
+    JOIN downstream ON d.depends_on = downstream.id
+    JOIN job_runs r ON r.id = d.run_id
+    WHERE r.status = 'skipped' AND r.skip_reason = 'upstream_failed'
+), skipped AS (
+    SELECT r.id FROM job_runs r
+    WHERE r.id IN (SELECT id FROM downstream)
+    ORDER BY r.id
+    FOR UPDATE NOWAIT
+)
+SELECT d.run_id, d.depends_on, u.status AS upstream_status
+FROM job_run_deps d
+JOIN job_runs u ON u.id = d.depends_on
+WHERE d.run_id IN (SELECT id FROM skipped)
+ORDER BY u.id
+FOR SHARE OF u NOWAIT;
+
+-- name: run_unskip
+-- skipped -> blocked: steps skipped for an upstream that is retried wait for it again, each
+-- with the number of its upstreams not yet completed.
+UPDATE job_runs r
+SET status = 'blocked', upstream_remaining = w.remaining, finished_at = NULL,
+    skip_reason = NULL, last_error = NULL
+FROM jsonb_to_recordset(%(waiting)s::jsonb) AS w(id bigint, remaining int)
+WHERE r.id = w.id AND r.status = 'skipped' AND r.skip_reason = 'upstream_failed'
+RETURNING r.id;
+
+-- name: run_age_priorities
+-- pending -> pending: one priority level per %(age_seconds)s a run has waited past its
+-- run_at, at most %(max_boost)s above its base and never past the highest priority
+-- (32767, the top of smallint), so low-priority work cannot starve. Sums are int: in
+-- smallint they overflow at the ends of the range.
+WITH stale AS (
+    SELECT id FROM job_runs
+    WHERE status = 'pending'
+      AND priority < least(base_priority::int + %(max_boost)s::int, 32767)
+      AND run_at < coalesce(%(now)s::timestamptz, now())
+                   - make_interval(secs => %(age_seconds)s * (priority::int - base_priority + 1))
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE job_runs r SET priority = r.priority + 1
+FROM stale WHERE r.id = stale.id AND r.status = 'pending'
+RETURNING r.id, r.priority;
+
+-- name: run_skip_downstream
+-- blocked -> skipped: every transitive dependent of runs that ended without completing
+-- (failed, timed out, cancelled), in the same transaction as that ending. This statement's
+-- snapshot predates its wait for a dependent's row lock: a step the holder committed
+-- meanwhile (a run submitted after that dependent, a step a retry made wait again) is not
+-- seen, so the caller runs it again from the steps it skipped, until it skips none.
+WITH RECURSIVE downstream(id) AS (
+    SELECT d.run_id FROM job_run_deps d WHERE d.depends_on = ANY(%(ids)s::bigint[])
+    UNION
+    SELECT d.run_id FROM job_run_deps d JOIN downstream ON d.depends_on = downstream.id
+), locked AS (
+    SELECT r.id FROM job_runs r
+    WHERE r.id IN (SELECT id FROM downstream) AND r.status = 'blocked'
+    ORDER BY r.id
+    FOR UPDATE
+)
+UPDATE job_runs r
+SET status = 'skipped', skip_reason = 'upstream_failed', finished_at = coalesce(%(now)s::timestamptz, now()),
+    last_error = 'not run: an upstream run did not complete'
+WHERE r.id IN (SELECT id FROM locked) AND r.status = 'blocked'
+RETURNING r.id;
+
+-- name: run_cancel_dag
+-- pending | blocked -> cancelled at once, running -> cancel requested: every unfinished run
+-- of one DAG run (locked in id order, like the other DAG statements).
+WITH locked AS (
+    SELECT id FROM job_runs
+    WHERE dag_run_id = %(dag_run_id)s AND status IN ('pending', 'blocked', 'running')
+    ORDER BY id
+    FOR UPDATE
+)
+UPDATE job_runs r
+SET status = CASE WHEN r.status = 'running' THEN 'running' ELSE 'cancelled' END,
+    finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
+    cancel_requested = true
+WHERE r.id IN (SELECT id FROM locked) AND r.status IN ('pending', 'blocked', 'running')
+RETURNING r.id, r.status, pg_notify('sundial_events', 'runs') IS NULL AS notified;
+
+-- name: run_dag_edges
+-- (new) DAG edges between runs submitted in the same transaction.
+INSERT INTO job_run_deps (run_id, depends_on)
+SELECT * FROM unnest(%(run_ids)s::bigint[], %(depends_on)s::bigint[]);
+
+-- name: run_lock_upstreams
+-- (read, locking) the would-be upstreams of a new run, so none can finish unseen while
+-- the run and its edges are inserted.
+SELECT id, status, dag_run_id FROM job_runs
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id
+FOR UPDATE;
+
+-- name: run_join_dag
+-- (no status change) an upstream that belonged to no DAG run joins the new run's.
+UPDATE job_runs SET dag_run_id = %(dag_run_id)s
+WHERE id = ANY(%(ids)s::bigint[]) AND dag_run_id IS NULL;

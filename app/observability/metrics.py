@@ -1,0 +1,265 @@
+"""Prometheus metrics of this process.
+
+Counters count what this process did (`app.runs.counters`). Workers report their load (in flight,
+loop lag, pool saturation, lost fences) in the `workers` table instead, which every web process can
+read; the web's `/metrics` adds what the database knows (depths, lag, terminal counts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from app.core.db import Conn
+from app.core.sql import query
+from app.observability import lag_slo
+
+# ---- the fleet's figures, read from the database for the web's /metrics ---------------------
+
+# Schedule lag (started_at - run_at) and attempts per run: histogram bucket bounds.
+LAG_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+ATTEMPT_BOUNDS = (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
+WORKER_LIVE_SECONDS = 60.0
+BOUND_EPSILON = 1e-9
+
+
+def read_fleet(conn: Conn, window_seconds: float, now: datetime | None = None) -> bytes:
+    """The fleet's figures in Prometheus text format, from cheap indexed reads (see
+    app/core/sql/metrics.sql): the same on every web process, whichever did the work."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fleet(_read(conn, window_seconds, now), window_seconds))
+    return generate_latest(registry)
+
+
+@dataclass
+class _Reading:
+    pending: list[dict[str, Any]]
+    running: int
+    blocked: int
+    finished: list[dict[str, Any]]
+    expired: int
+    requeued: int
+    fires: list[dict[str, Any]]
+    leaders: list[dict[str, Any]]
+    workers: list[dict[str, Any]]
+    dead_man: int
+
+
+def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
+    window = {"now": now, "window_seconds": window_seconds}
+
+    def one(name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        row = conn.execute(query("metrics", name), params or {}).fetchone()
+        assert row is not None
+        return row
+
+    def rows(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return conn.execute(query("metrics", name), params).fetchall()
+
+    counts = one("metrics_counts", {"now": now})
+    return _Reading(
+        pending=rows("metrics_pending", {"now": now}),
+        running=counts["running"],
+        blocked=counts["blocked"],
+        finished=rows(
+            "metrics_finished_recent",
+            {**window, "lag_bounds": _upper(LAG_BOUNDS), "attempt_bounds": _upper(ATTEMPT_BOUNDS)},
+        ),
+        expired=counts["expired"],
+        requeued=counts["requeued"],
+        fires=rows("metrics_fires_recent", window),
+        leaders=rows("metrics_leaders", {"now": now}),
+        workers=rows("metrics_workers", {"now": now, "live_seconds": WORKER_LIVE_SECONDS}),
+        dead_man=lag_slo.dead_man_firing(conn, now=counts["now"]),
+    )
+
+
+def _upper(bounds: tuple[float, ...]) -> list[float]:
+    """Bounds for width_bucket, which puts a value equal to a bound above it; Prometheus
+    buckets hold values up to and including their bound (`le`)."""
+    return [b + BOUND_EPSILON for b in bounds]
+
+
+def _buckets(counts: dict[int, int], bounds: tuple[float, ...]) -> list[tuple[str, float]]:
+    """Cumulative (le, count) pairs from width_bucket numbers (0: below the first bound)."""
+    out: list[tuple[str, float]] = []
+    running = 0
+    for index, bound in enumerate(bounds):
+        running += counts.get(index, 0)  # bucket `index` holds values below bounds[index]
+        out.append((repr(bound), running))
+    out.append(("+Inf", sum(counts.values())))
+    return out
+
+
+class _Fleet(Collector):
+    def __init__(self, reading: _Reading, window_seconds: float) -> None:
+        self.r = reading
+        self.window = f"{window_seconds:g}s"
+
+    def collect(self) -> Iterator[Metric]:
+        r = self.r
+        yield from self._queue(r)
+        yield from self._finished(r)
+        expiries = CounterMetricFamily(
+            "sundial_lease_expiries",
+            "Attempts whose lease expired (the reaper recorded them lost), from the history.",
+        )
+        expiries.add_metric([], r.expired)
+        yield expiries
+        requeues = CounterMetricFamily(
+            "sundial_reaper_requeues",
+            "Lease expiries after which the reaper put the run back in the queue.",
+        )
+        requeues.add_metric([], r.requeued)
+        yield requeues
+        fires = GaugeMetricFamily(
+            "sundial_schedule_fires_recent",
+            f"Schedule fires in the last {self.window} by outcome (enqueued, skipped_overlap, "
+            "paused, missed, ...).",
+            labels=["outcome"],
+        )
+        for row in r.fires:
+            fires.add_metric([row["outcome"]], row["n"])
+        yield fires
+        term = GaugeMetricFamily(
+            "sundial_leader_term",
+            "The term of each singleton role's leader lease.",
+            labels=["role"],
+        )
+        held = GaugeMetricFamily(
+            "sundial_leader_held", "1 while someone holds the role's lease.", labels=["role"]
+        )
+        for row in r.leaders:
+            term.add_metric([row["name"]], row["term"])
+            held.add_metric([row["name"]], 1 if row["held"] else 0)
+        yield term
+        yield held
+        dead_man = GaugeMetricFamily(
+            "sundial_dead_man_alerts_firing",
+            "Schedules whose expected fire produced no run (overdue, or a gap in the fire "
+            "ledger of a schedule with a lag threshold): the Lag SLO page's alerts.",
+        )
+        dead_man.add_metric([], r.dead_man)
+        yield dead_man
+        yield from self._workers(r)
+
+    def _queue(self, r: _Reading) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            "sundial_pending_runs", "Pending runs by priority (the queue).", labels=["priority"]
+        )
+        oldest = 0.0
+        for row in r.pending:
+            depth.add_metric([str(row["priority"])], row["n"])
+            if row["oldest_due"] is not None:
+                oldest = max(oldest, (row["now"] - row["oldest_due"]).total_seconds())
+        yield depth
+        age = GaugeMetricFamily(
+            "sundial_oldest_due_run_age_seconds",
+            "How long the oldest due pending run has waited past its run_at (0: none due).",
+        )
+        age.add_metric([], oldest)
+        yield age
+        active = GaugeMetricFamily(
+            "sundial_active_runs", "Runs running or blocked.", labels=["status"]
+        )
+        active.add_metric(["running"], r.running)
+        active.add_metric(["blocked"], r.blocked)
+        yield active
+
+    def _finished(self, r: _Reading) -> Iterator[Metric]:
+        by_job: dict[tuple[str, str], int] = {}
+        lag: dict[int, int] = {}
+        attempts: dict[int, int] = {}
+        lag_sum = attempt_sum = 0.0
+        for row in r.finished:
+            key = (row["handler"], row["status"])
+            by_job[key] = by_job.get(key, 0) + row["n"]
+            if row["started"]:
+                lag[row["lag_bucket"]] = lag.get(row["lag_bucket"], 0) + row["n"]
+                lag_sum += row["lag_sum"]
+            if row["status"] == "completed":
+                attempts[row["attempt_bucket"]] = attempts.get(row["attempt_bucket"], 0) + row["n"]
+                attempt_sum += float(row["attempt_sum"])
+        finished = GaugeMetricFamily(
+            "sundial_runs_finished_recent",
+            f"Runs that ended in the last {self.window}, by job (handler) and terminal status.",
+            labels=["job", "status"],
+        )
+        for (job, status), n in sorted(by_job.items()):
+            finished.add_metric([job, status], n)
+        yield finished
+        yield _histogram(
+            "sundial_schedule_lag_seconds",
+            f"started_at - run_at of runs that ended in the last {self.window}.",
+            lag,
+            LAG_BOUNDS,
+            lag_sum,
+        )
+        yield _histogram(
+            "sundial_attempts_per_completed_run",
+            f"Attempts of runs completed in the last {self.window}.",
+            attempts,
+            ATTEMPT_BOUNDS,
+            attempt_sum,
+        )
+
+    def _workers(self, r: _Reading) -> Iterator[Metric]:
+        live = [w for w in r.workers if w["live"]]
+        count = GaugeMetricFamily("sundial_workers_live", "Workers heartbeating and not stopped.")
+        count.add_metric([], len(live))
+        yield count
+        lag = GaugeMetricFamily(
+            "sundial_worker_loop_lag_seconds",
+            "How long a call_soon callback waited on each live worker's event loop.",
+            labels=["worker"],
+        )
+        busy = GaugeMetricFamily(
+            "sundial_worker_pool_busy",
+            "Busy slots of each live worker's pools (threads include leaked ones).",
+            labels=["worker", "pool"],
+        )
+        size = GaugeMetricFamily(
+            "sundial_worker_pool_size",
+            "Slots of each live worker's pools.",
+            labels=["worker", "pool"],
+        )
+        in_flight = GaugeMetricFamily(
+            "sundial_worker_in_flight", "Runs each live worker is executing.", labels=["worker"]
+        )
+        for w in live:
+            stats = w["stats"] or {}
+            lag.add_metric([w["id"]], float(stats.get("loop_lag_ms", 0)) / 1000)
+            in_flight.add_metric([w["id"]], float(stats.get("in_flight", 0)))
+            for pool in ("threads", "processes"):
+                busy.add_metric([w["id"], pool], float(stats.get(f"{pool}_busy", 0)))
+                size.add_metric([w["id"], pool], float(stats.get(f"{pool}_total", 0)))
+        yield lag
+        yield in_flight
+        yield busy
+        yield size
+        stale = CounterMetricFamily(
+            "sundial_stale_finishes_discarded",
+            "Finishes workers discarded because the run had moved on (lease lost, reaped, "
+            "cancelled), as the workers reported them.",
+        )
+        stale.add_metric([], sum(int((w["stats"] or {}).get("lost", 0)) for w in r.workers))
+        yield stale
+
+
+def _histogram(
+    name: str, documentation: str, counts: dict[int, int], bounds: tuple[float, ...], total: float
+) -> Metric:
+    family = HistogramMetricFamily(name, documentation)
+    family.add_metric([], _buckets(counts, bounds), sum_value=total)
+    return family

@@ -1,0 +1,103 @@
+"""The list of runs, newest first, with filters and keyset paging: one rule for the runs
+page and `sundial runs list` (named query `web.run_list`).
+
+Paging is by id (ids grow with time): a page is the `limit` runs below `before_id`, and
+the next (older) page starts below the last id shown, so page 10,000 costs what page 1
+costs. Filters that match nothing known (a schedule name that does not exist) give an
+empty page rather than an error.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from app.core.db import Conn
+from app.core.errors import UsageError
+from app.core.sql import like_literal, query
+from app.runs.states import RunStatus
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+NO_SUCH_SCHEDULE = uuid.UUID(int=0)  # matches no run
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """What to list; None means any."""
+
+    status: str | None = None
+    job: str | None = None  # a job definition's name, else a handler's
+    schedule: str | None = None  # a schedule's name or id
+    dag_run_id: uuid.UUID | None = None
+    since: datetime | None = None  # created at or after
+    until: datetime | None = None  # created before
+    error: str | None = None  # text in the last error (case-insensitive)
+    before_id: int | None = None
+    limit: int = DEFAULT_PAGE_SIZE
+
+    def check(self) -> RunFilter:
+        """Raise UsageError, in words, for a filter no run could match by mistake."""
+        if self.status is not None and self.status not in RunStatus.__members__.values():
+            known = ", ".join(s.value for s in RunStatus)
+            raise UsageError(f"status must be one of {known}, not {self.status!r}")
+        if not 1 <= self.limit <= MAX_PAGE_SIZE:
+            raise UsageError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+        if self.before_id is not None and self.before_id < 1:
+            raise UsageError("before id must be a positive run id")
+        if self.since and self.until and self.since >= self.until:
+            raise UsageError("the start of the time range must be before its end")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    runs: list[dict[str, Any]]
+    older: RunFilter | None  # the filter of the next, older page; None on the last page
+
+
+def parse_dag_run_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text.strip())
+    except ValueError:
+        raise UsageError(f"{text!r} is not a DAG run id (a UUID)") from None
+
+
+def _like(text: str) -> str:
+    """`50% off` -> `%50\\% off%`: the words as typed, anywhere in the error."""
+    return f"%{like_literal(text)}%"
+
+
+def _job_id(conn: Conn, job: str) -> uuid.UUID | None:
+    row = conn.execute(query("web", "run_job_by_name"), {"job": job}).fetchone()
+    return row["id"] if row else None
+
+
+def _schedule_id(conn: Conn, schedule: str) -> uuid.UUID:
+    row = conn.execute(query("web", "run_schedule_by_name"), {"schedule": schedule}).fetchone()
+    return row["id"] if row else NO_SUCH_SCHEDULE
+
+
+def list_runs(conn: Conn, where: RunFilter) -> RunPage:
+    """One page of runs matching `where`, newest first, and the filter of the older page."""
+    where.check()
+    # A job definition's name picks its runs (by index); any other name is a handler's.
+    job_id = _job_id(conn, where.job) if where.job else None
+    params = {
+        "before_id": where.before_id,
+        "status": where.status,
+        "job_id": job_id,
+        "handler": where.job if where.job and job_id is None else None,
+        "schedule_id": _schedule_id(conn, where.schedule) if where.schedule else None,
+        "dag_run_id": where.dag_run_id,
+        "since": where.since,
+        "until": where.until,
+        "error": _like(where.error) if where.error else None,
+        "limit": where.limit + 1,  # one more tells whether an older page exists
+    }
+    rows = conn.execute(query("web", "run_list"), params).fetchall()
+    runs = rows[: where.limit]
+    older = replace(where, before_id=runs[-1]["id"]) if len(rows) > where.limit else None
+    return RunPage(runs, older)
