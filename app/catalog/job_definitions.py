@@ -32,7 +32,7 @@ from app.handlers.execution_models import ExecutionModel
 from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
 from app.people import audit, versions
 from app.runs import run_inserts
-from app.scheduling.schedules import ScheduleError, check_handler
+from app.scheduling.schedule_spec import ScheduleError, check_handler
 from app.scheduling.schedules import delete as delete_schedule
 
 # Handlers that run arbitrary commands: only admins may put them in a job.

@@ -36,6 +36,7 @@ from app.dags.workflow_shapes import Step, shapes
 from app.handlers.gate import refuse_disabled_handlers
 from app.people import audit, versions
 from app.runs.run_inserts import NewRun
+from app.scheduling.schedules import delete as delete_schedule
 
 
 class WorkflowError(UsageError):
@@ -320,9 +321,6 @@ def delete(conn: Conn, name: str, *, actor: str, with_schedules: bool = False) -
                 "delete them first, or delete them with it (--with-schedules)"
             )
         before = {**_snapshot_of(conn, row["id"]), "schedules": schedules}
-        # Imported here: schedules reach workflows through the trigger's firing code.
-        from app.scheduling.schedules import delete as delete_schedule
-
         for schedule in schedules:  # each audited as its own deletion
             delete_schedule(conn, schedule, actor=actor)
         conn.execute(query("workflows", "workflow_delete"), {"id": row["id"]})

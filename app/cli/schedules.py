@@ -24,7 +24,7 @@ from app.core.db import resolve_database_url, transaction
 from app.core.errors import UsageError
 from app.core.text import safe
 from app.people.audit import cli_actor
-from app.scheduling import firing
+from app.scheduling import schedule_reads, schedule_rules, schedule_spec
 from app.scheduling.cron import DstRepeated, DstSkipped, zone_named
 from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 
@@ -38,15 +38,17 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        now = firing.db_now(conn)
-        catchup, limit = schedules.parse_catchup(args.catchup)
-        spec = schedules.ScheduleSpec(
+        now = schedule_rules.db_now(conn)
+        catchup, limit = schedule_spec.parse_catchup(args.catchup)
+        spec = schedule_spec.ScheduleSpec(
             name=args.name,
             cron=args.cron,
             every_seconds=args.every,
             timezone=args.timezone,
-            start_at=schedules.parse_when(args.start, args.timezone, now) if args.start else None,
-            end_at=schedules.parse_when(args.end, args.timezone, now) if args.end else None,
+            start_at=schedule_spec.parse_when(args.start, args.timezone, now)
+            if args.start
+            else None,
+            end_at=schedule_spec.parse_when(args.end, args.timezone, now) if args.end else None,
             overlap=OverlapPolicy(args.overlap),
             catchup=catchup,
             catchup_limit=limit,
@@ -79,8 +81,8 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
     from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        now = firing.db_now(conn)
-        zone = args.timezone or schedules.zone_of(conn, args.name)
+        now = schedule_rules.db_now(conn)
+        zone = args.timezone or schedule_reads.zone_of(conn, args.name)
         changes = _changes(args, zone, now)
         if not changes:
             raise UsageError("nothing to change: give at least one option (see --help)")
@@ -99,10 +101,9 @@ def cmd_update(args: argparse.Namespace, settings: Settings) -> int:
 
 def _changes(args: argparse.Namespace, zone: str, now: datetime) -> dict[str, Any]:
     """The `update` options given, as `update_schedule` changes; `none`/`off` clear one."""
-    from app.scheduling import schedules
 
     def when(text: str) -> datetime | None:
-        return None if _clears(text) else schedules.parse_when(text, zone, now)
+        return None if _clears(text) else schedule_spec.parse_when(text, zone, now)
 
     changes: dict[str, Any] = {}
     if args.cron is not None:
@@ -116,7 +117,7 @@ def _changes(args: argparse.Namespace, zone: str, now: datetime) -> dict[str, An
     if args.end is not None:
         changes["end_at"] = when(args.end)
     if args.catchup is not None:
-        changes["catchup"], changes["catchup_limit"] = schedules.parse_catchup(args.catchup)
+        changes["catchup"], changes["catchup_limit"] = schedule_spec.parse_catchup(args.catchup)
     if args.catchup_window is not None:
         changes["catchup_window_seconds"] = _count(args.catchup_window, "--catchup-window")
     if args.overlap is not None:
@@ -151,10 +152,9 @@ def _count(text: str, option: str) -> int | None:
 
 
 def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
-    from app.scheduling import schedules
 
     with transaction(resolve_database_url(settings)) as conn:
-        rows = schedules.list_schedules(conn)
+        rows = schedule_reads.list_schedules(conn)
     if not rows:
         print("no schedules")
         return 0
@@ -204,11 +204,11 @@ def cmd_pause(args: argparse.Namespace, settings: Settings) -> int:
     with transaction(resolve_database_url(settings)) as conn:
         until = None
         if args.until:
-            until = schedules.parse_when(
-                args.until, schedules.zone_of(conn, args.name), firing.db_now(conn)
+            until = schedule_spec.parse_when(
+                args.until, schedule_reads.zone_of(conn, args.name), schedule_rules.db_now(conn)
             )
         schedules.pause(conn, args.name, note=args.note, until=until, actor=cli_actor())
-        zone = schedules.zone_of(conn, args.name)
+        zone = schedule_reads.zone_of(conn, args.name)
     print(
         f"schedule {args.name!r} paused" + (f" until {format_local(until, zone)}" if until else "")
     )
@@ -243,12 +243,11 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_fires(args: argparse.Namespace, settings: Settings) -> int:
-    from app.scheduling import schedules
 
     limits.check_whole("--limit", args.limit, 1, limits.MAX_FIRES_SHOWN)
     with transaction(resolve_database_url(settings)) as conn:
-        zone = schedules.zone_of(conn, args.name)
-        rows = schedules.list_fires(conn, args.name, args.limit)
+        zone = schedule_reads.zone_of(conn, args.name)
+        rows = schedule_reads.list_fires(conn, args.name, args.limit)
     if not rows:
         print(f"schedule {args.name!r} has not fired yet")
         return 0

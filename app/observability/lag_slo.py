@@ -30,7 +30,7 @@ from app.core.errors import UsageError
 from app.core.sql import query
 from app.people import audit
 from app.scheduling.cron import Recurrence, fires_between, latest_fires
-from app.scheduling.firing import db_now, recurrence_of
+from app.scheduling.schedule_rules import db_now, recurrence_of
 
 HOURS = 24
 WATCHED_LIMIT = 500  # schedules with a threshold shown at once

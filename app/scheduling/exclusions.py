@@ -6,8 +6,8 @@ excludes the whole local day in the *schedule's* zone: a fire at 23:30 UTC on 24
 25 Dec in Auckland. A blackout window excludes the instants in [start, end).
 
 Nothing here reads a clock or a database; `app.scheduling.calendars` loads calendars, the trigger
-(`app.scheduling.firing`) applies `exclude` to each plan, and the schedule preview can cross out
-fires with `excluded_reason`:
+(`app.scheduling.fire_batches`) applies `exclude` to each plan, and the schedule preview can cross
+out fires with `excluded_reason`:
 
     >>> cal = Calendar("NZ", country="NZ")
     >>> excluded_reason(cal, datetime(2026, 12, 24, 23, 30, tzinfo=UTC), "Pacific/Auckland")

@@ -33,7 +33,7 @@ from app.core.db import Conn
 from app.observability import job_stats
 from app.runs import retention, transitions
 from app.runs.counters import LEASE_EXPIRIES
-from app.scheduling import firing, schedules
+from app.scheduling import schedule_rules, schedules
 from app.services.periodic import run_periodic
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class Reaper:
             log.info("raised the priority of %d long-waiting runs", aged, extra={"count": aged})
         job_stats.fill(conn, now=now)
         pruned = None
-        at = firing.db_now(conn, now)  # the clock the tick is given, like its statements
+        at = schedule_rules.db_now(conn, now)  # the clock the tick is given, like its statements
         if self._prune_due(at):
             self._last_prune = at
             pruned = self.prune(conn, at)
@@ -103,7 +103,7 @@ class Reaper:
 
     def prune(self, conn: Conn, now: datetime | None = None) -> PrunedHistory:
         """One bounded pass over the history past its retention, on the database clock."""
-        at = firing.db_now(conn, now)
+        at = schedule_rules.db_now(conn, now)
         runs_before = _before(at, self.settings.keep_runs_days)
         failed_before = _before(at, self.settings.keep_failed_days)
         pruned_runs = pruned_dags = 0

@@ -7,16 +7,16 @@ Use: `sundial trigger` runs `Trigger.run_forever`; tests call `run_once(conn, no
 Each tick the process renews (or tries to take) the leader lease; only the leader acts:
 
 1. releases queued fires whose blocking run has ended (overlap policy `queue`);
-2. fires due schedules batch after batch, each batch ONE transaction of `app.scheduling.firing`
-   (lock due schedules, decide their fires, create the runs, write the ledger, move
-   `next_fire_time` forward); when more than one batch is due, helper connections fire
-   batches alongside (a `DueCursor` hands them out in order), so PostgreSQL writes one
+2. fires due schedules batch after batch, each batch ONE transaction of
+   `app.scheduling.fire_batches` (lock due schedules, decide their fires, create the runs, write
+   the ledger, move `next_fire_time` forward); when more than one batch is due, helper connections
+   fire batches alongside (a `DueCursor` hands them out in order), so PostgreSQL writes one
    while Python plans the next;
 3. pauses schedules whose last N runs (or DAG runs) failed (when they ask for it), and
    resumes pauses that expired.
 
-What a fire does lives in `app.scheduling.firing`; this module decides when and on which connections
-to fire, and only while it holds the leader lease. Correctness never depends on there
+What a fire does lives in `app.scheduling.fire_batches`; this module decides when and on which
+connections to fire, and only while it holds the leader lease. Correctness never depends on there
 being one leader: a due schedule is planned under its row lock, `next_fire_time` only
 moves forward (compare-and-set), and runs and ledger rows are unique per (schedule,
 fire_time). Due decisions use the database clock; `now` injects another one. A clock that
@@ -41,9 +41,10 @@ import psycopg
 from app.core.config import Settings
 from app.core.db import Conn, DatabaseUnavailable, connect
 from app.core.sql import query
-from app.scheduling import firing
+from app.scheduling import fire_batches
+from app.scheduling.due_cursor import DueCursor
+from app.scheduling.fire_batches import Batch
 from app.scheduling.fire_decisions import PlanLimits
-from app.scheduling.firing import Batch, DueCursor
 from app.scheduling.leader_lease import LeaderLease, new_holder_id
 from app.services.periodic import run_periodic
 
@@ -141,13 +142,13 @@ class Trigger:
 
     def fire_batch(self, conn: Conn, cursor: DueCursor) -> Batch:
         """The cursor's next batch, fired while this trigger still holds the lease."""
-        return firing.fire_batch(conn, cursor, self.limits, self.lease)
+        return fire_batches.fire_batch(conn, cursor, self.limits, self.lease)
 
     # ---- queued fires, auto-pause, expired pauses ---------------------------------------
 
     def release_queued(self, conn: Conn, now: datetime | None = None) -> int:
         """Enqueue fires that waited behind a run that has now ended."""
-        return firing.release_queued(conn, now)
+        return fire_batches.release_queued(conn, now)
 
     def auto_pause(self, conn: Conn, now: datetime | None = None) -> int:
         """Pause schedules whose last N finished runs all failed, saying why."""

@@ -15,10 +15,10 @@ from starlette.routing import Route
 
 from app.core.db import Conn
 from app.people.roles import Role
-from app.scheduling import calendars, schedules
+from app.scheduling import calendars, schedule_reads
 from app.scheduling.calendars import CalendarError, CalendarSpec, WindowSpec
 from app.scheduling.exclusions import Calendar, country_names, holidays_of
-from app.scheduling.firing import db_now
+from app.scheduling.schedule_rules import db_now
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import redirect, render
@@ -65,7 +65,7 @@ def _show_page(conn: Conn, name: str) -> dict[str, Any]:
         "calendar": row,
         "holidays": upcoming_holidays(calendar, today),
         "schedule_choices": [
-            s["name"] for s in schedules.list_schedules(conn) if s["name"] not in used
+            s["name"] for s in schedule_reads.list_schedules(conn) if s["name"] not in used
         ],
         "countries": _countries(),
     }

@@ -17,7 +17,7 @@ from app.core.db import Conn
 from app.people.roles import Role
 from app.scheduling import forecast, upcoming
 from app.scheduling.cron import Recurrence, RecurrenceError
-from app.scheduling.firing import db_now
+from app.scheduling.schedule_rules import db_now
 from app.scheduling.upcoming import Forecast
 from app.web.access import requires
 from app.web.database import call

@@ -25,7 +25,7 @@ from app.core.resources import STATIC_DIR
 from app.core.sql import query
 from app.people.roles import Role
 from app.runs.states import RunStatus
-from app.scheduling.firing import db_now
+from app.scheduling.schedule_rules import db_now
 from app.web.access import public, requires
 from app.web.charts import line_chart
 from app.web.database import call

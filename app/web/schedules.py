@@ -26,7 +26,13 @@ from app.core.limits import whole_id
 from app.people import versions
 from app.people.roles import Role
 from app.people.versions import VersionError
-from app.scheduling import calendars, firing, schedules
+from app.scheduling import (
+    calendars,
+    schedule_reads,
+    schedule_rules,
+    schedule_spec,
+    schedules,
+)
 from app.scheduling.calendars import CalendarError
 from app.scheduling.cron import (
     ClockChange,
@@ -50,7 +56,7 @@ from app.scheduling.schedule_presets import (
     choice_of,
     rule_of,
 )
-from app.scheduling.schedules import ScheduleError, ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
@@ -157,7 +163,7 @@ def _spec(values: dict[str, Any]) -> ScheduleSpec:
     except RecurrenceError as exc:
         raise FormError("timezone", str(exc)) from None
     try:
-        catchup, catchup_limit = schedules.parse_catchup(values["catchup"] or "latest")
+        catchup, catchup_limit = schedule_spec.parse_catchup(values["catchup"] or "latest")
         overlap = OverlapPolicy(values["overlap"])
         dst_skipped, dst_repeated = (
             DstSkipped(values["dst_skipped"]),
@@ -228,10 +234,10 @@ def _choices(conn: Conn) -> dict[str, Any]:
 
 def _schedule(conn: Conn, name: str) -> dict[str, Any]:
     try:
-        row = schedules.details(conn, name)
+        row = schedule_reads.details(conn, name)
     except ScheduleError:
         raise HTTPException(404, f"There is no schedule named {name!r}.") from None
-    row["next_fires"] = schedules.next_fires(row)
+    row["next_fires"] = schedule_reads.next_fires(row)
     return row
 
 
@@ -248,7 +254,7 @@ FILTERS = ("name", "target", "state")
 def _index_page(conn: Conn, params: QueryParams) -> dict[str, Any]:
     paused = {"paused": True, "active": False}.get(params.get("state", ""))
     after = params.get("after") or None
-    page = schedules.search(conn, params.get("name") or None, params.get("target") or None,
+    page = schedule_reads.search(conn, params.get("name") or None, params.get("target") or None,
                             paused, after)  # fmt: skip
     kept = {k: v for k in FILTERS if (v := params.get(k))}
     return {"schedules": page.rows, **page.links("/schedules", kept, after)}
@@ -290,7 +296,7 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
     except FormError as exc:
         return {"errors": {exc.field: str(exc)}}
     try:
-        fires, warnings = schedules.preview(spec, firing.db_now(conn), anchor=anchor)
+        fires, warnings = schedule_reads.preview(spec, schedule_rules.db_now(conn), anchor=anchor)
         chosen = values["calendar"]
         calendar = calendars.calendar_named(conn, chosen) if chosen else None
     except ScheduleError as exc:
@@ -299,7 +305,7 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
         return {"errors": {"calendar": str(exc)}}
     # Fires the calendar excludes are shown crossed out, with the reason.
     excluded = [excluded_reason(calendar, fire.at, spec.timezone) for fire in fires]
-    ahead = schedules.clock_change_ahead(spec, firing.db_now(conn), anchor)
+    ahead = schedule_reads.clock_change_ahead(spec, schedule_rules.db_now(conn), anchor)
     return {"errors": {}, "spec": spec, "fires": fires, "warnings": warnings, "excluded": excluded,
             "clock_change": clock_change_words(spec, ahead)}  # fmt: skip
 
@@ -376,15 +382,15 @@ def _write(
             schedules.create_schedule(conn, spec, actor=actor)
             calendars.assign(conn, spec.name, calendar, actor=actor)
         else:  # one change, one version: the calendar with the rest
-            changes = {f: getattr(spec, f) for f in schedules.EDITABLE}
-            changes[schedules.CALENDAR] = calendar
+            changes = {f: getattr(spec, f) for f in schedule_spec.EDITABLE}
+            changes[schedule_spec.CALENDAR] = calendar
             schedules.update_schedule(conn, name, changes, actor=actor)
 
 
 def _error_field(exc: FormError | ScheduleError | CalendarError, values: dict[str, Any]) -> str:
     if isinstance(exc, FormError):
         return exc.field
-    if isinstance(exc, (CalendarError, schedules.NoSuchCalendar)):
+    if isinstance(exc, (CalendarError, schedule_spec.NoSuchCalendar)):
         return "calendar"
     return _field_of(str(exc), values)
 
@@ -448,7 +454,9 @@ async def show(request: Request) -> Response:
 def _pause(conn: Conn, name: str, note: str, until_text: str, actor: str) -> None:
     until = None
     if until_text:
-        until = schedules.parse_when(until_text, schedules.zone_of(conn, name), firing.db_now(conn))
+        until = schedule_spec.parse_when(
+            until_text, schedule_reads.zone_of(conn, name), schedule_rules.db_now(conn)
+        )
     schedules.pause(conn, name, note=note or None, until=until, actor=actor)
 
 
@@ -505,9 +513,9 @@ async def delete(request: Request) -> Response:
 
 def _fires_page(conn: Conn, name: str, before: datetime | None) -> dict[str, Any]:
     schedule = _schedule(conn, name)
-    rows = schedules.fire_page(conn, schedule["id"], before, schedules.FIRE_PAGE_SIZE + 1)
-    more = len(rows) > schedules.FIRE_PAGE_SIZE
-    rows = rows[: schedules.FIRE_PAGE_SIZE]
+    rows = schedule_reads.fire_page(conn, schedule["id"], before, schedule_reads.FIRE_PAGE_SIZE + 1)
+    more = len(rows) > schedule_reads.FIRE_PAGE_SIZE
+    rows = rows[: schedule_reads.FIRE_PAGE_SIZE]
     return {"schedule": schedule, "fires": rows, "older": rows[-1]["fire_time"] if more else None}
 
 

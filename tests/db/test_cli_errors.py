@@ -18,6 +18,7 @@ import pytest
 
 from app.dags import workflow_shapes
 from app.runs import run_inserts, submission
+from app.scheduling import schedule_spec
 from tests.conftest import REPO, free_port, run_sundial, start_dev, sundial_cmd, sundial_env
 from tests.db.test_workflows import ETL, define_jobs, write
 from tests.processes import query, run_row, wait_until
@@ -182,7 +183,7 @@ def test_workflow_delete_rule_lives_in_the_domain_function(db_url: str) -> None:
             conn, workflows.WorkflowSpec("wf", {"a": workflow_shapes.Step("j")}), actor="test"
         )
         schedules.create_schedule(
-            conn, schedules.ScheduleSpec("s", every_seconds=60, workflow="wf")
+            conn, schedule_spec.ScheduleSpec("s", every_seconds=60, workflow="wf")
         )
     with transaction(db_url) as conn, pytest.raises(workflows.WorkflowError, match="'s'"):
         workflows.delete(conn, "wf", actor="test")

@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 from app.catalog import job_definitions
 from app.catalog.job_definitions import JobError, JobSpec
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleError, ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
 from tests.processes import query, services, wait_until
 from tests.worker_handlers import ReportArgs
 

@@ -25,7 +25,7 @@ from app.handlers.shell import CommandFailed, run_command
 from app.runs import submission
 from app.runs.run_inserts import NewRun
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 from tests.conftest import run_sundial
 from tests.processes import run_row, services
 from tests.waits import wait_until, wait_until_gone

@@ -19,8 +19,9 @@ from app.core.errors import UsageError
 from app.dags import dag_submission, workflow_shapes
 from app.runs import run_inserts, submission
 from app.runs.run_inserts import NewRun
-from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec, create_schedule
+from app.scheduling import schedule_spec, schedules
+from app.scheduling.schedule_spec import ScheduleSpec
+from app.scheduling.schedules import create_schedule
 from app.services.reaper import Reaper
 from app.services.trigger import Trigger
 from tests.conftest import run_sundial
@@ -186,7 +187,7 @@ def test_schedule_update_refuses_values_outside_the_ranges(
 ) -> None:
     create_schedule(conn, ScheduleSpec("s", every_seconds=60, handler="noop"))
     before = conn.execute("SELECT * FROM schedules").fetchone()
-    with pytest.raises(schedules.ScheduleError):
+    with pytest.raises(schedule_spec.ScheduleError):
         schedules.update_schedule(conn, "s", changes)
     assert conn.execute("SELECT * FROM schedules").fetchone() == before
 
@@ -267,7 +268,7 @@ def test_a_schedule_ends_at_the_latest_supported_time(conn: Conn) -> None:
 
 def test_a_schedule_starting_in_year_9999_is_refused(conn: Conn) -> None:
     with pytest.raises(
-        schedules.ScheduleError, match="the start must lie between 1970-01-01 and 2200-01-01"
+        schedule_spec.ScheduleError, match="the start must lie between 1970-01-01 and 2200-01-01"
     ):
         create_schedule(
             conn,

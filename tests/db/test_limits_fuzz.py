@@ -22,7 +22,7 @@ from app.dags import dag_submission
 from app.runs import submission
 from app.runs.run_inserts import NewRun
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 
 Conn = psycopg.Connection[dict[str, Any]]
 Stage = Callable[[Conn, Sequence[int]], None]

@@ -21,7 +21,8 @@ from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.scheduling import schedules
 from app.scheduling.fire_decisions import FireOutcome
-from app.scheduling.schedules import FireRecord, ScheduleSpec, create_schedule
+from app.scheduling.schedule_spec import ScheduleSpec
+from app.scheduling.schedules import FireRecord, create_schedule
 from app.services import reaper
 from app.services.reaper import PrunedHistory, Reaper
 from tests.processes import finish_run

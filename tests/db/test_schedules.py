@@ -16,16 +16,11 @@ from psycopg.types.json import Jsonb
 
 from app.catalog import job_definitions
 from app.catalog.job_definitions import JobError, JobSpec
-from app.scheduling import schedules
+from app.scheduling import schedule_reads, schedules
 from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
-from app.scheduling.schedules import (
-    ScheduleError,
-    ScheduleSpec,
-    create_schedule,
-    parse_catchup,
-    parse_when,
-)
+from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec, parse_catchup, parse_when
+from app.scheduling.schedules import create_schedule
 from tests.conftest import run_sundial
 from tests.waits import utc, wait_until_blocked
 
@@ -290,7 +285,7 @@ def test_run_now_copies_the_job_definition_into_the_run(conn: Conn) -> None:
         7,
         0,
     )
-    [fire] = schedules.list_fires(conn, "nightly")
+    [fire] = schedule_reads.list_fires(conn, "nightly")
     assert (fire["outcome"], fire["manual"], fire["run_id"]) == (FireOutcome.ENQUEUED, True, run_id)
 
 
@@ -317,7 +312,7 @@ def test_update_of_the_rule_recomputes_the_next_fire_and_keeps_the_ledger(conn: 
         updated.next_fire_time,
         later,
     )
-    assert len(schedules.list_fires(conn, "nightly")) == 1
+    assert len(schedule_reads.list_fires(conn, "nightly")) == 1
 
 
 def test_update_from_cron_to_an_interval_and_of_policies_alone(conn: Conn) -> None:

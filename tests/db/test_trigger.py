@@ -20,9 +20,11 @@ from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import run_inserts, submission, transitions
 from app.scheduling import schedules
 from app.scheduling.cron import DstRepeated
+from app.scheduling.due_cursor import DueCursor
+from app.scheduling.fire_batches import Batch
 from app.scheduling.fire_decisions import OverlapPolicy, spread_offset
-from app.scheduling.firing import Batch, DueCursor
-from app.scheduling.schedules import ScheduleSpec, create_schedule
+from app.scheduling.schedule_spec import ScheduleSpec
+from app.scheduling.schedules import create_schedule
 from app.services.trigger import Trigger
 from tests.waits import utc, wait_until_blocked
 

@@ -15,7 +15,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from app.runs import transitions
-from app.scheduling import calendars, firing, schedules
+from app.scheduling import calendars, fire_batches, schedules
 from app.scheduling.calendars import CalendarSpec
 from app.scheduling.fire_decisions import OverlapPolicy
 from app.services.trigger import Trigger
@@ -150,7 +150,7 @@ def test_a_fleet_fired_in_groups_gets_what_each_schedule_would_get_alone(
         admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{original}"')
     try:
         shared: list[int] = []
-        alike = firing._fires_alike
+        alike = fire_batches._fires_alike
 
         def recording(group: Any, plan: Any) -> bool:
             if alike(group, plan):
@@ -158,10 +158,10 @@ def test_a_fleet_fired_in_groups_gets_what_each_schedule_would_get_alone(
                 return True
             return False
 
-        monkeypatch.setattr(firing, "_fires_alike", recording)
+        monkeypatch.setattr(fire_batches, "_fires_alike", recording)
         grouped = fire(db_url, random.Random(7))
         assert sum(shared) > len(shared)  # groups did fire as one, several schedules each
-        monkeypatch.setattr(firing, "_fires_alike", lambda group, plan: False)
+        monkeypatch.setattr(fire_batches, "_fires_alike", lambda group, plan: False)
         alone = fire(with_database(db_url, copy), random.Random(7))
     finally:
         with psycopg.connect(server_url, autocommit=True) as admin:

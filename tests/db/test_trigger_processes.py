@@ -14,8 +14,9 @@ import pytest
 from psycopg.rows import dict_row
 
 from app.scheduling.fire_decisions import OverlapPolicy
-from app.scheduling.firing import db_now
-from app.scheduling.schedules import ScheduleSpec, create_schedule
+from app.scheduling.schedule_rules import db_now
+from app.scheduling.schedule_spec import ScheduleSpec
+from app.scheduling.schedules import create_schedule
 from tests.processes import Service, query, services, wait_until
 
 LEASE_SECONDS = 3.0

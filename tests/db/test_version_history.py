@@ -14,7 +14,7 @@ from app.catalog.workflows import WorkflowSpec
 from app.dags.workflow_shapes import Step
 from app.people import versions
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 
 Conn = psycopg.Connection[dict[str, Any]]
 

@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 
 from app.scheduling import calendars, schedules
 from app.scheduling.calendars import CalendarSpec
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
 from tests.web.conftest import make_user

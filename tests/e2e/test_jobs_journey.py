@@ -12,7 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.web.conftest import make_user
 

@@ -18,7 +18,7 @@ from app.people import audit
 from app.runs import submission
 from app.runs.run_inserts import NewRun
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_triage_and_logs import _violations_with_axe
 from tests.processes import finish_run

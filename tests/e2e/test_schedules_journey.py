@@ -16,7 +16,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 from tests.e2e.conftest import sign_in_page
 from tests.e2e.test_jobs_journey import _violations
 from tests.processes import services

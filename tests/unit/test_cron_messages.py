@@ -8,7 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from app.scheduling.schedules import ScheduleError, ScheduleSpec, preview
+from app.scheduling.schedule_reads import preview
+from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
 from tests.waits import utc
 
 

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from app.scheduling import calendars, schedules
 from app.scheduling.calendars import CalendarSpec
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 from tests.web.conftest import csrf_of
 
 Conn = psycopg.Connection[dict[str, Any]]

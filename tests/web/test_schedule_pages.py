@@ -18,10 +18,10 @@ from app.catalog import job_definitions, workflows
 from app.catalog.job_definitions import JobSpec
 from app.core.config import Settings
 from app.dags import workflow_shapes
-from app.scheduling import calendars, schedules
+from app.scheduling import calendars, schedule_reads, schedules
 from app.scheduling.calendars import CalendarSpec
 from app.scheduling.fire_decisions import OverlapPolicy
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 from app.services.trigger import Trigger
 from tests.web.conftest import csrf_of
 
@@ -468,7 +468,7 @@ def test_the_list_filters_and_shows_the_next_fire_in_the_viewers_zone(
 def test_the_list_comes_in_pages_by_name_that_keep_the_filters(
     as_role: Callable[[str], TestClient], conn: Conn, job: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(schedules, "LIST_PAGE", 2)
+    monkeypatch.setattr(schedule_reads, "LIST_PAGE", 2)
     for name in ("e-daily", "a-daily", "d-hourly", "c-daily", "b-daily"):
         schedules.create_schedule(conn, ScheduleSpec(name, every_seconds=60, job=job))
     client = as_role("viewer")

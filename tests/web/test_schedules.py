@@ -10,7 +10,7 @@ import psycopg
 from starlette.testclient import TestClient
 
 from app.scheduling import schedules
-from app.scheduling.schedules import ScheduleSpec
+from app.scheduling.schedule_spec import ScheduleSpec
 
 
 def test_schedules_show_their_rule_in_words_and_next_fire_in_their_zone(

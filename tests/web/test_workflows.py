@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from app.catalog.job_definitions import JobSpec, create
 from app.dags import workflow_shapes
-from app.scheduling import schedules
+from app.scheduling import schedule_spec, schedules
 from tests.web.conftest import csrf_of
 
 Conn = psycopg.Connection[Any]
@@ -253,7 +253,7 @@ def test_delete_is_refused_while_a_schedule_runs_it_unless_it_goes_too(
     jobs(conn, "pull")
     client = as_role("editor")
     assert post(client, "/workflows", form("etl", [("a", "pull", [])])).status_code == 303
-    schedules.create_schedule(conn, schedules.ScheduleSpec("nightly", every_seconds=60,
+    schedules.create_schedule(conn, schedule_spec.ScheduleSpec("nightly", every_seconds=60,
                                                            workflow="etl"))  # fmt: skip
     page = client.get("/workflows/etl").text
     assert "Run by schedule nightly" in page and "Also delete these schedules" in page

@@ -1,5 +1,5 @@
 -- What a fire does: lock due schedules, advance them, write their fire ledger, release
--- queued fires. Runs are never written here: `app.scheduling.firing` creates them through
+-- queued fires. Runs are never written here: `app.scheduling.fire_batches` creates them through
 -- `app.runs.transitions.submit_fires`.
 
 -- name: db_now
@@ -80,8 +80,8 @@ GROUP BY r.schedule_id;
 -- name: schedule_advance_many
 -- Move each schedule's next fire forward, never back (compare-and-set on the old value),
 -- and end the pauses that expired (resumed at their expiry). Reads the batch's fire rows
--- (`app.scheduling.firing.fire_batch_rows`): the one row per schedule that carries `previous` moves
--- it; and its shared fires (`app.scheduling.firing.shared_fire_rows`), each of which moves every
+-- (`app.scheduling.fire_batches.fire_batch_rows`): the one row per schedule that carries `previous` moves
+-- it; and its shared fires (`app.scheduling.fire_batches.shared_fire_rows`), each of which moves every
 -- schedule of its group alike.
 UPDATE schedules s
 SET next_fire_time = a.next_fire_time,
@@ -118,7 +118,7 @@ WHERE s.id = b.id;
 -- created earlier in this transaction: an enqueued fire's own, or for a coalesced fire the
 -- run of the fire that covered it; by its id when the row gives it, else found by fire
 -- time (a row that names its schedule's job is not looked for among DAG runs). Rows of
--- the trigger's batch (`app.scheduling.firing.fire_batch_rows`) without a `fire_time` only move a
+-- the trigger's batch (`app.scheduling.fire_batches.fire_batch_rows`) without a `fire_time` only move a
 -- schedule. A shared fire (`%(shared)s`, none for "run now") is an enqueued row for each
 -- schedule of its group, linking its run.
 INSERT INTO schedule_fires (

@@ -15,10 +15,10 @@ from starlette.routing import Route
 from app.core.db import Conn
 from app.core.sql import query
 from app.people.roles import Role
-from app.scheduling import schedules
+from app.scheduling import schedule_reads, schedules
 from app.scheduling.cron import local_time, next_fire
-from app.scheduling.firing import db_now, recurrence_of
-from app.scheduling.schedules import ScheduleError, ScheduleSpec
+from app.scheduling.schedule_rules import db_now, recurrence_of
+from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
 from app.web.api.core import PREFIX, ApiCall, ApiError, json_response, operation
 from app.web.api.schemas import (
     FireListOut,
@@ -105,7 +105,7 @@ def _next_fires(conn: Conn, name: str, count: int) -> dict[str, Any]:
 
 @operation(Role.VIEWER, "List schedules", response=ScheduleListOut)
 async def index(api: ApiCall) -> Response:
-    rows = await call(api.request, schedules.list_schedules)
+    rows = await call(api.request, schedule_reads.list_schedules)
     return json_response(ScheduleListOut(schedules=[_out(r) for r in rows]))
 
 
@@ -190,7 +190,7 @@ async def fires(api: ApiCall) -> Response:
 
     def read(conn: Conn) -> list[dict[str, Any]]:
         _row(conn, name)
-        return schedules.list_fires(conn, name, api.query.limit)
+        return schedule_reads.list_fires(conn, name, api.query.limit)
 
     rows = await call(api.request, read)
     return json_response(FireListOut.model_validate({"fires": rows}))

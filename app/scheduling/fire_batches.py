@@ -1,17 +1,18 @@
-"""What a fire does: the one owner of turning due schedules into runs and ledger rows.
+"""The trigger's batches: turning due schedules into runs and ledger rows, one transaction a batch.
 
 Purpose: every intended fire of every schedule gets exactly one decision, written to the
 fire ledger, and at most one run (`job_runs` UNIQUE(schedule_id, fire_time)).
 
 Use: the trigger (`app.services.trigger`) holds the leader lease and calls, per tick,
 `release_queued` and, batch after batch, `fire_batch`; "run now" (`app.scheduling.schedules`) calls
-`start_fires` and `record_fires`. A batch locks due schedules (`FOR UPDATE SKIP LOCKED`),
-decides their fires by the pure policies of `app.scheduling.fire_decisions` over the fire times of
+`start_fires` (`app.scheduling.fire_starts`) and `record_fires` (`app.scheduling.fire_ledger`). A
+batch locks due schedules (`FOR UPDATE SKIP LOCKED`, `app.scheduling.due_cursor`), decides their
+fires by the pure policies of `app.scheduling.fire_decisions` over the fire times of
 `app.scheduling.cron`, and in ONE transaction moves `next_fire_time` forward (compare-and-set: it
-only moves forward), creates the runs (through `app.runs.transitions.submit_fire_rows` or
-`submit_workflow_fires`: nothing here writes a run) and writes the ledger; the three
-writes read one JSON document of the batch's fire rows (`fire_batch_rows`), and one of its
-shared fires (`shared_fire_rows`).
+only moves forward), creates the runs (through `app.runs.submission.submit_fire_rows` or
+`submit_workflow_fires`: nothing here writes a run) and writes the ledger; the three writes read
+one JSON document of the batch's fire rows (`fire_batch_rows`), and one of its shared fires
+(`shared_fire_rows`).
 
 Schedules come locked in groups that share everything their fires depend on (at the top
 of the hour, thousands share `0 * * * *` in one zone): a group's fire is decided once, and
@@ -29,10 +30,9 @@ Telemetry: a log line per catch-up and per schedule stopped for a broken rule.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -41,12 +41,11 @@ from typing import Any
 from app.core.db import Conn
 from app.core.json_rows import iso_text, json_rows
 from app.core.sql import query
-from app.dags import dag_submission
 from app.dags.workflow_shapes import Shape
-from app.dags.workflow_shapes import shapes as shapes_of
-from app.runs import run_inserts, submission, transitions
+from app.runs import submission, transitions
 from app.scheduling import calendars
-from app.scheduling.cron import DstRepeated, DstSkipped, Recurrence, RecurrenceError
+from app.scheduling.cron import RecurrenceError
+from app.scheduling.due_cursor import DueCursor, member_ids
 from app.scheduling.exclusions import exclude
 from app.scheduling.fire_decisions import (
     DueSchedule,
@@ -60,71 +59,18 @@ from app.scheduling.fire_decisions import (
     spread_window,
     window_ms,
 )
+from app.scheduling.fire_starts import Start, start_fires, workflow_shapes
 from app.scheduling.leader_lease import LeaderLease
+from app.scheduling.schedule_rules import db_now, recurrence_of
 
 log = logging.getLogger(__name__)
 
+Planned = Sequence[tuple[Mapping[str, Any], Plan]]  # each locked schedule row with its plan
 
 RELEASE_BATCH_SIZE = 500  # queued fires released per tick
-Planned = Sequence[tuple[Mapping[str, Any], Plan]]  # each locked schedule row with its plan
+
+
 _DOWNTIME_OUTCOMES = frozenset({FireOutcome.COALESCED, FireOutcome.MISSED})
-
-
-def db_now(conn: Conn, now: datetime | None = None) -> datetime:
-    """The database clock, or the injected `now` when given."""
-    row = conn.execute(query("firing", "db_now"), {"now": now}).fetchone()
-    assert row is not None
-    moment: datetime = row["now"]
-    return moment
-
-
-# ---- a schedule's rule ----------------------------------------------------------------------
-
-
-def recurrence_of(row: Mapping[str, Any]) -> Recurrence:
-    """The recurrence of a `schedules` row. An interval schedule without a start fires one
-    interval after it was created, then every interval."""
-    anchor = row["start_at"]
-    if row["cron"] is None and anchor is None:
-        anchor = row["created_at"].replace(microsecond=0) + timedelta(
-            seconds=row["interval_seconds"]
-        )
-    return _recurrence(
-        row["cron"],
-        row["interval_seconds"],
-        row["timezone"],
-        anchor,
-        row["end_at"],
-        row["dst_skipped"],
-        row["dst_repeated"],
-    )
-
-
-@lru_cache(maxsize=4096)
-def _recurrence(
-    cron: str | None,
-    interval_seconds: int | None,
-    timezone: str,
-    start: datetime | None,
-    end: datetime | None,
-    dst_skipped: str,
-    dst_repeated: str,
-) -> Recurrence:
-    """Cached: the trigger builds one per due schedule, and most share their settings."""
-    if cron is not None:
-        return Recurrence.from_cron(
-            cron,
-            timezone,
-            start=start,
-            end=end,
-            dst_skipped=DstSkipped(dst_skipped),
-            dst_repeated=DstRepeated(dst_repeated),
-        )
-    assert interval_seconds is not None and start is not None
-    return Recurrence.every(interval_seconds, start, end=end, timezone=timezone)
-
-
-# ---- firing due schedules -------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,43 +85,6 @@ class Batch:
         return Batch(
             self.schedules + other.schedules, self.fires + other.fires, self.runs + other.runs
         )
-
-
-class DueCursor:
-    """Where the next batch of due schedules starts, shared by the connections firing
-    them. Batches are locked one at a time and each starts after the (next_fire_time, id)
-    of the one before, so none rescans the index entries that earlier batches left behind.
-    A batch smaller than the limit was the last."""
-
-    def __init__(self, now: datetime | None, limit: int) -> None:
-        self.now = now
-        self.limit = limit
-        self.exhausted = False
-        self._after: tuple[datetime, uuid.UUID] | None = None
-        self._mutex = threading.Lock()
-
-    def lock_next(self, conn: Conn) -> list[dict[str, Any]]:
-        """Lock the next batch in `conn`'s open transaction: its schedules, those that
-        fire alike as groups (`schedule_lock_due`)."""
-        with self._mutex:
-            if self.exhausted:
-                return []
-            after_time, after_id = self._after or (None, None)
-            params = {
-                "now": self.now,
-                "limit": self.limit,
-                "after_time": after_time,
-                "after_id": after_id,
-            }
-            groups = conn.execute(query("firing", "schedule_lock_due"), params).fetchall()
-            self.exhausted = sum(len(_ids(g)) for g in groups) < self.limit
-            if groups:
-                self._after = max((g["next_fire_time"], max(_ids(g))) for g in groups)
-            return groups
-
-    def stop(self) -> None:
-        with self._mutex:
-            self.exhausted = True
 
 
 def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderLease) -> Batch:
@@ -215,7 +124,7 @@ def fire_batch(conn: Conn, cursor: DueCursor, limits: PlanLimits, lease: LeaderL
         made = created() + sum(1 for s in dag_runs if s.dag_run_id)
     _log_catchups(plans)
     fired = sum(len(plan.entries) for _, plan in plans) + sum(len(s.ids) for s in shared)
-    return Batch(sum(len(_ids(g)) for g in groups), fired, made)
+    return Batch(sum(len(member_ids(g)) for g in groups), fired, made)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +172,7 @@ def _plan(
             shared.append(SharedFire(group, entry, plan.next_fire_time, spread))
             continue
         plans.append((first, plan))
-        for i in range(1, len(_ids(group))):  # the others alike, each with its own spread
+        for i in range(1, len(member_ids(group))):  # the others alike, each with its own spread
             row = _member(group, i)
             plans.append((row, plan_fires(_due(row), group["now"], active_run_ids, limits)))
     return plans, shared, json_rows(broken) if broken else None
@@ -291,12 +200,9 @@ _MEMBER_COLUMNS = {
     "name": "names",
     "job_id_text": "job_id_texts",
 }
+
+
 _NO_ARRAYS = dict.fromkeys(_MEMBER_COLUMNS.values())
-
-
-def _ids(row: Mapping[str, Any]) -> list[uuid.UUID]:
-    ids: list[uuid.UUID] = row["ids"] or [row["id"]]
-    return ids
 
 
 def _member(group: Mapping[str, Any], i: int) -> dict[str, Any]:
@@ -486,9 +392,6 @@ def _log_catchups(plans: Planned) -> None:
             )
 
 
-# ---- queued fires ---------------------------------------------------------------------------
-
-
 def release_queued(conn: Conn, now: datetime | None = None) -> int:
     """Enqueue fires that waited behind a run that has now ended (overlap policy `queue`)."""
     with conn.transaction():
@@ -511,116 +414,3 @@ def release_queued(conn: Conn, now: datetime | None = None) -> int:
             query("firing", "fire_release_many"), {"fires": json_rows(released), "now": now}
         )
     return sum(1 for s in started if s.run_id or s.dag_run_id)
-
-
-# ---- starting fires: a job schedule's fire is one run, a workflow schedule's one DAG run ----
-
-
-@dataclass(frozen=True, slots=True)
-class Start:
-    """A fire to start. `schedule` holds the schedule's id, name, job_id and workflow_id."""
-
-    schedule: Mapping[str, Any]
-    fire_time: datetime
-    run_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """What a fire created; both None when the fire already had its run (or DAG run)."""
-
-    run_id: int | None = None
-    dag_run_id: uuid.UUID | None = None
-
-
-def workflow_shapes(conn: Conn, workflow_ids: Iterable[uuid.UUID | None]) -> dict[uuid.UUID, Shape]:
-    """The runnable shape of each workflow; a workflow without steps has none."""
-    wanted = sorted({w for w in workflow_ids if w is not None})
-    return shapes_of(conn, wanted) if wanted else {}
-
-
-def start_fires(
-    conn: Conn, starts: Sequence[Start], shapes: Mapping[uuid.UUID, Shape]
-) -> list[Started]:
-    """Create the run or DAG run of each fire, in two statements at most. Neither commits;
-    the caller's transaction also records the fires."""
-    started = [Started()] * len(starts)
-    jobs = [(i, s) for i, s in enumerate(starts) if s.schedule["workflow_id"] is None]
-    flows = [(i, s) for i, s in enumerate(starts) if s.schedule["workflow_id"] is not None]
-    if jobs:
-        run_ids = submission.submit_fires(conn, [_fire_request(s) for _, s in jobs])
-        for (i, _), run_id in zip(jobs, run_ids, strict=True):
-            started[i] = Started(run_id=run_id)
-    if flows:
-        fires = [_workflow_fire(s, shapes[s.schedule["workflow_id"]]) for _, s in flows]
-        dag_run_ids = dag_submission.submit_workflow_fires(conn, fires)
-        for (i, _), dag_run_id in zip(flows, dag_run_ids, strict=True):
-            started[i] = Started(dag_run_id=dag_run_id)
-    return started
-
-
-def _fire_request(start: Start) -> run_inserts.FireRequest:
-    return run_inserts.FireRequest(
-        schedule_id=start.schedule["id"],
-        job_id=start.schedule["job_id"],
-        fire_time=start.fire_time,
-        run_at=start.run_at,
-    )
-
-
-def _workflow_fire(start: Start, shape: Shape) -> dag_submission.WorkflowFire:
-    return dag_submission.WorkflowFire(
-        schedule_id=start.schedule["id"],
-        workflow_id=shape.workflow_id,
-        name=start.schedule["name"],
-        fire_time=start.fire_time,
-        run_at=start.run_at,
-        steps=shape.runs,
-        edges=shape.edges,
-    )
-
-
-# ---- the ledger -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FireRecord:
-    """One ledger row to write. `link` is the fire time of the run (or DAG run) the row
-    links, a run made earlier in the same transaction."""
-
-    schedule_id: uuid.UUID
-    fire_time: datetime
-    local_time: datetime
-    outcome: FireOutcome
-    link: datetime | None = None
-    coalesced_count: int = 0
-    manual: bool = False
-    detail: str | None = None
-    run_id: int | None = None  # the linked run, when known (saves looking it up)
-
-
-def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
-    """Write ledger rows in one statement; fires already recorded are left alone."""
-    if records:
-        rows = json_rows(fire_rows(records))
-        params = {"fires": rows, "shared": None, "now": now}
-        conn.execute(query("firing", "fire_record_many"), params)
-
-
-def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
-    """The JSON rows of ledger records."""
-    iso: dict[datetime, str] = {}
-    return [
-        {
-            "schedule_id": str(r.schedule_id),
-            "fire_time": iso_text(iso, r.fire_time),
-            "local_time": iso_text(iso, r.local_time),
-            "outcome": r.outcome.value,
-            "link": None if r.link is None else iso_text(iso, r.link),
-            "coalesced_count": r.coalesced_count,
-            "manual": r.manual,
-            "detail": r.detail,
-            "run_id": r.run_id,
-        }
-        for r in records
-    ]

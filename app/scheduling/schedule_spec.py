@@ -1,0 +1,396 @@
+"""What a schedule is and how it is checked: its fields (`ScheduleSpec`), the errors a person
+can fix, the parsing of durations and times people type, and the checks a create or an
+edit passes before anything is written (the rule fires, the target exists, the handler is
+live, the settings are in range).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from app.core import limits
+from app.core.db import Conn
+from app.core.errors import Conflict, Missing, UsageError
+from app.core.sql import query
+from app.handlers import handler_args, worker_registry
+from app.handlers.builtin import BUILTINS
+from app.handlers.execution_models import ExecutionModel
+from app.runs import run_inserts
+from app.scheduling.cron import (
+    DstRepeated,
+    DstSkipped,
+    Recurrence,
+    RecurrenceError,
+    fire_past_latest,
+    next_fire,
+    parse_cron,
+    zone_named,
+)
+from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+
+# Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
+
+MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class ScheduleError(UsageError):
+    """A schedule operation cannot be done as asked; the message says why."""
+
+
+class ScheduleConflict(ScheduleError, Conflict):
+    """The name asked for is taken."""
+
+
+class TargetMissing(ScheduleError, Missing):
+    """The job definition or workflow a schedule should run does not exist."""
+
+
+class NoSuchCalendar(ScheduleError):
+    """The exclusion calendar asked for does not exist (or no longer does)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    """What a person asks for: when it fires, its policies, and what it runs — a new job
+    definition made from `handler` and its settings, an existing one (`job`), or a
+    workflow (`workflow`: each fire is one DAG run)."""
+
+    name: str
+    cron: str | None = None
+    every_seconds: int | None = None
+    timezone: str = "UTC"
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    overlap: OverlapPolicy = OverlapPolicy.SKIP
+    catchup: bool = False
+    catchup_limit: int | None = None
+    catchup_window_seconds: int | None = None
+    exact_minute: bool = False
+    spread_seconds: int = DEFAULT_SPREAD_SECONDS
+    dst_skipped: DstSkipped = DstSkipped.SHIFT
+    dst_repeated: DstRepeated = DstRepeated.FIRST
+    auto_pause_after: int | None = None
+    job: str | None = None
+    workflow: str | None = None
+    handler: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    execution_model: str = ExecutionModel.ASYNC.value
+    priority: int = run_inserts.DEFAULT_PRIORITY
+    timeout_seconds: int = run_inserts.DEFAULT_TIMEOUT_SECONDS
+    max_retries: int = run_inserts.DEFAULT_MAX_RETRIES
+
+
+def parse_catchup(text: str) -> tuple[bool, int | None]:
+    """`latest` -> (False, None); `all` -> (True, None); `N` -> (True, N)."""
+    value = text.strip().lower()
+    if value == "latest":
+        return False, None
+    if value == "all":
+        return True, None
+    if value.isascii() and value.isdigit() and int(value) > 0:
+        with limits.refused_as(ScheduleError):
+            return True, limits.check_whole("the catch-up limit", int(value), 1, limits.MAX_COUNT)
+    raise ScheduleError(f"catch-up must be latest, all or a positive number of fires, not {text!r}")
+
+
+def parse_when(text: str, zone_name: str, now: datetime) -> datetime:
+    """An instant from `2030-01-31T09:00` (local to the schedule's zone), an ISO time with an
+    offset, or a duration from now like `90m`, `2h`, `3d`."""
+    text = text.strip()
+    duration = _DURATION.match(text.lower())
+    if duration:
+        seconds = float(duration[1]) * _DURATION_UNITS[duration[2]]
+        try:
+            moment = now + timedelta(seconds=seconds)
+        except OverflowError:
+            raise ScheduleError(
+                f"{text} from now lies past {limits.LATEST:%Y-%m-%d}, the latest supported time"
+            ) from None
+        with limits.refused_as(ScheduleError):
+            return limits.check_instant(text, moment)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ScheduleError(
+            f"{text!r} is not a time: use 2030-01-31T09:00 (in the schedule's time zone), "
+            f"an ISO time with an offset, or a duration like 90m, 2h, 3d"
+        ) from None
+    if moment.tzinfo is not None:
+        with limits.refused_as(ScheduleError):
+            return limits.check_instant(text, moment).astimezone(UTC)
+    try:
+        zone = zone_named(zone_name)
+    except RecurrenceError as exc:
+        raise ScheduleError(str(exc)) from None
+    local = moment.replace(tzinfo=zone)
+    try:
+        exists = local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == moment
+    except OverflowError:  # year 1 or 9999 in a zone off UTC
+        exists = True  # refused just below, as outside the supported range
+    if not exists:
+        raise ScheduleError(f"{text} does not exist in {zone_name} (the clocks jump over it)")
+    with limits.refused_as(ScheduleError):
+        return limits.check_instant(text, local).astimezone(UTC)
+
+
+# What `update_schedule` may change: when a schedule fires and its policies. What it runs
+# is its job definition's or workflow's business.
+EDITABLE = frozenset(
+    {
+        "cron",
+        "every_seconds",
+        "timezone",
+        "start_at",
+        "end_at",
+        "overlap",
+        "catchup",
+        "catchup_limit",
+        "catchup_window_seconds",
+        "exact_minute",
+        "spread_seconds",
+        "dst_skipped",
+        "dst_repeated",
+        "auto_pause_after",
+    }
+)
+
+
+# `update_schedule` also changes the exclusion calendar a schedule names (by its name).
+CALENDAR = "calendar"
+
+
+# Columns of the rule itself: changing one recomputes the next fire.
+RULE_COLUMNS = frozenset(
+    {"cron", "interval_seconds", "timezone", "start_at", "end_at", "dst_skipped", "dst_repeated"}
+)
+
+
+def spec_of(row: Mapping[str, Any]) -> ScheduleSpec:
+    """The timing and policies of a `schedules` row, as a spec."""
+    return ScheduleSpec(
+        name=row["name"],
+        cron=row["cron"],
+        every_seconds=row["interval_seconds"],
+        timezone=row["timezone"],
+        start_at=row["start_at"],
+        end_at=row["end_at"],
+        overlap=OverlapPolicy(row["overlap"]),
+        catchup=row["catchup"],
+        catchup_limit=row["catchup_limit"],
+        catchup_window_seconds=row["catchup_window_seconds"],
+        exact_minute=row["exact_minute"],
+        spread_seconds=row["spread_seconds"],
+        dst_skipped=DstSkipped(row["dst_skipped"]),
+        dst_repeated=DstRepeated(row["dst_repeated"]),
+        auto_pause_after=row["auto_pause_after"],
+    )
+
+
+def validate_fields(spec: ScheduleSpec) -> list[str]:
+    """Refuse, with one sentence, a spec outside the ranges of `app.core.limits`."""
+    with limits.refused_as(ScheduleError):
+        return _check_fields(spec)
+
+
+def _check_fields(spec: ScheduleSpec) -> list[str]:
+    limits.check_name("a schedule name", spec.name, MAX_NAME_LENGTH)
+    name = spec.name.strip()
+    if not name or name != spec.name:
+        raise ScheduleError(
+            f"a schedule name must be 1 to {MAX_NAME_LENGTH} characters without leading or "
+            f"trailing spaces, got {spec.name!r}"
+        )
+    if (spec.cron is None) == (spec.every_seconds is None):
+        raise ScheduleError(
+            "give exactly one of a cron expression (--cron) or an interval (--every)"
+        )
+    if spec.every_seconds is not None:
+        if isinstance(spec.every_seconds, int) and spec.every_seconds <= 0:
+            raise ScheduleError(
+                f"the interval must be a positive number of seconds, not {spec.every_seconds}"
+            )
+        limits.check_whole("the interval", spec.every_seconds, 1, limits.MAX_DURATION_SECONDS)
+    limits.check_text("the time zone", spec.timezone, MAX_NAME_LENGTH)
+    if spec.cron is not None:
+        limits.check_text("the cron expression", spec.cron)
+    try:
+        zone_named(spec.timezone)
+        cron = parse_cron(spec.cron) if spec.cron is not None else None
+    except RecurrenceError as exc:
+        raise ScheduleError(str(exc)) from None
+    for label, moment in (("the start", spec.start_at), ("the end", spec.end_at)):
+        if moment is not None:
+            limits.check_instant(label, moment)
+    if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
+        raise ScheduleError("the end of a schedule must come after its start")
+    for label, value, low, high in (
+        ("the spread window", spec.spread_seconds, 0, limits.MAX_DURATION_SECONDS),
+        ("the timeout", spec.timeout_seconds, 1, limits.MAX_DURATION_SECONDS),
+        ("max retries", spec.max_retries, 0, limits.MAX_RETRIES),
+    ):
+        limits.check_whole(label, value, low, high)
+    for label, optional, low, high in (
+        ("the catch-up limit", spec.catchup_limit, 1, limits.MAX_COUNT),
+        ("the catch-up window", spec.catchup_window_seconds, 1, limits.MAX_DURATION_SECONDS),
+        ("auto-pause after", spec.auto_pause_after, 1, limits.MAX_COUNT),
+    ):
+        if optional is not None:  # None: off
+            limits.check_whole(label, optional, low, high)
+    for label, choice, kind in (
+        ("the overlap policy", spec.overlap, OverlapPolicy),
+        ("what a skipped hour does (dst_skipped)", spec.dst_skipped, DstSkipped),
+        ("what a repeated hour does (dst_repeated)", spec.dst_repeated, DstRepeated),
+    ):
+        if not isinstance(choice, kind):
+            choices = ", ".join(k.value for k in kind)
+            raise ScheduleError(f"{label} must be one of {choices}, got {choice!r}")
+    for label, flag in (("catch-up", spec.catchup), ("exact minute", spec.exact_minute)):
+        if not isinstance(flag, bool):
+            raise ScheduleError(f"{label} must be true or false, got {flag!r}")
+    if spec.catchup_limit is not None and not spec.catchup:
+        raise ScheduleError("a catch-up limit needs catch-up on (use --catchup N)")
+    warnings = []
+    dst_options_set = (spec.dst_skipped, spec.dst_repeated) != (DstSkipped.SHIFT, DstRepeated.FIRST)
+    if dst_options_set and (cron is None or not cron.fixed_hour):
+        warnings.append(
+            "the DST options only apply to cron schedules at fixed hours; this schedule "
+            "follows elapsed time"
+        )
+    return warnings
+
+
+def schedule_row(spec: ScheduleSpec, created_at: datetime) -> dict[str, Any]:
+    return {
+        "id": uuid.uuid4(),
+        "name": spec.name,
+        "cron": parse_cron(spec.cron).text if spec.cron is not None else None,
+        "interval_seconds": spec.every_seconds,
+        "timezone": spec.timezone,
+        "start_at": spec.start_at,
+        "end_at": spec.end_at,
+        "overlap": spec.overlap.value,
+        "catchup": spec.catchup,
+        "catchup_limit": spec.catchup_limit,
+        "catchup_window_seconds": spec.catchup_window_seconds,
+        "dst_skipped": spec.dst_skipped.value,
+        "dst_repeated": spec.dst_repeated.value,
+        "exact_minute": spec.exact_minute,
+        "spread_seconds": spec.spread_seconds,
+        "auto_pause_after": spec.auto_pause_after,
+        "created_at": created_at,
+    }
+
+
+def never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> str:
+    """Why `rule` has no fire after `now`, in the words of what is true."""
+    if spec.end_at is not None and spec.end_at <= now:
+        return f"the schedule would never fire: its end {spec.end_at:%Y-%m-%d %H:%M} UTC has passed"
+    unbounded = replace(rule, end=None)
+    if spec.end_at is not None:
+        if next_fire(unbounded, now) or fire_past_latest(unbounded, now):
+            return "the schedule would never fire: its end comes before its first fire"
+    beyond = fire_past_latest(rule, now)
+    if beyond is not None:
+        return (
+            f"the schedule's next fire would be {beyond.local:%Y-%m-%d %H:%M} ({spec.timezone}), "
+            f"past the latest date Sundial schedules: fires must come before "
+            f"{limits.LATEST:%Y-%m-%d} (UTC)"
+        )
+    return f"cron expression {spec.cron!r} never fires: no date matches it within 9 years"
+
+
+def target_for(
+    conn: Conn, spec: ScheduleSpec, now: datetime | None
+) -> tuple[dict[str, Any], list[str]]:
+    """What the schedule fires (job_id, workflow_id, owns_job), and warnings."""
+    if sum(x is not None for x in (spec.handler, spec.job, spec.workflow)) != 1:
+        raise ScheduleError(
+            "give one of --handler (to create the job with the schedule), --job (an existing "
+            "job definition) or --workflow"
+        )
+    target: dict[str, Any] = {"job_id": None, "workflow_id": None, "owns_job": False}
+    for label, wanted in (("the workflow name", spec.workflow), ("the job name", spec.job)):
+        if wanted is not None:
+            with limits.refused_as(ScheduleError):
+                limits.check_name(label, wanted)
+    if spec.workflow is not None:
+        found = conn.execute(query("workflows", "workflow_by_name"), {"name": spec.workflow})
+        workflow = found.fetchone()
+        if workflow is None:
+            raise TargetMissing(f"there is no workflow named {spec.workflow!r}")
+        return {**target, "workflow_id": workflow["id"]}, []
+    if spec.job is not None:
+        found = conn.execute(query("job_definitions", "job_definition_by_name"), {"name": spec.job})
+        job = found.fetchone()
+        if job is None:
+            raise TargetMissing(f"there is no job definition named {spec.job!r}")
+        return {**target, "job_id": job["id"]}, []
+    assert spec.handler is not None
+    new = _validated_job_settings(spec)
+    warnings = check_handler(conn, spec.handler, now)
+    try:
+        handler_args.check_declared(conn, spec.handler, spec.args, now)
+    except handler_args.ArgsError as exc:
+        raise ScheduleError(f"args: {exc}") from None
+    new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
+    new.setdefault("max_crashes", limits.DEFAULT_MAX_CRASHES)
+    if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
+        raise ScheduleError(
+            f"a job definition named {spec.name!r} already exists; schedule it with "
+            f"--job {spec.name!r} instead of --handler"
+        )
+    return {**target, "job_id": new["id"], "owns_job": True}, warnings
+
+
+def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
+    """The settings of the job a schedule creates, checked like a run's."""
+    assert spec.handler is not None
+    try:
+        run_inserts.NewRun(
+            spec.handler,
+            spec.args,
+            priority=spec.priority,
+            timeout_seconds=spec.timeout_seconds,
+            max_retries=spec.max_retries,
+            execution_model=spec.execution_model,
+        ).validate()
+    except UsageError as exc:
+        raise ScheduleError(str(exc)) from None
+    return {
+        "execution_model": spec.execution_model,
+        "priority": spec.priority,
+        "timeout_seconds": spec.timeout_seconds,
+        "max_retries": spec.max_retries,
+    }
+
+
+def check_handler(conn: Conn, handler: str, now: datetime | None = None) -> list[str]:
+    """Refuse a handler no worker knows; warnings when that cannot be checked yet.
+
+    Known: the built-ins plus what live workers registered (or, when none is live, what
+    any worker registered). With no worker ever registered, only built-ins are certain:
+    another name is accepted with a warning.
+    """
+    if handler in BUILTINS:
+        return []
+    rows = worker_registry.registrations(conn, now)
+    if not rows:
+        return [f"no worker has registered yet, so handler {handler!r} could not be checked"]
+    registered = [r for r in rows if r["live"]] or rows
+    known = set(BUILTINS).union(*(r["handlers"] for r in registered))
+    if handler not in known:
+        raise ScheduleError(f"unknown handler {handler!r}: workers know {', '.join(sorted(known))}")
+    return []
