@@ -43,6 +43,8 @@ UNIT = "tests/unit/"
 # The fast, database-free tests that stand behind each pure module.
 TESTS_FOR = {
     "app/scheduling/cron.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
+    "app/scheduling/cron_expressions.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
+    "app/scheduling/zones.py": [UNIT + "test_cron.py", UNIT + "test_zone_names.py"],
     "app/scheduling/fire_decisions.py": [UNIT + "test_cron_policies.py"],
     "app/core/backoff.py": [UNIT + "test_backoff.py"],
     "app/runs/states.py": [UNIT + "test_state_machine.py"],
@@ -348,7 +350,7 @@ def mutate_module(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__)
-    parser.add_argument("modules", nargs="*", default=list(TESTS_FOR), help="default: all four")
+    parser.add_argument("modules", nargs="*", default=list(TESTS_FOR), help="default: all of them")
     parser.add_argument("--min-score", type=float, default=90.0)
     parser.add_argument(
         "--timeout-factor",

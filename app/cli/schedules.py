@@ -25,8 +25,9 @@ from app.core.errors import UsageError
 from app.core.text import safe
 from app.people.audit import cli_actor
 from app.scheduling import schedule_reads, schedule_rules, schedule_spec
-from app.scheduling.cron import DstRepeated, DstSkipped, zone_named
+from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.scheduling.zones import zone_named
 
 TIME_HELP = (
     "2030-01-31T09:00 (in the schedule's time zone), an ISO time with an offset, "

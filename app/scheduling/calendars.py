@@ -25,8 +25,9 @@ from app.core.db import Conn
 from app.core.errors import UsageError
 from app.core.sql import query
 from app.people import audit
-from app.scheduling.cron import RecurrenceError, zone_named
+from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.exclusions import Blackout, Calendar, supported_countries
+from app.scheduling.zones import zone_named
 
 
 class CalendarError(UsageError):

@@ -4,9 +4,9 @@ cron-descriptor writes the words for each field, but two of its readings differ 
 fires: it reads a single-value range (`9-9`) as "between 09:00 and 09:59", and it joins the
 day of the month and the weekday with "or" whenever both are given, while cron (and
 `app.scheduling.cron`) uses "or" only when neither field starts with `*`. So the rule is first read
-by `app.scheduling.cron.parse_cron` (refused rules get its sentence), single-value ranges are
-written as the one value, and the two day fields are joined here, with "or" or "only when" as the
-parsed rule says.
+by `app.scheduling.cron_expressions.parse_cron` (refused rules get its sentence), single-value
+ranges are written as the one value, and the two day fields are joined here, with "or" or "only
+when" as the parsed rule says.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 
 from cron_descriptor import ExpressionDescriptor, Options
 
-from app.scheduling.cron import ALIASES, RecurrenceError, parse_cron
+from app.scheduling.cron_expressions import ALIASES, RecurrenceError, parse_cron
 
 _SINGLE_RANGE = re.compile(r"^([0-9a-z]+)-\1(?:/[0-9]+)?$", re.IGNORECASE)
 

@@ -25,8 +25,8 @@ from zoneinfo import ZoneInfo
 
 import holidays
 
-from app.scheduling.cron import zone_named
 from app.scheduling.fire_decisions import FireOutcome, Plan
+from app.scheduling.zones import zone_named
 
 # Holiday names are shown to people in English where the library has them.
 HOLIDAY_LANGUAGE = "en_US"

@@ -44,7 +44,7 @@ from app.core.sql import query
 from app.dags.workflow_shapes import Shape
 from app.runs import submission, transitions
 from app.scheduling import calendars
-from app.scheduling.cron import RecurrenceError
+from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.due_cursor import DueCursor, member_ids
 from app.scheduling.exclusions import exclude
 from app.scheduling.fire_decisions import (

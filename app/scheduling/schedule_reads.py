@@ -14,14 +14,7 @@ from app.core import limits
 from app.core.db import Conn
 from app.core.name_pages import NamePage, page_by_name
 from app.core.sql import like_literal, query
-from app.scheduling.cron import (
-    EPSILON,
-    ClockChange,
-    Fire,
-    fires_after,
-    next_clock_change,
-    zone_named,
-)
+from app.scheduling.cron import EPSILON, Fire, fires_after
 
 # Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
 from app.scheduling.schedule_rules import recurrence_of
@@ -33,6 +26,7 @@ from app.scheduling.schedule_spec import (
     schedule_row,
     validate_fields,
 )
+from app.scheduling.zones import ClockChange, next_clock_change, zone_named
 
 DEFAULT_FIRES_SHOWN = 50
 

@@ -23,17 +23,10 @@ from app.handlers import handler_args, worker_registry
 from app.handlers.builtin import BUILTINS
 from app.handlers.execution_models import ExecutionModel
 from app.runs import run_inserts
-from app.scheduling.cron import (
-    DstRepeated,
-    DstSkipped,
-    Recurrence,
-    RecurrenceError,
-    fire_past_latest,
-    next_fire,
-    parse_cron,
-    zone_named,
-)
+from app.scheduling.cron import DstRepeated, DstSkipped, Recurrence, fire_past_latest, next_fire
+from app.scheduling.cron_expressions import RecurrenceError, parse_cron
 from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.scheduling.zones import zone_named
 
 # Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
 

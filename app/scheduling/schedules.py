@@ -24,12 +24,7 @@ from app.core.db import Conn
 from app.core.sql import query
 from app.handlers.gate import refuse_disabled_handlers
 from app.people import audit, versions
-from app.scheduling.cron import (
-    DstRepeated,
-    DstSkipped,
-    next_fire,
-    zone_named,
-)
+from app.scheduling.cron import DstRepeated, DstSkipped, next_fire
 from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
 
 # Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
@@ -51,6 +46,7 @@ from app.scheduling.schedule_spec import (
     target_for,
     validate_fields,
 )
+from app.scheduling.zones import zone_named
 
 # Who a change is recorded as when the caller does not say (scripts, tests); the CLI passes
 # `audit.cli_actor()` and the dashboard the signed-in person.

@@ -18,10 +18,12 @@ from zoneinfo import ZoneInfo
 from app.core.db import Conn
 from app.core.sql import query
 from app.scheduling import calendars, forecast
-from app.scheduling.cron import Recurrence, RecurrenceError, fires_between, zone_named
+from app.scheduling.cron import Recurrence, fires_between
+from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.exclusions import excluded_reason
 from app.scheduling.forecast import Day
 from app.scheduling.schedule_rules import db_now, recurrence_of
+from app.scheduling.zones import zone_named
 
 BUSIEST_SHOWN = 5
 WEEK_SCHEDULES_SHOWN = 300  # the week calendar lists at most this many schedules

@@ -13,7 +13,7 @@ from app.core.db import Conn
 from app.people import audit
 from app.people.audit import AuditFilter
 from app.people.roles import Role
-from app.scheduling.cron import zone_named
+from app.scheduling.zones import zone_named
 from app.web.access import requires
 from app.web.database import call
 from app.web.render import render

@@ -16,7 +16,8 @@ from starlette.routing import Route
 from app.core.db import Conn
 from app.people.roles import Role
 from app.scheduling import forecast, upcoming
-from app.scheduling.cron import Recurrence, RecurrenceError
+from app.scheduling.cron import Recurrence
+from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.schedule_rules import db_now
 from app.scheduling.upcoming import Forecast
 from app.web.access import requires

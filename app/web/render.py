@@ -21,8 +21,9 @@ from starlette.templating import Jinja2Templates
 
 from app.core.resources import TEMPLATES_DIR
 from app.people.roles import Role
-from app.scheduling.cron import RecurrenceError, zone_named
+from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.cron_words import cron_sentence
+from app.scheduling.zones import zone_named
 from app.web.security import CSRF_FIELD, request_csrf_token
 from app.web.viewer_zone import DEFAULT_ZONE, viewer_zone
 

@@ -22,7 +22,7 @@ from app.people.roles import Role
 from app.runs import run_actions, run_list
 from app.runs.run_list import RunFilter
 from app.runs.states import RunStatus
-from app.scheduling.cron import zone_named
+from app.scheduling.zones import zone_named
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.render import render

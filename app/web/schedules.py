@@ -34,16 +34,8 @@ from app.scheduling import (
     schedules,
 )
 from app.scheduling.calendars import CalendarError
-from app.scheduling.cron import (
-    ClockChange,
-    DstRepeated,
-    DstSkipped,
-    Fire,
-    RecurrenceError,
-    iana_zone_names,
-    zone_by_city,
-    zone_named,
-)
+from app.scheduling.cron import DstRepeated, DstSkipped, Fire
+from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.exclusions import excluded_reason
 from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 from app.scheduling.schedule_presets import (
@@ -57,6 +49,7 @@ from app.scheduling.schedule_presets import (
     rule_of,
 )
 from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
+from app.scheduling.zones import ClockChange, iana_zone_names, zone_by_city, zone_named
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call

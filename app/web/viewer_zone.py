@@ -8,7 +8,8 @@ from urllib.parse import unquote
 from starlette.datastructures import FormData
 from starlette.requests import Request
 
-from app.scheduling.cron import RecurrenceError, zone_named
+from app.scheduling.cron_expressions import RecurrenceError
+from app.scheduling.zones import zone_named
 
 ZONE_COOKIE = "sundial_zone"
 DEFAULT_ZONE = "UTC"

@@ -20,14 +20,13 @@ from app.scheduling.cron import (
     DstSkipped,
     Fire,
     Recurrence,
-    RecurrenceError,
     count_fires,
     fires_after,
     fires_between,
     latest_fires,
     next_fire,
-    parse_cron,
 )
+from app.scheduling.cron_expressions import RecurrenceError, parse_cron
 from tests.waits import utc
 
 NEW_YORK = "America/New_York"

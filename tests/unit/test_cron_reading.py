@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.scheduling.cron import Recurrence, RecurrenceError, next_fire, parse_cron
+from app.scheduling.cron import Recurrence, next_fire
+from app.scheduling.cron_expressions import RecurrenceError, parse_cron
 from app.scheduling.cron_words import cron_sentence
 
 BOUNDS = {0: (0, 59), 1: (0, 23), 2: (1, 31), 3: (1, 12), 4: (0, 7)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.scheduling.cron import parse_cron
+from app.scheduling.cron_expressions import parse_cron
 from app.scheduling.schedule_presets import Choice, Preset, PresetError, Rule, choice_of, rule_of
 
 

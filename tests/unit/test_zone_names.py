@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.scheduling.cron import iana_zone_names, zone_by_city
+from app.scheduling.zones import iana_zone_names, zone_by_city
 
 
 @pytest.mark.parametrize(

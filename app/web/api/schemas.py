@@ -21,8 +21,9 @@ from pydantic import (
 from app.core import limits
 from app.handlers.execution_models import ExecutionModel
 from app.runs.states import RunStatus
-from app.scheduling.cron import DstRepeated, DstSkipped, iana_zone_names
+from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import OverlapPolicy
+from app.scheduling.zones import iana_zone_names
 
 MAX_BATCH = 1000  # runs per batch submit (the body limit holds first for large args)
 MAX_PAGE = 500
@@ -48,7 +49,7 @@ Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES), WHOLE]
 Crashes = Annotated[int, Field(ge=1, le=limits.MAX_CRASHES), WHOLE]
 Seconds = Annotated[float, Field(ge=0, le=limits.MAX_DURATION_SECONDS)]
 Count = Annotated[int, Field(ge=1, le=limits.MAX_COUNT), WHOLE]
-# Exactly the zones of the IANA tz database (app.scheduling.cron.zone_named), listed in the
+# Exactly the zones of the IANA tz database (app.scheduling.zones.zone_named), listed in the
 # document.
 Zone = Annotated[
     str,
