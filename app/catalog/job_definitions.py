@@ -42,10 +42,6 @@ DANGEROUS_HANDLERS = frozenset({"shell"})
 class JobError(UsageError):
     """A job definition cannot be written as asked. `field` names the input at fault."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
 
 @dataclass(frozen=True, slots=True)
 class JobSpec:
@@ -104,21 +100,7 @@ def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
     try:
         checks.validate()
     except run_inserts.SubmitError as exc:
-        raise JobError(str(exc), _field_of(str(exc))) from None
-
-
-def _field_of(message: str) -> str | None:
-    for word, name in (
-        ("handler", "handler"),
-        ("args", "args"),
-        ("execution model", "execution_model"),
-        ("priority", "priority"),
-        ("timeout", "timeout_seconds"),
-        ("retries", "max_retries"),
-    ):
-        if word in message:
-            return name
-    return None
+        raise JobError(str(exc), exc.field) from None
 
 
 def handler_choices(conn: Conn, now: datetime | None = None) -> list[str]:

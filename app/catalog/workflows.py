@@ -43,10 +43,6 @@ class WorkflowError(UsageError):
     """A workflow cannot be defined or run as asked; the message says why. `field` names
     the input at fault: "name", "description", "steps" (their shape), or "step:NAME"."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
 
 class StepJobMissing(WorkflowError, Missing):
     """A step names a job definition that does not exist."""

@@ -64,7 +64,7 @@ def refused_as(error: type[UsageError]) -> Iterator[None]:
     try:
         yield
     except LimitError as exc:
-        raise error(str(exc)) from None
+        raise error(str(exc), exc.field) from None
 
 
 def check_whole(label: str, value: Any, low: int, high: int) -> int:

@@ -49,10 +49,6 @@ _expected_cache: dict[tuple[Recurrence, datetime, datetime], tuple[list[datetime
 class SloError(UsageError):
     """Input a person can fix, with the form field it concerns."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
 
 @dataclass(frozen=True, slots=True)
 class Stage:

@@ -23,7 +23,7 @@ from typing import Any
 
 from app.core import limits
 from app.core.db import Conn
-from app.core.errors import UsageError
+from app.core.errors import UsageError, about
 from app.core.sql import query
 from app.people import audit
 from app.people.roles import Role, TokenScope
@@ -76,10 +76,10 @@ def parse_lifetime(text: str) -> timedelta:
     """`30d`, `12h` or `90m` as a duration (1 minute to 10 years)."""
     match = _LIFETIME.match(text)
     if not match:
-        raise TokenError(f"a lifetime looks like 30d, 12h or 90m, not {text!r}")
+        raise TokenError(f"a lifetime looks like 30d, 12h or 90m, not {text!r}", "lifetime")
     lifetime = timedelta(**{_UNITS[match[2]]: int(match[1])})
     if not timedelta(minutes=1) <= lifetime <= MAX_LIFETIME:
-        raise TokenError("a token lives between 1 minute and 3650 days")
+        raise TokenError("a token lives between 1 minute and 3650 days", "lifetime")
     return lifetime
 
 
@@ -95,19 +95,21 @@ def create(
 ) -> Created:
     """A new token for `username`; the secret is in the result and nowhere else."""
     if scope not in {s.value for s in TokenScope}:
-        raise TokenError(f"scope must be read or write, not {scope!r}")
+        raise TokenError(f"scope must be read or write, not {scope!r}", "scope")
     name = name.strip()
-    with limits.refused_as(TokenError):
+    with about("name"), limits.refused_as(TokenError):
         limits.check_text("the token's name", name, limits.MAX_NAME_LENGTH)
     if not name:
-        raise TokenError("give the token a name that says what uses it, e.g. billing-service")
+        raise TokenError(
+            "give the token a name that says what uses it, e.g. billing-service", "name"
+        )
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with conn.transaction():
         user = conn.execute(query("users", "user_by_name"), {"username": username}).fetchone()
         if user is None:
-            raise TokenError(f"there is no user named {username!r}")
+            raise TokenError(f"there is no user named {username!r}", "user")
         if user["disabled"]:
-            raise TokenError(f"user {username!r} is disabled")
+            raise TokenError(f"user {username!r} is disabled", "user")
         params = {
             "user_id": user["id"],
             "name": name,

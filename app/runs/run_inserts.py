@@ -19,7 +19,7 @@ from psycopg.rows import tuple_row
 
 from app.core import limits
 from app.core.db import Conn
-from app.core.errors import UsageError
+from app.core.errors import UsageError, about
 from app.core.json_rows import encode_json, iso_text, json_rows
 from app.core.sql import query
 from app.handlers.execution_models import ExecutionModel
@@ -66,7 +66,7 @@ class NewRun:
         try:
             self._check()
         except limits.LimitError as exc:
-            raise SubmitError(str(exc)) from None
+            raise SubmitError(str(exc), exc.field) from None
 
     def _plain(self) -> bool:
         """Most runs, told valid at a glance: a bulk submit validates thousands."""
@@ -88,27 +88,38 @@ class NewRun:
 
     def _check(self) -> None:
         if not isinstance(self.handler, str) or not self.handler.strip():
-            raise SubmitError("a run needs a handler name")
-        limits.check_name("the handler name", self.handler)
+            raise SubmitError("a run needs a handler name", "handler")
+        with about("handler"):
+            limits.check_name("the handler name", self.handler)
         if not isinstance(self.args, dict):
-            raise SubmitError(f"args must be a JSON object, got {type(self.args).__name__}")
-        limits.check_args("args", self.args)
+            raise SubmitError(f"args must be a JSON object, got {type(self.args).__name__}", "args")
+        with about("args"):
+            limits.check_args("args", self.args)
         if self.execution_model not in EXECUTION_MODELS:
             models = ", ".join(m.value for m in ExecutionModel)
             raise SubmitError(
-                f"execution model must be one of {models}, got {self.execution_model!r}"
+                f"execution model must be one of {models}, got {self.execution_model!r}",
+                "execution_model",
             )
-        limits.check_whole("priority", self.priority, -MAX_PRIORITY, MAX_PRIORITY)
-        limits.check_whole("the timeout", self.timeout_seconds, 1, limits.MAX_DURATION_SECONDS)
-        limits.check_whole("max retries", self.max_retries, 0, limits.MAX_RETRIES)
+        with about("priority"):
+            limits.check_whole("priority", self.priority, -MAX_PRIORITY, MAX_PRIORITY)
+        with about("timeout_seconds"):
+            limits.check_whole("the timeout", self.timeout_seconds, 1, limits.MAX_DURATION_SECONDS)
+        with about("max_retries"):
+            limits.check_whole("max retries", self.max_retries, 0, limits.MAX_RETRIES)
         if self.delay is not None and self.run_at is not None:
-            raise SubmitError("give a delay or a time to run at, not both")
+            raise SubmitError("give a delay or a time to run at, not both", "run_at")
         if self.delay is not None:
-            limits.check_seconds("the delay", self.delay, 0)
+            with about("delay_seconds"):
+                limits.check_seconds("the delay", self.delay, 0)
         if self.run_at is not None:
-            limits.check_instant("the time to run at", self.run_at)
+            with about("run_at"):
+                limits.check_instant("the time to run at", self.run_at)
         if self.idempotency_key is not None:
-            limits.check_name("the idempotency key", self.idempotency_key, limits.MAX_KEY_LENGTH)
+            with about("idempotency_key"):
+                limits.check_name(
+                    "the idempotency key", self.idempotency_key, limits.MAX_KEY_LENGTH
+                )
 
     def as_row(self) -> dict[str, Any]:
         """Its JSON row for an insert. Null fields are left out (jsonb_to_recordset reads a

@@ -33,10 +33,6 @@ from app.scheduling.zones import zone_named
 class CalendarError(UsageError):
     """A calendar cannot be changed as asked. `field` names the input at fault."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-
 
 @dataclass(frozen=True, slots=True)
 class CalendarSpec:

@@ -74,7 +74,7 @@ def preview(
     rule = recurrence_of(schedule_row(spec, anchor or now))
     fires = list(itertools.islice(fires_after(rule, now), count))
     if not fires:
-        raise ScheduleError(never_fires(spec, rule, now))
+        raise never_fires(spec, rule, now)
     return fires, warnings
 
 

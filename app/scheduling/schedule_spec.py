@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from app.core import limits
 from app.core.db import Conn
-from app.core.errors import Conflict, Missing, UsageError
+from app.core.errors import Conflict, Missing, UsageError, about
 from app.core.sql import query
 from app.handlers import handler_args, worker_registry
 from app.handlers.builtin import BUILTINS
@@ -96,7 +96,9 @@ def parse_catchup(text: str) -> tuple[bool, int | None]:
     if value.isascii() and value.isdigit() and int(value) > 0:
         with limits.refused_as(ScheduleError):
             return True, limits.check_whole("the catch-up limit", int(value), 1, limits.MAX_COUNT)
-    raise ScheduleError(f"catch-up must be latest, all or a positive number of fires, not {text!r}")
+    raise ScheduleError(
+        f"catch-up must be latest, all or a positive number of fires, not {text!r}", "catchup"
+    )
 
 
 def parse_when(text: str, zone_name: str, now: datetime) -> datetime:
@@ -199,62 +201,78 @@ def validate_fields(spec: ScheduleSpec) -> list[str]:
 
 
 def _check_fields(spec: ScheduleSpec) -> list[str]:
-    limits.check_name("a schedule name", spec.name, MAX_NAME_LENGTH)
-    name = spec.name.strip()
-    if not name or name != spec.name:
-        raise ScheduleError(
-            f"a schedule name must be 1 to {MAX_NAME_LENGTH} characters without leading or "
-            f"trailing spaces, got {spec.name!r}"
-        )
+    with about("name"):
+        limits.check_name("a schedule name", spec.name, MAX_NAME_LENGTH)
+        name = spec.name.strip()
+        if not name or name != spec.name:
+            raise ScheduleError(
+                f"a schedule name must be 1 to {MAX_NAME_LENGTH} characters without leading or "
+                f"trailing spaces, got {spec.name!r}"
+            )
     if (spec.cron is None) == (spec.every_seconds is None):
         raise ScheduleError(
-            "give exactly one of a cron expression (--cron) or an interval (--every)"
+            "give exactly one of a cron expression (--cron) or an interval (--every)", "cron"
         )
     if spec.every_seconds is not None:
-        if isinstance(spec.every_seconds, int) and spec.every_seconds <= 0:
-            raise ScheduleError(
-                f"the interval must be a positive number of seconds, not {spec.every_seconds}"
-            )
-        limits.check_whole("the interval", spec.every_seconds, 1, limits.MAX_DURATION_SECONDS)
-    limits.check_text("the time zone", spec.timezone, MAX_NAME_LENGTH)
+        with about("every_seconds"):
+            if isinstance(spec.every_seconds, int) and spec.every_seconds <= 0:
+                raise ScheduleError(
+                    f"the interval must be a positive number of seconds, not {spec.every_seconds}"
+                )
+            limits.check_whole("the interval", spec.every_seconds, 1, limits.MAX_DURATION_SECONDS)
+    with about("timezone"):
+        limits.check_text("the time zone", spec.timezone, MAX_NAME_LENGTH)
+        try:
+            zone_named(spec.timezone)
+        except RecurrenceError as exc:
+            raise ScheduleError(str(exc)) from None
+    cron = None
     if spec.cron is not None:
-        limits.check_text("the cron expression", spec.cron)
-    try:
-        zone_named(spec.timezone)
-        cron = parse_cron(spec.cron) if spec.cron is not None else None
-    except RecurrenceError as exc:
-        raise ScheduleError(str(exc)) from None
-    for label, moment in (("the start", spec.start_at), ("the end", spec.end_at)):
+        with about("cron"):
+            limits.check_text("the cron expression", spec.cron)
+            try:
+                cron = parse_cron(spec.cron)
+            except RecurrenceError as exc:
+                raise ScheduleError(str(exc)) from None
+    for input_name, label, moment in (("start_at", "the start", spec.start_at),
+                                 ("end_at", "the end", spec.end_at)):  # fmt: skip
         if moment is not None:
-            limits.check_instant(label, moment)
+            with about(input_name):
+                limits.check_instant(label, moment)
     if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
-        raise ScheduleError("the end of a schedule must come after its start")
-    for label, value, low, high in (
-        ("the spread window", spec.spread_seconds, 0, limits.MAX_DURATION_SECONDS),
-        ("the timeout", spec.timeout_seconds, 1, limits.MAX_DURATION_SECONDS),
-        ("max retries", spec.max_retries, 0, limits.MAX_RETRIES),
-    ):
-        limits.check_whole(label, value, low, high)
-    for label, optional, low, high in (
-        ("the catch-up limit", spec.catchup_limit, 1, limits.MAX_COUNT),
-        ("the catch-up window", spec.catchup_window_seconds, 1, limits.MAX_DURATION_SECONDS),
-        ("auto-pause after", spec.auto_pause_after, 1, limits.MAX_COUNT),
-    ):
+        raise ScheduleError("the end of a schedule must come after its start", "end_at")
+    for input_name, label, value, low, high in (
+        ("spread_seconds", "the spread window", spec.spread_seconds, 0,
+         limits.MAX_DURATION_SECONDS),
+        ("timeout_seconds", "the timeout", spec.timeout_seconds, 1, limits.MAX_DURATION_SECONDS),
+        ("max_retries", "max retries", spec.max_retries, 0, limits.MAX_RETRIES),
+    ):  # fmt: skip
+        with about(input_name):
+            limits.check_whole(label, value, low, high)
+    for input_name, label, optional, low, high in (
+        ("catchup_limit", "the catch-up limit", spec.catchup_limit, 1, limits.MAX_COUNT),
+        ("catchup_window_seconds", "the catch-up window", spec.catchup_window_seconds, 1,
+         limits.MAX_DURATION_SECONDS),
+        ("auto_pause_after", "auto-pause after", spec.auto_pause_after, 1, limits.MAX_COUNT),
+    ):  # fmt: skip
         if optional is not None:  # None: off
-            limits.check_whole(label, optional, low, high)
-    for label, choice, kind in (
-        ("the overlap policy", spec.overlap, OverlapPolicy),
-        ("what a skipped hour does (dst_skipped)", spec.dst_skipped, DstSkipped),
-        ("what a repeated hour does (dst_repeated)", spec.dst_repeated, DstRepeated),
-    ):
+            with about(input_name):
+                limits.check_whole(label, optional, low, high)
+    for input_name, label, choice, kind in (
+        ("overlap", "the overlap policy", spec.overlap, OverlapPolicy),
+        ("dst_skipped", "what a skipped hour does (dst_skipped)", spec.dst_skipped, DstSkipped),
+        ("dst_repeated", "what a repeated hour does (dst_repeated)", spec.dst_repeated,
+         DstRepeated),
+    ):  # fmt: skip
         if not isinstance(choice, kind):
             choices = ", ".join(k.value for k in kind)
-            raise ScheduleError(f"{label} must be one of {choices}, got {choice!r}")
-    for label, flag in (("catch-up", spec.catchup), ("exact minute", spec.exact_minute)):
+            raise ScheduleError(f"{label} must be one of {choices}, got {choice!r}", input_name)
+    for input_name, label, flag in (("catchup", "catch-up", spec.catchup),
+                               ("exact_minute", "exact minute", spec.exact_minute)):  # fmt: skip
         if not isinstance(flag, bool):
-            raise ScheduleError(f"{label} must be true or false, got {flag!r}")
+            raise ScheduleError(f"{label} must be true or false, got {flag!r}", input_name)
     if spec.catchup_limit is not None and not spec.catchup:
-        raise ScheduleError("a catch-up limit needs catch-up on (use --catchup N)")
+        raise ScheduleError("a catch-up limit needs catch-up on (use --catchup N)", "catchup_limit")
     warnings = []
     dst_options_set = (spec.dst_skipped, spec.dst_repeated) != (DstSkipped.SHIFT, DstRepeated.FIRST)
     if dst_options_set and (cron is None or not cron.fixed_hour):
@@ -287,22 +305,30 @@ def schedule_row(spec: ScheduleSpec, created_at: datetime) -> dict[str, Any]:
     }
 
 
-def never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> str:
-    """Why `rule` has no fire after `now`, in the words of what is true."""
+def never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> ScheduleError:
+    """Why `rule` has no fire after `now`, in the words of what is true, as the error to raise."""
     if spec.end_at is not None and spec.end_at <= now:
-        return f"the schedule would never fire: its end {spec.end_at:%Y-%m-%d %H:%M} UTC has passed"
+        return ScheduleError(
+            f"the schedule would never fire: its end {spec.end_at:%Y-%m-%d %H:%M} UTC has passed",
+            "end_at",
+        )
     unbounded = replace(rule, end=None)
     if spec.end_at is not None:
         if next_fire(unbounded, now) or fire_past_latest(unbounded, now):
-            return "the schedule would never fire: its end comes before its first fire"
+            return ScheduleError(
+                "the schedule would never fire: its end comes before its first fire", "end_at"
+            )
     beyond = fire_past_latest(rule, now)
     if beyond is not None:
-        return (
+        return ScheduleError(
             f"the schedule's next fire would be {beyond.local:%Y-%m-%d %H:%M} ({spec.timezone}), "
             f"past the latest date Sundial schedules: fires must come before "
-            f"{limits.LATEST:%Y-%m-%d} (UTC)"
+            f"{limits.LATEST:%Y-%m-%d} (UTC)",
+            "cron",
         )
-    return f"cron expression {spec.cron!r} never fires: no date matches it within 9 years"
+    return ScheduleError(
+        f"cron expression {spec.cron!r} never fires: no date matches it within 9 years", "cron"
+    )
 
 
 def target_for(
@@ -312,38 +338,42 @@ def target_for(
     if sum(x is not None for x in (spec.handler, spec.job, spec.workflow)) != 1:
         raise ScheduleError(
             "give one of --handler (to create the job with the schedule), --job (an existing "
-            "job definition) or --workflow"
+            "job definition) or --workflow",
+            "job",
         )
     target: dict[str, Any] = {"job_id": None, "workflow_id": None, "owns_job": False}
-    for label, wanted in (("the workflow name", spec.workflow), ("the job name", spec.job)):
+    for input_name, label, wanted in (("workflow", "the workflow name", spec.workflow),
+                                 ("job", "the job name", spec.job)):  # fmt: skip
         if wanted is not None:
-            with limits.refused_as(ScheduleError):
+            with about(input_name), limits.refused_as(ScheduleError):
                 limits.check_name(label, wanted)
     if spec.workflow is not None:
         found = conn.execute(query("workflows", "workflow_by_name"), {"name": spec.workflow})
         workflow = found.fetchone()
         if workflow is None:
-            raise TargetMissing(f"there is no workflow named {spec.workflow!r}")
+            raise TargetMissing(f"there is no workflow named {spec.workflow!r}", "workflow")
         return {**target, "workflow_id": workflow["id"]}, []
     if spec.job is not None:
         found = conn.execute(query("job_definitions", "job_definition_by_name"), {"name": spec.job})
         job = found.fetchone()
         if job is None:
-            raise TargetMissing(f"there is no job definition named {spec.job!r}")
+            raise TargetMissing(f"there is no job definition named {spec.job!r}", "job")
         return {**target, "job_id": job["id"]}, []
     assert spec.handler is not None
     new = _validated_job_settings(spec)
-    warnings = check_handler(conn, spec.handler, now)
+    with about("handler"):
+        warnings = check_handler(conn, spec.handler, now)
     try:
         handler_args.check_declared(conn, spec.handler, spec.args, now)
     except handler_args.ArgsError as exc:
-        raise ScheduleError(f"args: {exc}") from None
+        raise ScheduleError(f"args: {exc}", "args") from None
     new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
     new.setdefault("max_crashes", limits.DEFAULT_MAX_CRASHES)
     if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
         raise ScheduleError(
             f"a job definition named {spec.name!r} already exists; schedule it with "
-            f"--job {spec.name!r} instead of --handler"
+            f"--job {spec.name!r} instead of --handler",
+            "name",
         )
     return {**target, "job_id": new["id"], "owns_job": True}, warnings
 
@@ -361,7 +391,7 @@ def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
             execution_model=spec.execution_model,
         ).validate()
     except UsageError as exc:
-        raise ScheduleError(str(exc)) from None
+        raise ScheduleError(str(exc), exc.field) from None
     return {
         "execution_model": spec.execution_model,
         "priority": spec.priority,

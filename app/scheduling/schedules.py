@@ -21,6 +21,7 @@ from typing import Any
 
 from app.core import limits
 from app.core.db import Conn
+from app.core.errors import about
 from app.core.sql import query
 from app.handlers.gate import refuse_disabled_handlers
 from app.people import audit, versions
@@ -74,14 +75,14 @@ def create_schedule(
         rule = recurrence_of(row)
         first = next_fire(rule, created_at)
         if first is None:
-            raise ScheduleError(never_fires(spec, rule, created_at))
+            raise never_fires(spec, rule, created_at)
         if conn.execute(query("schedules", "schedule_by_name"), {"name": spec.name}).fetchone():
-            raise ScheduleConflict(f"a schedule named {spec.name!r} already exists")
+            raise ScheduleConflict(f"a schedule named {spec.name!r} already exists", "name")
         target, job_warnings = target_for(conn, spec, now)
         refuse_disabled_handlers(conn, job_id=target["job_id"], workflow_id=target["workflow_id"])
         row.update(target, next_fire_time=first.at)
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
-            raise ScheduleConflict(f"a schedule named {spec.name!r} already exists")
+            raise ScheduleConflict(f"a schedule named {spec.name!r} already exists", "name")
         after = snapshot_of(conn, spec.name)
         audit.record(conn, actor, "schedule.create", "schedule", spec.name, after=after,
                      subject_id=row["id"])  # fmt: skip
@@ -133,7 +134,7 @@ def update_schedule(
             rule = recurrence_of({**row, **new})
             first = next_fire(rule, at)
             if first is None:
-                raise ScheduleError(never_fires(spec, rule, at))
+                raise never_fires(spec, rule, at)
             next_fire_time = first.at
         if changed:
             params = {**new, "id": row["id"], "next_fire_time": next_fire_time, "now": now}
@@ -157,7 +158,7 @@ def _set_calendar(
         found = conn.execute(query("calendars", "calendar_by_name"), {"name": calendar})
         named = found.fetchone()
         if named is None:
-            raise NoSuchCalendar(f"there is no exclusion calendar named {calendar!r}")
+            raise NoSuchCalendar(f"there is no exclusion calendar named {calendar!r}", "calendar")
         calendar_id = named["id"]
     if calendar_id == row["calendar_id"]:
         return False
@@ -181,15 +182,17 @@ def pause(
     """Pause a schedule (its fires are recorded as `paused`), optionally until a time."""
     with limits.refused_as(ScheduleError):
         if note is not None:
-            limits.check_text("the pause note", note)
+            with about("note"):
+                limits.check_text("the pause note", note)
         if until is not None:
-            limits.check_instant("the end of the pause", until)
+            with about("until"):
+                limits.check_instant("the end of the pause", until)
     with conn.transaction():
         row = _lock(conn, name)
         before = snapshot_of(conn, name)
         at = db_now(conn, now)
         if until is not None and until <= at:
-            raise ScheduleError("the pause must end in the future")
+            raise ScheduleError("the pause must end in the future", "until")
         params = {"id": row["id"], "note": note, "until": until, "now": now}
         conn.execute(query("schedules", "schedule_pause"), params)
         _audit_change(conn, actor, "schedule.pause", row["id"], before)

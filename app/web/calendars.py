@@ -21,6 +21,7 @@ from app.scheduling.exclusions import Calendar, country_names, holidays_of
 from app.scheduling.schedule_rules import db_now
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 CALENDAR_FIELDS = ("name", "country", "subdivision")
@@ -117,7 +118,7 @@ async def _save(request: Request, name: str | None) -> Response:
         else:
             saved = await call(request, calendars.update, name, spec, actor=actor)
     except CalendarError as exc:
-        errors = {exc.field or "form": str(exc)}
+        errors = field_errors(exc)
         if name is None:
             return render(
                 request, "calendars/new.html", "calendars/_form.html", status_code=422,
@@ -166,7 +167,7 @@ async def add_window(request: Request) -> Response:
         return render(
             request, "calendars/show.html", "calendars/_window_form.html", status_code=422,
             values=_values_of(page["calendar"]), errors={}, window=window,
-            window_errors={exc.field or "window_form": str(exc)}, editing=name, **page,
+            window_errors=field_errors(exc, whole_form="window_form"), editing=name, **page,
         )  # fmt: skip
     return _back_to_section(request, name, "windows")
 

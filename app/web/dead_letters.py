@@ -20,6 +20,7 @@ from app.runs.dead_letters import DeadLetterError
 from app.web import sparklines as sparklines  # registers the filter the templates use
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 
@@ -132,7 +133,7 @@ async def resolve(request: Request) -> Response:
     except DeadLetterError as exc:
         page = await call(request, _group_page, fingerprint)
         return render(request, "dead_letters/show.html", "dead_letters/_resolve.html",
-                      status_code=422, values=values, errors={exc.field or "form": str(exc)},
+                      status_code=422, values=values, errors=field_errors(exc),
                       **page)  # fmt: skip
     message = f"{saved.runs} run{'' if saved.runs == 1 else 's'} {saved.action}: {saved.reason}"
     return redirect(request, "/dead-letters?message=" + quote(message))
@@ -163,7 +164,7 @@ async def retry_run(request: Request) -> Response:
     except DeadLetterError as exc:
         return render(request, "dead_letters/edit.html", "dead_letters/_edit_form.html",
                       status_code=422, values={"args": text},
-                      errors={exc.field or "form": str(exc)}, **page)  # fmt: skip
+                      errors=field_errors(exc), **page)  # fmt: skip
     if not done:
         message = f"Run {run_id} is no longer a dead letter; nothing was changed."
     else:

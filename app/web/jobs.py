@@ -25,6 +25,7 @@ from app.people.roles import Role
 from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
@@ -191,7 +192,7 @@ async def _save(request: Request, name: str | None) -> Response:
             values["args"] = json.dumps(args, indent=2)
         return render(
             request, "jobs/new.html" if name is None else "jobs/show.html", "jobs/_form.html",
-            status_code=422, values=values, errors={exc.field or "form": str(exc)},
+            status_code=422, values=values, errors=field_errors(exc),
             editing=name, **page,
         )  # fmt: skip
     location = _url(spec.name.strip())

@@ -24,6 +24,7 @@ from app.observability.lag_slo import SloError
 from app.people.roles import Role
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 
@@ -107,7 +108,7 @@ async def set_threshold(request: Request) -> Response:
     except SloError as exc:
         page = await call(request, _page)
         return render(request, "lag_slo/index.html", "lag_slo/_form.html", status_code=422,
-                      errors={exc.field or "form": str(exc)}, values=values, **page)  # fmt: skip
+                      errors=field_errors(exc), values=values, **page)  # fmt: skip
     said = f"{seconds} s" if seconds is not None else "none"
     message = f"Lag threshold of {values['schedule']}: {said}."
     return redirect(request, "/slo?message=" + quote(message))

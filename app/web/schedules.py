@@ -22,6 +22,7 @@ from starlette.routing import Route
 from app.catalog import job_definitions, workflows
 from app.catalog.job_definitions import JobError
 from app.core.db import Conn
+from app.core.errors import UsageError, about
 from app.core.limits import whole_id
 from app.people import versions
 from app.people.roles import Role
@@ -53,6 +54,7 @@ from app.scheduling.zones import ClockChange, iana_zone_names, zone_by_city, zon
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.forms import WHOLE_FORM, field_errors
 from app.web.history import entries as version_entries
 from app.web.history import shown
 from app.web.render import redirect, render
@@ -75,14 +77,10 @@ DEFAULTS = {
 # What a schedule may run, and the form field that names it: an existing job, a workflow,
 # or a new job made with the schedule from a handler and its arguments.
 TARGET_FIELDS = {"job": "job", "workflow": "workflow", "new": "handler"}
+# Domain fields the form calls otherwise (the rest keep their names).
+FORM_NAMES = {"every_seconds": "every", "catchup_limit": "catchup",
+              "catchup_window_seconds": "catchup"}  # fmt: skip
 CHOICE_FIELDS = ("preset", "every_minutes", "minute", "at", "cron", "every", "unit")
-# Which form field a domain refusal concerns, by the words of its message.
-_FIELD_WORDS = (
-    ("already exists", "name"), ("schedule name", "name"), ("time zone", "timezone"),
-    ("cron", "cron"), ("never fire", "cron"), ("latest date", "cron"), ("interval", "every"),
-    ("catch-up", "catchup"), ("spread", "spread_seconds"), ("auto-pause", "auto_pause_after"),
-    ("workflow", "workflow"), ("job", "job"), ("handler", "handler"), ("args", "args"),
-)  # fmt: skip
 FLASHES = {
     "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
     "resumed": "Schedule resumed.", "not-paused": "The schedule was not paused.",
@@ -90,12 +88,6 @@ FLASHES = {
     "rolled-back": "Rolled back: the schedule fires as in that version again.",
     "unchanged": "Nothing changed: the schedule already was as in that version.",
 }  # fmt: skip
-
-
-class FormError(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def _url(name: str, suffix: str = "") -> str:
@@ -140,21 +132,21 @@ def _kept_on_edit(row: dict[str, Any]) -> dict[str, Any]:
 
 def _whole(text: str, field: str, label: str) -> int:
     if not (text.isascii() and text.isdigit()):
-        raise FormError(field, f"{label} must be a whole number")
+        raise UsageError(f"{label} must be a whole number", field)
     return int(text)
 
 
 def _spec(values: dict[str, Any]) -> ScheduleSpec:
-    """The schedule the form asks for; FormError names the field at fault."""
+    """The schedule the form asks for; a UsageError names the field at fault."""
     choice = Choice(**{f: values[f] for f in CHOICE_FIELDS}, days=tuple(values["days"]))
     try:
         rule = rule_of(choice)
     except PresetError as exc:
-        raise FormError(exc.field, str(exc)) from None
+        raise UsageError(str(exc), exc.field) from None
     try:
         zone_named(values["timezone"])
     except RecurrenceError as exc:
-        raise FormError("timezone", str(exc)) from None
+        raise UsageError(str(exc), "timezone") from None
     try:
         catchup, catchup_limit = schedule_spec.parse_catchup(values["catchup"] or "latest")
         overlap = OverlapPolicy(values["overlap"])
@@ -163,22 +155,22 @@ def _spec(values: dict[str, Any]) -> ScheduleSpec:
             DstRepeated(values["dst_repeated"]),
         )
     except ScheduleError as exc:
-        raise FormError("catchup", str(exc)) from None
+        raise UsageError(str(exc), "catchup") from None
     except ValueError:
-        raise FormError("form", "choose one of the options offered") from None
+        raise UsageError("choose one of the options offered", "form") from None
     auto_pause = values["auto_pause_after"]
     kind = values["target_kind"] if values["target_kind"] in TARGET_FIELDS else "job"
     if not values["name"]:
-        raise FormError("name", "give the schedule a name")
+        raise UsageError("give the schedule a name", "name")
     if not values[TARGET_FIELDS[kind]]:
         wanted = "handler" if kind == "new" else kind
-        raise FormError(TARGET_FIELDS[kind], f"choose the {wanted} this schedule runs")
+        raise UsageError(f"choose the {wanted} this schedule runs", TARGET_FIELDS[kind])
     args: dict[str, Any] = {}
     if kind == "new":
         try:
             args = job_definitions.parse_args(values["args"])
         except JobError as exc:
-            raise FormError("args", str(exc)) from None
+            raise UsageError(str(exc), "args") from None
     return ScheduleSpec(
         name=values["name"], cron=rule.cron, every_seconds=rule.every_seconds,
         timezone=values["timezone"], overlap=overlap, catchup=catchup,
@@ -200,15 +192,13 @@ def _rule_field(values: dict[str, Any]) -> str:
     return "cron" if values["preset"] == Preset.CUSTOM.value else "preset"
 
 
-def _field_of(message: str, values: dict[str, Any]) -> str:
-    for words, field in _FIELD_WORDS:
-        if words in message:
-            if field == "cron":
-                return _rule_field(values)
-            if field in ("job", "workflow", "handler"):
-                return TARGET_FIELDS.get(values["target_kind"], "job")
-            return field
-    return "form"
+def _form_field(field: str, values: dict[str, Any]) -> str:
+    """The form's field for a domain field: the rule's, the target's, or its own name."""
+    if field == "cron":
+        return _rule_field(values)
+    if field in ("job", "workflow", "handler"):
+        return TARGET_FIELDS.get(values["target_kind"], "job")
+    return FORM_NAMES.get(field, field if field in TEXT_FIELDS or field == "days" else WHOLE_FORM)
 
 
 # ---- pages ---------------------------------------------------------------------------------
@@ -286,14 +276,14 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
               "target_kind": "job"}  # fmt: skip
     try:
         spec = _spec(values)
-    except FormError as exc:
-        return {"errors": {exc.field: str(exc)}}
+    except UsageError as exc:
+        return {"errors": field_errors(exc, lambda field: _form_field(field, values))}
     try:
         fires, warnings = schedule_reads.preview(spec, schedule_rules.db_now(conn), anchor=anchor)
         chosen = values["calendar"]
         calendar = calendars.calendar_named(conn, chosen) if chosen else None
     except ScheduleError as exc:
-        return {"errors": {_field_of(str(exc), values): str(exc)}}
+        return {"errors": field_errors(exc, lambda field: _form_field(field, values))}
     except CalendarError as exc:
         return {"errors": {"calendar": str(exc)}}
     # Fires the calendar excludes are shown crossed out, with the reason.
@@ -352,18 +342,22 @@ async def _save(request: Request, name: str | None) -> Response:
     try:
         spec = _spec(values)
         if spec.handler in job_definitions.DANGEROUS_HANDLERS and not admin:
-            raise FormError(
-                "handler", f"only an admin may schedule a job that runs {spec.handler!r}"
+            raise UsageError(
+                f"only an admin may schedule a job that runs {spec.handler!r}", "handler"
             )
         await call(request, _write, spec, name, values["calendar"] or None, actor)
-    except (FormError, ScheduleError, CalendarError) as exc:
-        field = _error_field(exc, values)
-        return render(
-            request, "schedules/new.html" if name is None else "schedules/edit.html",
-            "schedules/_form.html", status_code=422, values=values, errors={field: str(exc)},
-            editing=name, viewer_zone=zone_of(request, form), **page,
-        )  # fmt: skip
-    return redirect(request, _url(spec.name, "?done=" + ("created" if name is None else "saved")))
+    except CalendarError as exc:  # the calendar the schedule names, whatever its own field
+        errors = {"calendar": str(exc)}
+    except UsageError as exc:
+        errors = field_errors(exc, lambda field: _form_field(field, values))
+    else:
+        done = "created" if name is None else "saved"
+        return redirect(request, _url(spec.name, f"?done={done}"))
+    return render(
+        request, "schedules/new.html" if name is None else "schedules/edit.html",
+        "schedules/_form.html", status_code=422, values=values, errors=errors,
+        editing=name, viewer_zone=zone_of(request, form), **page,
+    )  # fmt: skip
 
 
 def _write(
@@ -378,14 +372,6 @@ def _write(
             changes = {f: getattr(spec, f) for f in schedule_spec.EDITABLE}
             changes[schedule_spec.CALENDAR] = calendar
             schedules.update_schedule(conn, name, changes, actor=actor)
-
-
-def _error_field(exc: FormError | ScheduleError | CalendarError, values: dict[str, Any]) -> str:
-    if isinstance(exc, FormError):
-        return exc.field
-    if isinstance(exc, (CalendarError, schedule_spec.NoSuchCalendar)):
-        return "calendar"
-    return _field_of(str(exc), values)
 
 
 @requires(Role.EDITOR)
@@ -447,9 +433,10 @@ async def show(request: Request) -> Response:
 def _pause(conn: Conn, name: str, note: str, until_text: str, actor: str) -> None:
     until = None
     if until_text:
-        until = schedule_spec.parse_when(
-            until_text, schedule_reads.zone_of(conn, name), schedule_rules.db_now(conn)
-        )
+        with about("until"):
+            until = schedule_spec.parse_when(
+                until_text, schedule_reads.zone_of(conn, name), schedule_rules.db_now(conn)
+            )
     schedules.pause(conn, name, note=note or None, until=until, actor=actor)
 
 
@@ -461,10 +448,10 @@ async def pause(request: Request) -> Response:
     try:
         await call(request, _pause, name, note, until, current_user(request).username)
     except ScheduleError as exc:
-        field = "until" if until and "note" not in str(exc) else "note"
         return await _show(
-            request, 422, errors={field: str(exc)}, pause_values={"note": note, "until": until}
-        )
+            request, 422, errors=field_errors(exc, whole_form="note"),
+            pause_values={"note": note, "until": until},
+        )  # fmt: skip
     return redirect(request, _url(name, "?done=paused"))
 
 

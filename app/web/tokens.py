@@ -15,6 +15,7 @@ from app.people.roles import Role, TokenScope
 from app.people.tokens import TokenError
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 LIFETIMES = [("30d", "30 days"), ("90d", "90 days"), ("365d", "1 year"), ("", "Never expires")]
@@ -40,14 +41,6 @@ async def index(request: Request) -> Response:
     return render(request, "tokens/index.html", values=_blank(), errors={}, **page)
 
 
-def _field_of(message: str) -> str:
-    for field, word in (("user", "user"), ("scope", "scope"), ("lifetime", "lives"),
-                        ("lifetime", "lifetime"), ("name", "name")):  # fmt: skip
-        if word in message:
-            return field
-    return "form"
-
-
 @requires(Role.ADMIN)
 async def create(request: Request) -> Response:
     form = await request.form()
@@ -63,7 +56,7 @@ async def create(request: Request) -> Response:
         page = await call(request, _page)
         return render(
             request, "tokens/index.html", "tokens/_form.html", status_code=422,
-            values=values, errors={_field_of(str(exc)): str(exc)}, **page,
+            values=values, errors=field_errors(exc), **page,
         )  # fmt: skip
     page = await call(request, _page)
     # Rendered, not redirected: the secret exists only in this response.

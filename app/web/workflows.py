@@ -33,6 +33,7 @@ from app.people.roles import Role
 from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call
+from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 MAX_EDITOR_STEPS = 200  # larger workflows are written as JSON (`sundial workflow add`)
@@ -142,11 +143,15 @@ def _spec(draft: Draft) -> tuple[WorkflowSpec | None, dict[str, str]]:
 
 
 def _field_errors(exc: WorkflowError, draft: Draft) -> dict[str, str]:
-    where = exc.field or "form"
-    if where.startswith("step:"):
-        rows = [i for i, r in enumerate(draft.rows) if r.name == where[len("step:") :]]
-        where = f"step-{rows[0]}-name" if rows else "steps"
-    return {where: str(exc)}
+    return field_errors(exc, lambda field: _form_field(field, draft))
+
+
+def _form_field(field: str, draft: Draft) -> str:
+    """A step's error goes to the row of that step's name."""
+    if not field.startswith("step:"):
+        return field
+    rows = [i for i, r in enumerate(draft.rows) if r.name == field[len("step:") :]]
+    return f"step-{rows[0]}-name" if rows else "steps"
 
 
 def _picture(rows: list[Row]) -> tuple[Layout | None, str | None]:

@@ -56,51 +56,74 @@ def register_worker(conn: Conn, handlers: list[str], *, live: bool = True) -> No
 
 
 @pytest.mark.parametrize(
-    ("kw", "message"),
+    ("kw", "message", "field"),
     [
-        ({"cron": "0 0 31 2 *"}, "cron expression '0 0 31 2 *' never fires"),
-        ({"cron": "61 * * * *"}, "is not a valid cron expression"),
-        ({"cron": "0 0 * *"}, "must have 5 fields"),
-        ({"timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
-        ({"timezone": ""}, "unknown time zone ''"),
-        ({"every_seconds": 0, "cron": None}, "the interval must be a positive number"),
-        ({"every_seconds": -5, "cron": None}, "the interval must be a positive number"),
+        ({"cron": "0 0 31 2 *"}, "cron expression '0 0 31 2 *' never fires", "cron"),
+        ({"cron": "61 * * * *"}, "is not a valid cron expression", "cron"),
+        ({"cron": "0 0 * *"}, "must have 5 fields", "cron"),
+        ({"timezone": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'", "timezone"),
+        ({"timezone": ""}, "unknown time zone ''", "timezone"),
+        (
+            {"every_seconds": 0, "cron": None},
+            "the interval must be a positive number",
+            "every_seconds",
+        ),
+        (
+            {"every_seconds": -5, "cron": None},
+            "the interval must be a positive number",
+            "every_seconds",
+        ),
         (
             {"every_seconds": 60, "cron": "@daily"},
             "exactly one of a cron expression (--cron) or an interval",
+            "cron",
         ),
-        ({"cron": None}, "exactly one of a cron expression (--cron) or an interval"),
-        ({"args": [1, 2]}, "args must be a JSON object"),
-        ({"args": {"when": NOW}}, "args must hold only JSON values"),
-        ({"handler": None}, "give one of --handler"),
-        ({"job": "reports"}, "give one of --handler"),
-        ({"handler": None, "workflow": "missing"}, "there is no workflow named 'missing'"),
-        ({"handler": None, "job": "missing"}, "there is no job definition named 'missing'"),
-        ({"name": " spaced "}, "schedule name must be"),
-        ({"name": ""}, "a schedule name cannot be empty"),
-        ({"name": "two\nlines"}, "a schedule name cannot contain control characters"),
-        ({"end_at": utc("2026-04-01T00:00")}, "its end 2026-04-01 00:00 UTC has passed"),
-        ({"end_at": utc("2026-05-01T12:00")}, "its end comes before its first fire"),
+        ({"cron": None}, "exactly one of a cron expression (--cron) or an interval", "cron"),
+        ({"args": [1, 2]}, "args must be a JSON object", "args"),
+        ({"args": {"when": NOW}}, "args must hold only JSON values", "args"),
+        ({"handler": None}, "give one of --handler", "job"),
+        ({"job": "reports"}, "give one of --handler", "job"),
+        (
+            {"handler": None, "workflow": "missing"},
+            "there is no workflow named 'missing'",
+            "workflow",
+        ),
+        ({"handler": None, "job": "missing"}, "there is no job definition named 'missing'", "job"),
+        ({"name": " spaced "}, "schedule name must be", "name"),
+        ({"name": ""}, "a schedule name cannot be empty", "name"),
+        ({"name": "two\nlines"}, "a schedule name cannot contain control characters", "name"),
+        ({"end_at": utc("2026-04-01T00:00")}, "its end 2026-04-01 00:00 UTC has passed", "end_at"),
+        ({"end_at": utc("2026-05-01T12:00")}, "its end comes before its first fire", "end_at"),
         (
             {"start_at": utc("2026-06-01T00:00"), "end_at": utc("2026-05-02T00:00")},
             "the end of a schedule must come after its start",
+            "end_at",
         ),
-        ({"catchup_limit": 3}, "a catch-up limit needs catch-up on"),
-        ({"catchup": True, "catchup_limit": 0}, "the catch-up limit must be between 1 and"),
-        ({"catchup_window_seconds": 0}, "the catch-up window must be between 1 and"),
-        ({"auto_pause_after": 0}, "auto-pause after must be between 1 and"),
-        ({"spread_seconds": -1}, "the spread window must be between 0 and"),
-        ({"timeout_seconds": 0}, "the timeout must be between 1 and"),
-        ({"execution_model": "greenlet"}, "execution model must be one of"),
-        ({"priority": 40000}, "priority must be between"),
+        ({"catchup_limit": 3}, "a catch-up limit needs catch-up on", "catchup_limit"),
+        (
+            {"catchup": True, "catchup_limit": 0},
+            "the catch-up limit must be between 1 and",
+            "catchup_limit",
+        ),
+        (
+            {"catchup_window_seconds": 0},
+            "the catch-up window must be between 1 and",
+            "catchup_window_seconds",
+        ),
+        ({"auto_pause_after": 0}, "auto-pause after must be between 1 and", "auto_pause_after"),
+        ({"spread_seconds": -1}, "the spread window must be between 0 and", "spread_seconds"),
+        ({"timeout_seconds": 0}, "the timeout must be between 1 and", "timeout_seconds"),
+        ({"execution_model": "greenlet"}, "execution model must be one of", "execution_model"),
+        ({"priority": 40000}, "priority must be between", "priority"),
     ],
 )
-def test_bad_input_is_one_sentence_and_writes_nothing(
-    conn: Conn, kw: dict[str, Any], message: str
+def test_bad_input_is_one_sentence_naming_its_field_and_writes_nothing(
+    conn: Conn, kw: dict[str, Any], message: str, field: str
 ) -> None:
     with pytest.raises(ScheduleError, match=re.escape(message)) as caught:
         create_schedule(conn, spec(**kw), now=NOW)
     assert "\n" not in str(caught.value)
+    assert caught.value.field == field  # where a page puts it and what the API returns
     assert count(conn, "schedules") == 0
     assert count(conn, "job_definitions") == 0
 

@@ -292,7 +292,17 @@ def test_schedules(live_server: str, db_url: str) -> None:
     assert_documented(live_server, token, "NextFiresOut", nexts.body)
 
     bad_cron = request(live_server, "PATCH", "/api/v1/schedules/nightly", token, {"cron": "61 *"})
-    assert bad_cron.status == 422
+    assert (bad_cron.status, bad_cron.error["field"]) == (422, "cron")
+    # refusals only the domain can make name their field too
+    never = request(live_server, "PATCH", "/api/v1/schedules/nightly", token,
+                    {"cron": "0 0 31 2 *"})  # fmt: skip
+    assert (never.status, never.error["field"]) == (422, "cron")
+    backwards = request(live_server, "PATCH", "/api/v1/schedules/nightly", token, {
+        "start_at": "2031-01-01T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"})  # fmt: skip
+    assert (backwards.status, backwards.error["field"]) == (422, "end_at")
+    taken = request(live_server, "POST", "/api/v1/schedules", token, {
+        "name": "nightly", "cron": "0 1 * * *", "job": "nightly"})  # fmt: skip
+    assert (taken.status, taken.error["field"]) == (409, "name")
     changed = request(live_server, "PATCH", "/api/v1/schedules/nightly", token,
                       {"cron": "0 3 * * *"})  # fmt: skip
     assert changed.status == 200 and changed.body["schedule"]["cron"] == "0 3 * * *"

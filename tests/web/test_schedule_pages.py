@@ -317,6 +317,10 @@ def test_operators_pause_resume_and_run_now_and_each_step_is_audited(
     ]
     refused = post(client, url + "/pause", {"note": "x", "until": "2001-01-01T00:00"})
     assert refused.status_code == 422 and 'id="until-error"' in refused.text
+    unreadable = post(client, url + "/pause", {"note": "x", "until": "next tuesday"})
+    assert unreadable.status_code == 422 and 'id="until-error"' in unreadable.text
+    long_note = post(client, url + "/pause", {"note": "x" * 10_001, "until": ""})
+    assert long_note.status_code == 422 and 'id="note-error"' in long_note.text
     assert conn.execute("SELECT active FROM schedules").fetchone()["active"] is True
 
 

@@ -136,7 +136,7 @@ def operation(
             except ApiError as exc:
                 return exc.response()
             except UsageError as exc:
-                return error_response(_usage_status(exc), str(exc), getattr(exc, "field", None))
+                return error_response(_usage_status(exc), str(exc), exc.field)
             except NotAllowed as exc:
                 return error_response(403, str(exc), "handler")
             except (PoolTimeout, psycopg.OperationalError) as exc:
