@@ -10,26 +10,20 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from hypothesis import settings
 
-from app.core import migrate
 from app.core.db import normalize_url
-from tests.waits import wait_until
+from tests.helpers.commands import REPO, free_port, sundial_cmd, sundial_env, wait_for_http
+from tests.helpers.databases import migrated_database, with_database
 
-REPO = Path(__file__).resolve().parent.parent
 EMBEDDED_TEST_DIR = REPO / ".sundial" / "test-pg"
 CHROMIUM_FALLBACK = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -46,19 +40,6 @@ _counter = itertools.count()
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-
-def with_database(url: str, name: str) -> str:
-    """`url` pointing at database `name` on the same server."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def worker_tag(config: pytest.Config) -> str:
@@ -114,21 +95,6 @@ def template_db(server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
         yield name
 
 
-@contextmanager
-def migrated_database(server_url: str, name: str) -> Iterator[None]:
-    """Database `name`, created afresh and migrated, dropped afterwards; dropped at once
-    when the migration fails, so a failed run leaves no half-migrated template behind."""
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        migrate.upgrade(with_database(server_url, name))
-        yield
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @pytest.fixture
 def db_url(server_url: str, template_db: str, pytestconfig: pytest.Config) -> Iterator[str]:
     """URL of a migrated database that belongs to this test alone."""
@@ -169,65 +135,6 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[Any]]:
 
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as c:
         yield c
-
-
-def sundial_env(db_url: str, **extra: str) -> dict[str, str]:
-    """Environment for a `sundial` child process pointed at `db_url`."""
-    env = dict(os.environ)
-    env.pop("TEST_DATABASE_URL", None)
-    env.update(
-        DATABASE_URL=db_url,
-        SUNDIAL_LOG_FORMAT="text",
-        PYTHONUNBUFFERED="1",
-    )
-    env.update(extra)
-    return env
-
-
-def sundial_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "app.cli", *args]
-
-
-def start_dev(env: dict[str, str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    """`sundial dev --port PORT` in a session of its own (stop it with its group), its
-    output in `log_path`."""
-    with log_path.open("w") as log:
-        return subprocess.Popen(
-            sundial_cmd("dev", "--port", str(port)),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
-
-
-def run_sundial(db_url: str | None, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run the real `sundial` command to completion and capture its output."""
-    environment = sundial_env(db_url, **env) if db_url else {**os.environ, **env}
-    return subprocess.run(
-        sundial_cmd(*args),
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
-
-
-def wait_for_http(
-    url: str, timeout: float = 20.0, proc: subprocess.Popen[Any] | None = None
-) -> None:
-    def answers() -> bool:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited early with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
-
-    wait_until(answers, f"{url} to answer", timeout)
 
 
 @pytest.fixture

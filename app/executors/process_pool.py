@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import sys
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -27,7 +26,7 @@ from app.executors.attempt import Attempt
 from app.executors.framing import encode_frame, read_frame
 from app.executors.outcomes import describe_exit, failed, process_died
 from app.executors.protocol import LinesSink, decode_reply, read_reply
-from app.executors.subprocess_runner import child_launch, stop_child
+from app.executors.spawning import spawn_job_child, stop_child
 from app.handlers.jobs import Outcome
 
 log = logging.getLogger(__name__)
@@ -205,18 +204,7 @@ class ProcessPool:
     # ---- children -----------------------------------------------------------------------
 
     async def _spawn(self) -> _Child:
-        with child_launch() as (env, fds):
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                POOL_CHILD_MODULE,
-                *self.handler_modules,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                env=env,
-                pass_fds=fds,
-            )
+        proc = await spawn_job_child(POOL_CHILD_MODULE, *self.handler_modules)
         child = _Child(proc)
         self._children.add(child)
         self._in_background(self._watch(child), self._watchers)

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from app.core import migrate
 from app.runs import submission
 from app.runs.run_inserts import NewRun
-from tests.processes import (
+from tests.helpers.processes import (
     pg_ctl,
     private_postgres,
     query,

@@ -7,8 +7,8 @@ import time
 import psycopg
 import pytest
 
-from tests.conftest import REPO, run_sundial, sundial_cmd, sundial_env
-from tests.waits import wait_until
+from tests.helpers.commands import REPO, run_sundial, sundial_cmd, sundial_env
+from tests.helpers.waits import wait_until
 
 
 def test_help_lists_every_command() -> None:

@@ -19,9 +19,9 @@ import pytest
 from app.dags import workflow_shapes
 from app.runs import run_inserts, submission
 from app.scheduling import schedule_spec
-from tests.conftest import REPO, free_port, run_sundial, start_dev, sundial_cmd, sundial_env
-from tests.db.test_workflows import ETL, define_jobs, write
-from tests.processes import query, run_row, wait_until
+from tests.helpers.commands import REPO, free_port, run_sundial, start_dev, sundial_cmd, sundial_env
+from tests.helpers.processes import query, run_row, wait_until
+from tests.helpers.workflows import ETL, define_jobs, write
 
 ESC = "\x1b[2J\x1b[H"  # clear the screen, cursor home
 

@@ -11,8 +11,8 @@ from psycopg.rows import dict_row
 
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import transitions
-from tests.conftest import run_sundial
-from tests.processes import run_row
+from tests.helpers.commands import run_sundial
+from tests.helpers.processes import run_row
 
 
 def test_submit_prints_the_run_id_and_stores_every_option(db_url: str) -> None:

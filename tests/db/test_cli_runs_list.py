@@ -8,7 +8,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.runs import run_inserts, submission
-from tests.conftest import run_sundial
+from tests.helpers.commands import run_sundial
 
 
 def test_runs_list_filters_and_pages_like_the_runs_page(db_url: str) -> None:

@@ -4,9 +4,9 @@ expiry, revocation and the audit log."""
 from __future__ import annotations
 
 from app.people import tokens
-from tests.conftest import run_sundial
-from tests.processes import query
-from tests.web.conftest import make_user
+from tests.helpers.commands import run_sundial
+from tests.helpers.people import make_user
+from tests.helpers.processes import query
 
 
 def test_token_create_list_revoke(db_url: str) -> None:

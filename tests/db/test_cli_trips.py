@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_sundial
-from tests.processes import query, services
-from tests.waits import wait_until
+from tests.helpers.commands import run_sundial
+from tests.helpers.processes import query, services
+from tests.helpers.waits import wait_until
 
 LIMITS = {
     ("runs", "list"): "(1-500, default 50)",

@@ -8,8 +8,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.people.users import sign_in
-from tests.conftest import REPO, run_sundial, sundial_cmd, sundial_env
-from tests.processes import query
+from tests.helpers.commands import REPO, run_sundial, sundial_cmd, sundial_env
+from tests.helpers.processes import query
 
 
 def test_createuser_reads_the_password_from_stdin_and_audits_it(db_url: str) -> None:

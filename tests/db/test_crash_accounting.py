@@ -23,8 +23,8 @@ from app.runs import submission, transitions
 from app.runs.fingerprints import QUARANTINED
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from tests.processes import query, services, status_counts
-from tests.waits import db_now, wait_until
+from tests.helpers.processes import query, services, status_counts
+from tests.helpers.waits import db_now, wait_until
 
 
 def later(conn: Conn) -> Any:

@@ -12,7 +12,7 @@ from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from tests.waits import db_now
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[Any]
 

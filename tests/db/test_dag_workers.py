@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from app.dags import dag_submission
 from app.runs import submission
 from app.runs.run_inserts import NewRun
-from tests.processes import query, run_row, services, status_counts, wait_until
+from tests.helpers.processes import query, run_row, services, status_counts, wait_until
 
 
 def submit_dag(

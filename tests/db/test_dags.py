@@ -17,8 +17,8 @@ from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from tests.processes import finish_run
-from tests.waits import wait_until_blocked
+from tests.helpers.processes import finish_run
+from tests.helpers.waits import wait_until_blocked
 
 Conn = psycopg.Connection[Any]
 

@@ -16,40 +16,15 @@ from app.runs.dead_letters import DeadLetterError
 from app.runs.fingerprints import QUARANTINED, fingerprint_of
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from tests.processes import one_crash_from_quarantine
-from tests.waits import db_now
+from tests.helpers.dead_letters import TRACE, dead_letter, declined
+from tests.helpers.processes import one_crash_from_quarantine
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[Any]
 
 
 def rows(conn: Conn, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     return conn.cursor(row_factory=tuple_row).execute(sql, params).fetchall()
-
-
-TRACE = """Traceback (most recent call last):
-  File "/srv/billing.py", line 8, in charge
-    raise PaymentDeclined(order)
-PaymentDeclined: card for order {0} declined
-"""
-
-
-def dead_letter(
-    conn: Conn, error: str, traceback: str | None = None, *, handler: str = "charge",
-    status: OutcomeStatus = OutcomeStatus.FAILED,
-) -> int:  # fmt: skip
-    """A run that failed for good with this error."""
-    run_id = submission.submit(conn, NewRun(handler, {"order": 1}, max_retries=0)).id
-    claimed = transitions.claim(conn, "w", 1000, 30)
-    job = next(j for j in claimed if j.run_id == run_id)
-    outcome = Outcome(status, error=error, traceback=traceback, retryable=False)
-    assert transitions.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)])
-    return run_id
-
-
-def declined(conn: Conn, order: int) -> int:
-    return dead_letter(
-        conn, f"PaymentDeclined: card for order {order} declined", TRACE.format(order)
-    )
 
 
 def test_failures_group_by_fingerprint_with_counts_and_a_sparkline(conn: Conn) -> None:

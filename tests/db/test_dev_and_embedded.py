@@ -13,8 +13,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.people import users
-from tests.conftest import free_port, run_sundial, start_dev, sundial_env, wait_for_http
-from tests.processes import wait_until
+from tests.helpers.commands import free_port, run_sundial, start_dev, sundial_env, wait_for_http
+from tests.helpers.processes import wait_until
 
 
 def test_dev_runs_every_procfile_process_and_stops_them(db_url: str, tmp_path: Path) -> None:

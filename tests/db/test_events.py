@@ -16,7 +16,7 @@ from app.handlers.jobs import Outcome
 from app.runs import run_inserts, submission, transitions
 from app.scheduling.leader_lease import LeaderLease
 from app.web.events import LISTENER_NAME, EventHub, Subscription, Topic
-from tests.waits import wait_until, wait_until_async
+from tests.helpers.waits import wait_until, wait_until_async
 
 
 def _run(db_url: str, work: Callable[[Any], Any]) -> Any:
@@ -24,7 +24,7 @@ def _run(db_url: str, work: Callable[[Any], Any]) -> Any:
         return work(conn)
 
 
-def _listeners(db_url: str) -> int:
+def listener_count(db_url: str) -> int:
     row = _run(
         db_url,
         lambda c: c.execute(
@@ -50,7 +50,7 @@ def test_transitions_notify_the_hub_by_topic(db_url: str) -> None:
             sub = hub.subscribe({Topic.RUNS, Topic.WORKERS, Topic.TRIGGER})
             # listening: its refresh of every topic was published and handed out; drain it
             await wait_until_async(lambda: hub.generation >= 1 and hub.flushes >= 1, "LISTEN")
-            assert await asyncio.to_thread(_listeners, db_url) == 1
+            assert await asyncio.to_thread(listener_count, db_url) == 1
             await sub.next()
 
             def submit(c: Any) -> int:
@@ -78,4 +78,4 @@ def test_transitions_notify_the_hub_by_topic(db_url: str) -> None:
             await hub.stop()
 
     asyncio.run(scenario())
-    wait_until(lambda: _listeners(db_url) == 0, "the hub's LISTEN connection to close", 10)
+    wait_until(lambda: listener_count(db_url) == 0, "the hub's LISTEN connection to close", 10)

@@ -13,8 +13,8 @@ import pytest
 from app.scheduling import calendars
 from app.scheduling.calendars import CalendarError, CalendarSpec, WindowSpec
 from app.services.trigger import Trigger
-from tests.db.test_trigger import add, ledger, run_fire_times, settings
-from tests.waits import utc
+from tests.helpers.schedules import add, ledger, run_fire_times, settings
+from tests.helpers.waits import utc
 
 Conn = psycopg.Connection[dict[str, Any]]
 START = utc("2026-12-23T12:00")

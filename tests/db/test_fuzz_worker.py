@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.runs.run_inserts import NewRun
-from tests.db.test_hostile_outcomes import BOTH_HANDLER_MODULES
-from tests.db.test_worker import MODELS, submit
-from tests.fixtures_handlers import HOSTILE_NOT_JSON, RECIPE_CHARACTERS
-from tests.processes import query, services, wait_until
+from tests.helpers.fixtures_handlers import HOSTILE_NOT_JSON, RECIPE_CHARACTERS
+from tests.helpers.handler_modules import BOTH_HANDLER_MODULES
+from tests.helpers.processes import query, services, wait_until
+from tests.helpers.workers import MODELS, submit
 
 TERMINAL = ("completed", "failed", "timed_out", "cancelled", "skipped")
 REPLACEMENT = "\ufffd"

@@ -13,8 +13,8 @@ from app.catalog import job_definitions
 from app.catalog.job_definitions import JobError, JobSpec
 from app.scheduling import schedules
 from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
-from tests.processes import query, services, wait_until
-from tests.worker_handlers import ReportArgs
+from tests.helpers.processes import query, services, wait_until
+from tests.helpers.worker_handlers import ReportArgs
 
 
 def test_a_worker_registers_the_schema_of_a_handler_declaring_a_pydantic_model(

@@ -26,9 +26,10 @@ from app.runs import submission
 from app.runs.run_inserts import NewRun
 from app.scheduling import schedules
 from app.scheduling.schedule_spec import ScheduleSpec
-from tests.conftest import run_sundial
-from tests.processes import run_row, services
-from tests.waits import wait_until, wait_until_gone
+from tests.helpers.commands import run_sundial
+from tests.helpers.databases import count
+from tests.helpers.processes import run_row, services
+from tests.helpers.waits import wait_until, wait_until_gone
 
 Conn = psycopg.Connection[Any]
 _run_ids = itertools.count(1)
@@ -49,11 +50,6 @@ def run_job(handler: str, model: str = "async", timeout: float = 10.0, **args: A
             await executors.close(kill=True)
 
     return asyncio.run(main())
-
-
-def count(conn: Conn, table: str) -> int:
-    row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
-    return int(row["n"])
 
 
 @pytest.fixture

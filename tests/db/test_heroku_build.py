@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port, wait_for_http
+from tests.helpers.commands import REPO, free_port, wait_for_http
 
 REQUIREMENTS = REPO / "requirements.txt"
 

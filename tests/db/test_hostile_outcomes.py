@@ -23,12 +23,12 @@ from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
 from app.services.worker import InFlight, Worker
-from tests import fixtures_handlers
-from tests.db.test_worker import MODELS, attempt_outcomes, submit, wait_status
-from tests.processes import query, run_row, services
+from tests.helpers import fixtures_handlers
+from tests.helpers.handler_modules import BOTH_HANDLER_MODULES
+from tests.helpers.processes import query, run_row, services
+from tests.helpers.workers import MODELS, attempt_outcomes, submit, wait_status
 
 Conn = psycopg.Connection[Any]
-BOTH_HANDLER_MODULES = "tests.worker_handlers,tests.fixtures_handlers"
 REPLACED = "\ufffd"
 
 

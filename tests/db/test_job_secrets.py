@@ -19,9 +19,9 @@ import pytest
 from app.handlers.gate import set_shell_enabled
 from app.runs import submission
 from app.runs.run_inserts import NewRun
-from tests.conftest import REPO, sundial_env
-from tests.processes import FAST_SERVICE_ENV, run_row
-from tests.waits import wait_until
+from tests.helpers.commands import REPO, sundial_env
+from tests.helpers.processes import FAST_SERVICE_ENV, run_row
+from tests.helpers.waits import wait_until
 
 # new for every run, so that no file (this one included) holds them before the worker starts
 PASSWORD_MARK = f"pw-{secrets.token_hex(6)}"

@@ -12,21 +12,10 @@ from app.observability import job_stats
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from tests.waits import db_now
+from tests.helpers.job_stats import ended
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[Any]
-
-
-def ended(conn: Conn, handler: str, seconds: float, *, at: Any, ok: bool = True) -> None:
-    """One run of `handler` that ran `seconds` and ended (completed or failed) at `at`."""
-    run_id = submission.submit(conn, NewRun(handler, max_retries=0), now=at - timedelta(hours=1)).id
-    conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
-    (job,) = transitions.claim(conn, "w", 1, 3600, now=at - timedelta(seconds=seconds))
-    conn.execute("UPDATE job_runs SET priority = 1 WHERE id = %s", (run_id,))
-    outcome = (
-        Outcome.completed() if ok else Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
-    )
-    assert transitions.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)], now=at)
 
 
 def test_per_job_figures_and_hourly_series_most_failing_first(conn: Conn) -> None:

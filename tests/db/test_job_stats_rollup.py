@@ -12,8 +12,8 @@ from psycopg.rows import dict_row
 
 from app.core.sql import query
 from app.observability import job_stats
-from tests.db.test_job_stats import ended
-from tests.waits import db_now
+from tests.helpers.job_stats import ended
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[Any]
 

@@ -11,9 +11,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO, free_port, sundial_cmd, sundial_env, wait_for_http
-from tests.processes import query, services
-from tests.waits import wait_until
+from tests.helpers.commands import REPO, free_port, sundial_cmd, sundial_env, wait_for_http
+from tests.helpers.processes import query, services
+from tests.helpers.waits import wait_until
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:
@@ -74,7 +74,7 @@ def test_an_exception_escaping_a_job_child_is_one_json_line() -> None:
 def test_a_handler_thread_dying_in_a_subprocess_child_is_a_json_line_of_the_worker(
     db_url: str, tmp_path: Path
 ) -> None:
-    env = {"SUNDIAL_LOG_FORMAT": "json", "SUNDIAL_HANDLERS": "tests.json_log_handlers"}
+    env = {"SUNDIAL_LOG_FORMAT": "json", "SUNDIAL_HANDLERS": "tests.helpers.json_log_handlers"}
     submitted = subprocess.run(
         sundial_cmd("submit", "thread_raises", "--execution-model", "subprocess"),
         env=sundial_env(db_url, **env),

@@ -16,8 +16,8 @@ from app.observability.lag_slo import SloError
 from app.runs import transitions
 from app.runs.transitions import Finish
 from app.services.trigger import Trigger
-from tests.db.test_trigger import add, settings
-from tests.waits import db_now
+from tests.helpers.schedules import add, settings
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[dict[str, Any]]
 MINUTE = timedelta(minutes=1)

@@ -13,7 +13,7 @@ from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from tests.processes import QUARANTINE_DEATHS, finish_run, one_crash_from_quarantine
+from tests.helpers.processes import QUARANTINE_DEATHS, finish_run, one_crash_from_quarantine
 
 Conn = psycopg.Connection[Any]
 LATER = timedelta(minutes=10)  # past any lease the tests take

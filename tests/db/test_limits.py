@@ -24,19 +24,14 @@ from app.scheduling.schedule_spec import ScheduleSpec
 from app.scheduling.schedules import create_schedule
 from app.services.reaper import Reaper
 from app.services.trigger import Trigger
-from tests.conftest import run_sundial
+from tests.helpers.commands import run_sundial
+from tests.helpers.databases import count
 
 Conn = psycopg.Connection[dict[str, Any]]
 BIG = str(2**31)
 DEEP = "[" * 50_000 + "]" * 50_000
 HUGE_INT = "9" * 5000
 EVERY_MINUTE = ["schedule", "add", "s", "--handler", "noop", "--every", "60"]
-
-
-def count(conn: Conn, table: str) -> int:
-    row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
-    assert row is not None
-    return int(row["n"])
 
 
 # ---- the CLI: a sentence, exit 2, nothing written ------------------------------------------

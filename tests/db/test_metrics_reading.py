@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.observability import metrics
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
-from tests.processes import one_crash_from_quarantine
-from tests.waits import db_now
+from tests.helpers.processes import one_crash_from_quarantine
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[Any]
 

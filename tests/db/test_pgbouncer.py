@@ -19,8 +19,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from app.client import NewRun, Sundial
 from app.core import migrate
-from tests.conftest import REPO, free_port, run_sundial, sundial_cmd, sundial_env
-from tests.processes import query, services, status_counts, wait_until
+from tests.helpers.commands import REPO, free_port, run_sundial, sundial_cmd, sundial_env
+from tests.helpers.processes import query, services, status_counts, wait_until
 
 PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/bin")
 # Fewer server connections than clients, handed out in turn (server_round_robin), so the

@@ -25,8 +25,8 @@ from app.scheduling.schedule_spec import ScheduleSpec
 from app.scheduling.schedules import FireRecord, create_schedule
 from app.services import reaper
 from app.services.reaper import PrunedHistory, Reaper
-from tests.processes import finish_run
-from tests.waits import db_now, wait_until_blocked
+from tests.helpers.processes import finish_run
+from tests.helpers.waits import db_now, wait_until_blocked
 
 Conn = psycopg.Connection[Any]
 DAY = timedelta(days=1)

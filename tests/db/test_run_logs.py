@@ -11,9 +11,9 @@ import pytest
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.run_logs import MAX_BYTES_PER_ATTEMPT, TRUNCATED
-from tests.db.test_worker import submit, wait_status
-from tests.processes import query, services
-from tests.waits import wait_until
+from tests.helpers.processes import query, services
+from tests.helpers.waits import wait_until
+from tests.helpers.workers import submit, wait_status
 
 MODELS = ["async", "thread", "process", "subprocess"]
 
@@ -119,7 +119,7 @@ def test_pruning_a_run_deletes_its_log_lines(conn: Any) -> None:
     from app.handlers.jobs import Outcome
     from app.runs import retention, run_logs
     from app.runs.transitions import Finish
-    from tests.waits import db_now
+    from tests.helpers.waits import db_now
 
     old, kept = (submission.submit(conn, NewRun("noop")).id for _ in range(2))
     done = [

@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 from app.handlers.gate import set_shell_enabled
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
-from tests.processes import run_row, services, wait_until
+from tests.helpers.processes import run_row, services, wait_until
 
 MODELS = ["async", "thread", "subprocess", "process"]
 

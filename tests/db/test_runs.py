@@ -16,7 +16,7 @@ from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import run_inserts, submission, transitions
 from app.runs.run_inserts import IdempotencyConflict, NewRun, SubmitError
 from app.runs.transitions import Finish
-from tests.waits import db_now
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[Any]
 

@@ -21,8 +21,9 @@ from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
 from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec, parse_catchup, parse_when
 from app.scheduling.schedules import create_schedule
-from tests.conftest import run_sundial
-from tests.waits import utc, wait_until_blocked
+from tests.helpers.commands import run_sundial
+from tests.helpers.databases import count
+from tests.helpers.waits import utc, wait_until_blocked
 
 Conn = psycopg.Connection[dict[str, Any]]
 NOW = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
@@ -34,12 +35,6 @@ def spec(**kw: Any) -> ScheduleSpec:
     if "every_seconds" not in kw:
         kw.setdefault("cron", "30 2 * * *")
     return ScheduleSpec(**kw)
-
-
-def count(conn: Conn, table: str) -> int:
-    row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
-    assert row is not None
-    return int(row["n"])
 
 
 def register_worker(conn: Conn, handlers: list[str], *, live: bool = True) -> None:

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from tests.conftest import free_port
-from tests.processes import Service, query, services
-from tests.waits import wait_until
+from tests.helpers.commands import free_port
+from tests.helpers.processes import Service, query, services
+from tests.helpers.waits import wait_until
 
 WAITING = "waits for the database"
 

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from app.core import migrate
-from tests.conftest import migrated_database
+from tests.helpers.databases import migrated_database
 
 
 def database_exists(server_url: str, name: str) -> bool:

@@ -3,19 +3,15 @@ exactly-once fires, DST, catch-up, overlap, pause, spread and the clock going ba
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from app.catalog import workflows
-from app.core.config import Settings
-from app.dags import workflow_shapes
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import run_inserts, submission, transitions
 from app.scheduling import schedules
@@ -23,26 +19,12 @@ from app.scheduling.cron import DstRepeated
 from app.scheduling.due_cursor import DueCursor
 from app.scheduling.fire_batches import Batch
 from app.scheduling.fire_decisions import OverlapPolicy, spread_offset
-from app.scheduling.schedule_spec import ScheduleSpec
-from app.scheduling.schedules import create_schedule
 from app.services.trigger import Trigger
-from tests.waits import utc, wait_until_blocked
+from tests.helpers.schedules import T0, add, define_etl, ledger, run_fire_times, settings
+from tests.helpers.waits import utc, wait_until_blocked
 
 Conn = psycopg.Connection[dict[str, Any]]
-T0 = datetime(2026, 5, 1, 9, 59, 30, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
-
-
-def settings(**overrides: Any) -> Settings:
-    base = Settings.from_env({"SUNDIAL_TRIGGER_LEASE_SECONDS": "86400"})
-    return dataclasses.replace(base, **overrides)
-
-
-def add(conn: Conn, name: str, now: datetime = T0, **kw: Any) -> Any:
-    kw.setdefault("handler", "noop")
-    kw.setdefault("exact_minute", True)
-    kw.setdefault("overlap", OverlapPolicy.ALLOW)
-    return create_schedule(conn, ScheduleSpec(name=name, **kw), now=now).id
 
 
 def tick(trigger: Trigger, conn: Conn, start: datetime, end: datetime, step: timedelta) -> None:
@@ -50,20 +32,6 @@ def tick(trigger: Trigger, conn: Conn, start: datetime, end: datetime, step: tim
     while now <= end:
         trigger.run_once(conn, now=now)
         now += step
-
-
-def run_fire_times(conn: Conn, schedule_id: Any) -> list[datetime]:
-    rows = conn.execute(
-        "SELECT fire_time FROM job_runs WHERE schedule_id = %s ORDER BY fire_time",
-        (schedule_id,),
-    ).fetchall()
-    return [r["fire_time"] for r in rows]
-
-
-def ledger(conn: Conn, schedule_id: Any) -> list[dict[str, Any]]:
-    return conn.execute(
-        "SELECT * FROM schedule_fires WHERE schedule_id = %s ORDER BY fire_time", (schedule_id,)
-    ).fetchall()
 
 
 def outcomes(conn: Conn, schedule_id: Any) -> list[str]:
@@ -286,22 +254,6 @@ def test_a_schedule_whose_rule_cannot_be_computed_is_stopped_not_wedging_others(
 
 
 # ---- workflow schedules -------------------------------------------------------------------
-
-
-def define_etl(conn: Conn) -> None:
-    for job in ("extract", "load"):
-        conn.execute(
-            "INSERT INTO job_definitions (id, name, handler) "
-            "VALUES (gen_random_uuid(), %s, 'noop')",
-            (job,),
-        )
-    steps = {
-        "extract": workflow_shapes.Step("extract"),
-        "load": workflow_shapes.Step("load", {"x": 1}),
-    }
-    workflows.define(
-        conn, workflows.WorkflowSpec("etl", steps, [("extract", "load")]), actor="test"
-    )
 
 
 def test_a_workflow_schedule_fires_one_dag_run_per_fire(conn: Conn) -> None:

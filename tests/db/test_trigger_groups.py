@@ -19,9 +19,9 @@ from app.scheduling import calendars, fire_batches, schedules
 from app.scheduling.calendars import CalendarSpec
 from app.scheduling.fire_decisions import OverlapPolicy
 from app.services.trigger import Trigger
-from tests.conftest import with_database
-from tests.db.test_trigger import T0, add, define_etl, settings
-from tests.waits import utc
+from tests.helpers.databases import with_database
+from tests.helpers.schedules import T0, add, define_etl, settings
+from tests.helpers.waits import utc
 
 CRONS = ["0 * * * *", "*/15 * * * *", "30 9 * * *", "0 10 * * *"]
 ZONES = ["UTC", "Europe/Berlin", "America/New_York"]

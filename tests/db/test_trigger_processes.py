@@ -17,7 +17,7 @@ from app.scheduling.fire_decisions import OverlapPolicy
 from app.scheduling.schedule_rules import db_now
 from app.scheduling.schedule_spec import ScheduleSpec
 from app.scheduling.schedules import create_schedule
-from tests.processes import Service, query, services, wait_until
+from tests.helpers.processes import Service, query, services, wait_until
 
 LEASE_SECONDS = 3.0
 TICK_SECONDS = 0.2

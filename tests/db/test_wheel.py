@@ -11,8 +11,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import REPO, free_port, wait_for_http
-from tests.processes import query, wait_until
+from tests.helpers.commands import REPO, free_port, wait_for_http
+from tests.helpers.processes import query, wait_until
 
 # What a source distribution holds; caches, virtualenvs and old builds stay behind.
 NOT_SOURCE = shutil.ignore_patterns(

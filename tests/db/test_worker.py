@@ -6,43 +6,13 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
-from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 
 from app.core import limits
-from app.runs import submission
 from app.runs.run_inserts import NewRun
-from tests.processes import query, run_row, services, status_counts, wait_until
-
-MODELS = ["async", "thread", "process", "subprocess"]
-
-
-def submit(db_url: str, *new_runs: NewRun) -> list[int]:
-    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return [s.id for s in submission.submit_many(conn, list(new_runs))]
-
-
-def status_of(db_url: str, run_id: int) -> str:
-    return str(run_row(db_url, run_id)["status"])
-
-
-def wait_status(
-    db_url: str, run_id: int, *wanted: str, timeout: float = 30, service: Any = None
-) -> dict[str, Any]:
-    wait_until(
-        lambda: status_of(db_url, run_id) in wanted, f"run {run_id} {wanted}", timeout, service
-    )
-    return run_row(db_url, run_id)
-
-
-def attempt_outcomes(db_url: str, run_id: int) -> list[str]:
-    rows = query(
-        db_url, "SELECT outcome FROM job_run_attempts WHERE run_id = %s ORDER BY attempt", run_id
-    )
-    return [r["outcome"] for r in rows]
+from tests.helpers.processes import query, run_row, services, status_counts, wait_until
+from tests.helpers.workers import attempt_outcomes, status_of, submit, wait_status
 
 
 def test_worker_executes_runs_and_records_results(db_url: str, tmp_path: Path) -> None:

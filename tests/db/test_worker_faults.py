@@ -21,7 +21,7 @@ from app.core import migrate
 from app.runs import submission
 from app.runs.run_inserts import NewRun
 from app.services.worker import WORKER_CONNECTIONS
-from tests.processes import (
+from tests.helpers.processes import (
     pg_ctl,
     private_postgres,
     query,
@@ -29,7 +29,7 @@ from tests.processes import (
     status_counts,
     wait_until,
 )
-from tests.waits import gone
+from tests.helpers.waits import gone
 
 MAX_CONNECTIONS = 12
 # Back within this long after PostgreSQL answers again (reconnects are at most 1 s apart);
@@ -173,7 +173,10 @@ def test_children_of_a_sigkilled_worker_die_with_it(
         NewRun("fixture_write_pids", {"path": str(pids), "seconds": 60}, execution_model=model),
     )
     with services(db_url, tmp_path) as start:
-        worker = start("worker", SUNDIAL_HANDLERS="tests.worker_handlers,tests.fixtures_handlers")
+        worker = start(
+            "worker",
+            SUNDIAL_HANDLERS="tests.helpers.worker_handlers,tests.helpers.fixtures_handlers",
+        )
         wait_until(
             lambda: pids.exists() and len(pids.read_text().split()) == 2,
             "the job's child and grandchild",

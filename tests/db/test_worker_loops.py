@@ -22,12 +22,13 @@ from app.core.config import Settings
 from app.runs import transitions
 from app.runs.run_inserts import NewRun
 from app.services.worker import Worker, build_worker
-from tests.db.test_worker import MODELS, attempt_outcomes, run_row, submit
-from tests.waits import db_now, wait_until
+from tests.helpers.processes import run_row
+from tests.helpers.waits import db_now, wait_until
+from tests.helpers.workers import MODELS, attempt_outcomes, submit
 
 T = TypeVar("T")
 SUBPROCESS_CHILD = "app.executors.child"  # the module a subprocess job runs
-WORKER_ENV = {"SUNDIAL_HANDLERS": "tests.worker_handlers", "SUNDIAL_LEASE_SECONDS": "30"}
+WORKER_ENV = {"SUNDIAL_HANDLERS": "tests.helpers.worker_handlers", "SUNDIAL_LEASE_SECONDS": "30"}
 
 
 def with_worker(

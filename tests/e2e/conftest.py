@@ -7,15 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import PASSWORD, make_user
-
-
-def sign_in_page(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("User name").fill(name)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(base + "/")
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_jobs_journey import SHOTS, _violations
-from tests.processes import query
-from tests.web.api_client import request
-from tests.web.conftest import make_user
+from tests.helpers.api_client import request
+from tests.helpers.axe import SHOTS, violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
+from tests.helpers.processes import query
 
 
 def test_an_admin_creates_uses_and_revokes_a_token(
@@ -78,7 +78,7 @@ def test_tokens_and_reference_pages_pass_axe_and_are_photographed(
             if name == "api-docs":
                 page.goto(live_server + "/api/v1/docs")
             page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-            found = _violations(page)
+            found = violations(page)
             if found:
                 problems[f"{name}@{width}"] = found
         context.close()

@@ -16,9 +16,9 @@ from psycopg.rows import dict_row
 from app.scheduling import calendars, schedules
 from app.scheduling.calendars import CalendarSpec
 from app.scheduling.schedule_spec import ScheduleSpec
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_jobs_journey import _violations
-from tests.web.conftest import make_user
+from tests.helpers.axe import violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
 
 SHOTS = Path("/tmp/shots/w-cal")
 
@@ -105,7 +105,7 @@ def test_an_editor_makes_a_calendar_and_reads_the_week_and_the_forecast(
             page.goto(live_server + path)
             page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
             if name != "forecast-fragment":  # a fragment, not a page: no title, no landmarks
-                found = _violations(page)
+                found = violations(page)
                 if found:
                     problems[f"{name}@{width}"] = found
         context.close()
@@ -153,7 +153,7 @@ def test_the_schedule_editor_names_a_calendar_crosses_out_its_fires_and_shows_th
         assert "public holiday in DE: Christmas Day" in crossed.first.inner_text()
         page.locator("#load-forecast svg.heatmap").wait_for()
         page.screenshot(path=str(GLUE_SHOTS / f"schedule-new-{width}.png"), full_page=True)
-        found = _violations(page)
+        found = violations(page)
         if found:
             problems[width] = found
         context.close()

@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import free_port, start_dev, sundial_env, wait_for_http
-from tests.processes import wait_until
+from tests.helpers.commands import free_port, start_dev, sundial_env, wait_for_http
+from tests.helpers.processes import wait_until
 
 LINK = re.compile(r"Sign in as the local admin \(once, within 15 minutes\): (\S+)")
 

@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Json
 
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_jobs_journey import _violations
-from tests.web.conftest import make_user
-from tests.worker_handlers import ReportArgs
+from tests.helpers.axe import violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
+from tests.helpers.worker_handlers import ReportArgs
 
 SCHEMA = {
     **ReportArgs.model_json_schema(),
@@ -59,7 +59,7 @@ def test_an_editor_fills_the_fields_of_a_declared_handler(
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(shots / f"job-args-{width}.png"), full_page=True)
-    assert _violations(page) == []
+    assert violations(page) == []
     page.get_by_role("button", name="Create job").click()
     page.wait_for_url(live_server + "/jobs/weekly%20report")
     assert page.get_by_role("heading", name="Job weekly report").is_visible()

@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 
 from app.catalog.job_definitions import PICK_FROM_LIST
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_jobs_journey import _violations
-from tests.waits import wait_until
-from tests.web.conftest import make_user
-from tests.web.test_job_picker import many_jobs
+from tests.helpers.axe import violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.job_picker import many_jobs
+from tests.helpers.people import make_user
+from tests.helpers.waits import wait_until
 
 SHOTS = Path("/tmp/shots/job-picker")
 
@@ -50,7 +50,7 @@ def test_an_editor_finds_a_job_among_hundreds_by_typing(
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(SHOTS / f"schedule-new-{width}.png"), full_page=True)
-    assert _violations(page) == []
+    assert violations(page) == []
     job.fill("job-0042")
     page.get_by_label("How often").select_option("weekdays")
     page.get_by_role("button", name="Create schedule").click()

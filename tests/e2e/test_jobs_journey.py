@@ -5,7 +5,6 @@ and 390 px go to /tmp/shots for a person to look at."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -13,11 +12,9 @@ from psycopg.rows import dict_row
 
 from app.scheduling import schedules
 from app.scheduling.schedule_spec import ScheduleSpec
-from tests.e2e.conftest import sign_in_page
-from tests.web.conftest import make_user
-
-AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
-SHOTS = Path("/tmp/shots")
+from tests.helpers.axe import SHOTS, violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
 
 
 def test_an_editor_signs_in_and_creates_a_job(
@@ -46,16 +43,6 @@ def test_an_editor_signs_in_and_creates_a_job(
     assert row == ("sleep", {"seconds": 1})
     page.get_by_role("link", name="Audit log").click()
     assert page.locator("#audit-table tbody tr").first.inner_text().count("job.create") == 1
-
-
-def _violations(page: Any) -> list[str]:
-    page.add_script_tag(path=str(AXE))
-    result = page.evaluate("async () => (await axe.run(document)).violations")
-    return [
-        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']]}"
-        for v in result
-        if v["impact"] in ("serious", "critical")
-    ]
 
 
 def test_every_page_passes_axe_and_is_photographed(
@@ -93,7 +80,7 @@ def test_every_page_passes_axe_and_is_photographed(
                 sign_in_page(page, live_server, "admin")
             page.goto(live_server + path)
             page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-            found = _violations(page)
+            found = violations(page)
             if found:
                 problems[f"{name}@{width}"] = found
         context.close()

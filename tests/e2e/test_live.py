@@ -7,42 +7,26 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from playwright.sync_api import expect
-from psycopg.rows import dict_row
 
-from app.runs import run_inserts, submission
-from app.web.events import LISTENER_NAME
-from tests.conftest import free_port, wait_for_http
-from tests.e2e.conftest import sign_in_page
-from tests.processes import Service, services
-from tests.waits import wait_until
-from tests.web.conftest import make_user
-
-Start = Callable[..., Service]
+from tests.helpers.browser import sign_in_page
+from tests.helpers.commands import free_port
+from tests.helpers.live import Start, listener_count, start_web, submit
+from tests.helpers.people import make_user
+from tests.helpers.processes import services
+from tests.helpers.waits import wait_until
 
 
 @pytest.fixture
 def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
     with services(db_url, tmp_path) as start_service:
         yield start_service
-
-
-def _web(start: Start, port: int) -> tuple[Service, str]:
-    web = start("web", "--host", "127.0.0.1", "--port", str(port))
-    base = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{base}/healthz", timeout=90, proc=web.proc)  # a loaded machine is slow
-    return web, base
-
-
-def _submit(db_url: str, handler: str = "noop", **args: Any) -> int:
-    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        return submission.submit(conn, run_inserts.NewRun(handler=handler, args=args)).id
 
 
 def _counter(page: Any, status: str) -> Any:
@@ -53,28 +37,18 @@ def _count(page: Any, status: str) -> int:
     return int(_counter(page, status).inner_text())
 
 
-def _listeners(db_url: str) -> int:
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-            "AND datname = current_database()",
-            [LISTENER_NAME],
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def test_a_submitted_run_appears_and_completes_on_the_open_overview(
     start: Start, db_url: str, page: Any
 ) -> None:
     start("worker")
-    _, base = _web(start, free_port())
+    _, base = start_web(start, free_port())
     make_user(db_url, "oncall", "viewer")
     sign_in_page(page, base, "oncall")
-    wait_until(lambda: _listeners(db_url) == 1, "the web process to LISTEN")
+    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
     page.evaluate("window.notReloaded = true")
     before = _count(page, "completed")
     submitted = time.monotonic()
-    _submit(db_url)
+    submit(db_url)
     expect(_counter(page, "completed")).to_have_text(str(before + 1), timeout=10_000)
     took = time.monotonic() - submitted
     assert page.evaluate("window.notReloaded === true"), "the page was reloaded"
@@ -87,7 +61,7 @@ def test_a_submitted_run_appears_and_completes_on_the_open_overview(
 def test_a_killed_worker_leaves_the_workers_page(start: Start, db_url: str, page: Any) -> None:
     keeper, doomed = start("worker"), start("worker")
     start("reaper")
-    _, base = _web(start, free_port())
+    _, base = start_web(start, free_port())
     make_user(db_url, "oncall", "viewer")
     sign_in_page(page, base, "oncall")
 
@@ -100,7 +74,7 @@ def test_a_killed_worker_leaves_the_workers_page(start: Start, db_url: str, page
     page.goto(base + "/workers")
     live = page.locator("#workers-table table").first
     assert live.locator(f'[data-worker="{doomed_id}"]').count() == 1
-    run_id = _submit(db_url, "sleep", seconds=60)
+    run_id = submit(db_url, "sleep", seconds=60)
     wait_until(lambda: _status(db_url, run_id) == "running", "the sleep run to start")
     doomed.signal(signal.SIGKILL)
     doomed.proc.wait(10)
@@ -123,15 +97,15 @@ def test_the_overview_reconnects_after_the_web_process_restarts(
 ) -> None:
     start("worker")
     port = free_port()
-    web, base = _web(start, port)
+    web, base = start_web(start, port)
     make_user(db_url, "oncall", "viewer")
     sign_in_page(page, base, "oncall")
-    wait_until(lambda: _listeners(db_url) == 1, "the web process to LISTEN")
+    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
     page.evaluate("window.notReloaded = true")
     web.stop()
-    wait_until(lambda: _listeners(db_url) == 0, "the old web process to be gone")
-    _web(start, port)
+    wait_until(lambda: listener_count(db_url) == 0, "the old web process to be gone")
+    start_web(start, port)
     before = _count(page, "completed")
-    _submit(db_url)
+    submit(db_url)
     expect(_counter(page, "completed")).to_have_text(str(before + 1), timeout=30_000)
     assert page.evaluate("window.notReloaded === true")

@@ -15,9 +15,9 @@ from psycopg.rows import dict_row
 from app.dags import dag_submission
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import run_inserts, submission, transitions
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_jobs_journey import _violations
-from tests.web.conftest import make_user
+from tests.helpers.axe import violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
 
 SHOTS = Path(os.environ.get("SUNDIAL_SHOTS", "/tmp/shots/oncall"))
 
@@ -83,7 +83,7 @@ def test_oncall_pages_pass_axe_and_are_photographed(
         for name, path in pages.items():
             page.goto(live_server + path)
             page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-            found = _violations(page)
+            found = violations(page)
             if found:
                 problems[f"{name}@{width}"] = found
         context.close()

@@ -19,11 +19,11 @@ from app.runs import submission
 from app.runs.run_inserts import NewRun
 from app.scheduling import schedules
 from app.scheduling.schedule_spec import ScheduleSpec
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_triage_and_logs import _violations_with_axe
-from tests.processes import finish_run
-from tests.waits import db_now
-from tests.web.conftest import make_user
+from tests.helpers.axe import violations_with_axe
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
+from tests.helpers.processes import finish_run
+from tests.helpers.waits import db_now
 
 SHOTS = Path("/tmp/shots/widths")
 WIDTHS = (320, 390, 768, 1024, 1280)
@@ -67,7 +67,7 @@ def test_pages_fit_their_width(live_server: str, db_url: str, browser: Any, widt
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 name = path.strip("/") or "overview"
                 page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-                if found := _violations_with_axe(page):
+                if found := violations_with_axe(page):
                     violations[path] = found
         assert too_wide == {}, f"pages wider than {width} px, by px: {too_wide}"
         assert violations == {}

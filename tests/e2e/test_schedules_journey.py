@@ -17,11 +17,11 @@ from psycopg.rows import dict_row
 
 from app.scheduling import schedules
 from app.scheduling.schedule_spec import ScheduleSpec
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_jobs_journey import _violations
-from tests.processes import services
-from tests.waits import wait_until
-from tests.web.conftest import make_user
+from tests.helpers.axe import violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
+from tests.helpers.processes import services
+from tests.helpers.waits import wait_until
 
 SHOTS = Path("/tmp/shots/w-sched")
 
@@ -163,7 +163,7 @@ def test_every_schedule_page_passes_axe_and_is_photographed(
             if name in ("schedule-new", "schedule-edit"):
                 page.locator("#schedule-preview table, #schedule-preview .flash").first.wait_for()
             page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-            found = _violations(page)
+            found = violations(page)
             if found:
                 problems[f"{name}@{width}"] = found
         context.close()

@@ -15,11 +15,11 @@ import httpx2 as httpx
 import psycopg
 import pytest
 
-from tests.conftest import free_port
-from tests.e2e.test_live import Start, _listeners, _submit, _web
-from tests.processes import services
-from tests.waits import wait_until
-from tests.web.conftest import PASSWORD, make_user
+from tests.helpers.commands import free_port
+from tests.helpers.live import Start, listener_count, start_web, submit
+from tests.helpers.people import PASSWORD, make_user
+from tests.helpers.processes import services
+from tests.helpers.waits import wait_until
 
 
 @pytest.fixture
@@ -68,11 +68,11 @@ async def _stream_ticks(
 
 def test_200_sse_clients_share_one_listen_connection(start: Start, db_url: str) -> None:
     port = free_port()
-    _web(start, port)
+    start_web(start, port)
     base = f"http://127.0.0.1:{port}"
     make_user(db_url, "oncall", "viewer")
     cookies = _session_cookies(base, "oncall")
-    wait_until(lambda: _listeners(db_url) == 1, "the web process to LISTEN")
+    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
 
     async def scenario() -> list[float]:
         limits = httpx.Limits(max_connections=250)
@@ -86,9 +86,9 @@ def test_200_sse_clients_share_one_listen_connection(start: Start, db_url: str) 
                 for i in range(200)
             ]
             await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
-            assert await asyncio.to_thread(_listeners, db_url) == 1
+            assert await asyncio.to_thread(listener_count, db_url) == 1
             sent = time.monotonic()
-            await asyncio.to_thread(_submit, db_url)
+            await asyncio.to_thread(submit, db_url)
             await asyncio.wait_for(asyncio.gather(*tasks), 30)
             return sorted(a[0] - sent for a in arrivals)
 
@@ -99,12 +99,12 @@ def test_200_sse_clients_share_one_listen_connection(start: Start, db_url: str) 
         f"200 SSE clients, one LISTEN: tick delay p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
     )
     assert p99 < 2.0
-    assert _listeners(db_url) == 1
+    assert listener_count(db_url) == 1
 
 
 def test_a_client_that_never_reads_delays_nobody(start: Start, db_url: str) -> None:
     port = free_port()
-    _web(start, port)
+    start_web(start, port)
     base = f"http://127.0.0.1:{port}"
     make_user(db_url, "oncall", "viewer")
     cookies = _session_cookies(base, "oncall")
@@ -126,7 +126,7 @@ def test_a_client_that_never_reads_delays_nobody(start: Start, db_url: str) -> N
                 while not arrived.empty():  # the storm's own ticks
                     arrived.get_nowait()
                 sent = time.monotonic()
-                await asyncio.to_thread(_submit, db_url)
+                await asyncio.to_thread(submit, db_url)
                 delays.append(await asyncio.wait_for(arrived.get(), 10) - sent)
             task.cancel()
             return delays

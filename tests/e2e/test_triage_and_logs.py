@@ -20,10 +20,10 @@ from app.observability import lag_slo
 from app.runs import submission, transitions
 from app.runs.fingerprints import QUARANTINED
 from app.runs.run_inserts import NewRun
-from tests.db.test_trigger import add
-from tests.e2e.test_jobs_journey import _violations
-from tests.processes import query, services
-from tests.waits import db_now, wait_until
+from tests.helpers.axe import violations, violations_with_axe
+from tests.helpers.processes import query, services
+from tests.helpers.schedules import add
+from tests.helpers.waits import db_now, wait_until
 
 SHOTS = Path(os.environ.get("SUNDIAL_SHOTS", "/tmp/shots/oncall2"))
 POISON = "PaymentDeclined: card for invoice {} was declined"
@@ -173,9 +173,9 @@ def test_a_dag_runs_steps_change_colour_as_they_complete(
 def test_on_call_pages_pass_axe(
     live_server: str, db_url: str, browser: Any, tmp_path: Path
 ) -> None:
-    from tests.db.test_dead_letters import declined
-    from tests.e2e.conftest import sign_in_page
-    from tests.web.conftest import make_user
+    from tests.helpers.browser import sign_in_page
+    from tests.helpers.dead_letters import declined
+    from tests.helpers.people import make_user
 
     make_user(db_url, "operator", "operator")
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
@@ -215,7 +215,7 @@ def test_on_call_pages_pass_axe(
         for name, path in pages.items():
             page.goto(live_server + path)
             page.screenshot(path=str(SHOTS / f"axe-{name}-{width}.png"), full_page=True)
-            found = _violations(page)
+            found = violations(page)
             if found:
                 problems[f"{name}@{width}"] = found
         context.close()
@@ -241,12 +241,12 @@ def test_lag_alerts_show_on_the_overview_and_the_schedules_page(
     expect(section).to_contain_text("1 min 30 s")
     expect(section).to_contain_text("Missing fire")
     shoot(page, "schedule-with-lag")
-    assert _violations_with_axe(page) == []
+    assert violations_with_axe(page) == []
 
 
 def quarantine_one(conn: Any) -> int:
     """A run whose workers died under it too many times (the reaper's doing)."""
-    from tests.processes import one_crash_from_quarantine
+    from tests.helpers.processes import one_crash_from_quarantine
 
     run_id = submission.submit(conn, NewRun("noop")).id
     one_crash_from_quarantine(conn, run_id)
@@ -254,18 +254,3 @@ def quarantine_one(conn: Any) -> int:
     transitions.claim(conn, "worker-a", 1, 30)
     transitions.reap(conn, now=db_now(conn) + timedelta(minutes=5))
     return run_id
-
-
-def _violations_with_axe(page: Any) -> list[str]:
-    """axe in a page opened without bypassing its CSP: the vendored file's text is
-    evaluated through the browser's devtools protocol, which the page's CSP does not
-    govern."""
-    from tests.e2e.test_jobs_journey import AXE
-
-    page.evaluate(AXE.read_text())
-    result = page.evaluate("async () => (await axe.run(document)).violations")
-    return [
-        f"{v['id']} ({v['impact']}): {v['help']}"
-        for v in result
-        if v["impact"] in ("serious", "critical")
-    ]

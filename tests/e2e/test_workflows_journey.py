@@ -16,11 +16,11 @@ from psycopg.rows import dict_row
 from app.catalog import job_definitions, workflows
 from app.catalog.job_definitions import JobSpec
 from app.dags import workflow_shapes
-from tests.e2e.conftest import sign_in_page
-from tests.e2e.test_jobs_journey import _violations
-from tests.processes import query, services
-from tests.waits import wait_until
-from tests.web.conftest import make_user
+from tests.helpers.axe import violations
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
+from tests.helpers.processes import query, services
+from tests.helpers.waits import wait_until
 
 SHOTS = Path(os.environ.get("SUNDIAL_SHOTS", "/tmp/shots"))
 JOBS = ("pull", "shape", "mail", "publish")
@@ -162,7 +162,7 @@ def test_workflow_pages_pass_axe_and_are_photographed(
                 box = picture.locator("svg").bounding_box()
                 assert box is not None and box["width"] <= width
             page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-            found = _violations(page)
+            found = violations(page)
             if found:
                 problems[f"{name}@{width}"] = found
         # the editor showing a refused loop, with errors next to the steps
@@ -171,7 +171,7 @@ def test_workflow_pages_pass_axe_and_are_photographed(
         page.get_by_role("button", name="Save changes").click()
         page.locator("#steps-error").wait_for()
         page.screenshot(path=str(SHOTS / f"workflow-refused-{width}.png"), full_page=True)
-        found = _violations(page)
+        found = violations(page)
         if found:
             problems[f"workflow-refused@{width}"] = found
         context.close()

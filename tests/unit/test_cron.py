@@ -27,7 +27,7 @@ from app.scheduling.cron import (
     next_fire,
 )
 from app.scheduling.cron_expressions import RecurrenceError, parse_cron
-from tests.waits import utc
+from tests.helpers.waits import utc
 
 NEW_YORK = "America/New_York"
 LONDON = "Europe/London"

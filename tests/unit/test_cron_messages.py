@@ -10,7 +10,7 @@ import pytest
 
 from app.scheduling.schedule_reads import preview
 from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
-from tests.waits import utc
+from tests.helpers.waits import utc
 
 
 def refusal(spec: ScheduleSpec, now: datetime) -> str:

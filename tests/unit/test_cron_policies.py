@@ -21,7 +21,7 @@ from app.scheduling.fire_decisions import (
     plan_fires,
     spread_offset,
 )
-from tests.waits import utc
+from tests.helpers.waits import utc
 
 SCHEDULE = uuid.UUID("00000000-0000-4000-8000-000000000001")
 HOURLY = Recurrence.from_cron("0 * * * *", "UTC")

@@ -6,7 +6,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from tests.conftest import REPO
+from tests.helpers.commands import REPO
 
 
 def pinned_requirements() -> tuple[dict[str, str], list[str]]:

@@ -9,7 +9,7 @@ from datetime import timedelta
 from app.scheduling.cron import Fire, Recurrence
 from app.scheduling.exclusions import Blackout, Calendar, exclude, excluded_reason, holiday_on
 from app.scheduling.fire_decisions import DueSchedule, FireOutcome, OverlapPolicy, plan_fires
-from tests.waits import utc
+from tests.helpers.waits import utc
 
 NZ = Calendar("NZ", country="NZ")
 

@@ -4,15 +4,12 @@ cancellation, and what the process models do when a child crashes or must be kil
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import re
 import signal
 import time
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psutil
 import pytest
@@ -23,46 +20,11 @@ from app.executors.process_pool import ChildStartError
 from app.executors.protocol import encode_request
 from app.handlers import default_registry
 from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
-from tests import fixtures_handlers
-from tests.waits import gone, wait_until, wait_until_async
+from tests.helpers import fixtures_handlers
+from tests.helpers.executors import job, with_executors
+from tests.helpers.waits import gone, wait_until, wait_until_async
 
 MODELS = ["async", "thread", "process", "subprocess"]
-T = TypeVar("T")
-_run_ids = itertools.count(1)
-
-
-def job(handler: str, model: str, timeout: float = 10.0, **args: Any) -> JobSpec:
-    return JobSpec(
-        run_id=next(_run_ids),
-        attempt=1,
-        handler=handler,
-        args=args,
-        execution_model=model,
-        timeout_seconds=timeout,
-        idempotency_key="key-1",
-        fire_time=datetime(2026, 1, 2, 3, 4, tzinfo=UTC),
-    )
-
-
-def with_executors(
-    test: Callable[[Executors], Awaitable[T]], *, processes: int = 2, threads: int = 2
-) -> T:
-    """Run `test` against started executors on a fresh loop; always kill them after."""
-
-    async def main() -> T:
-        executors = Executors(
-            default_registry,
-            thread_workers=threads,
-            process_workers=processes,
-            handler_modules=(fixtures_handlers.MODULE,),
-        )
-        await executors.start()
-        try:
-            return await test(executors)
-        finally:
-            await executors.close(kill=True)
-
-    return asyncio.run(main())
 
 
 def processes_for(model: str) -> int:

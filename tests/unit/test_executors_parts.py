@@ -27,7 +27,7 @@ from app.executors.protocol import (
 )
 from app.handlers import default_registry, load_modules
 from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
-from tests.waits import wait_until_async
+from tests.helpers.waits import wait_until_async
 
 
 def spec(timeout: float = 10.0, **args: object) -> JobSpec:
@@ -100,11 +100,11 @@ def test_a_stopped_attempt_sets_its_cancel_flag_once() -> None:
 
 
 def test_request_carries_the_context_and_a_reply_round_trips() -> None:
-    load_modules(["tests.fixtures_handlers"])
+    load_modules(["tests.helpers.fixtures_handlers"])
     fire = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     job = JobSpec(7, 2, "fixture_echo", {"a": [1]}, "process", 10.0, "idem", fire)
-    request = json.loads(encode_request(job, ("tests.fixtures_handlers",)))
-    assert request["handler_modules"] == ["tests.fixtures_handlers"]
+    request = json.loads(encode_request(job, ("tests.helpers.fixtures_handlers",)))
+    assert request["handler_modules"] == ["tests.helpers.fixtures_handlers"]
     outcome = serve_request(request, default_registry)
     assert outcome.status is OutcomeStatus.COMPLETED and isinstance(outcome.result, dict)
     assert outcome.result["fire_time"] == fire.isoformat()

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from app.scheduling import forecast
 from app.scheduling.cron import DstRepeated, Recurrence, fires_between
-from tests.waits import utc
+from tests.helpers.waits import utc
 
 DAY = timedelta(days=1)
 

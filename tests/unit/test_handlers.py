@@ -50,7 +50,7 @@ from app.handlers.webhook import (
     HttpCallFailed,
     call_url,
 )
-from tests.conftest import REPO
+from tests.helpers.commands import REPO
 
 _run_ids = itertools.count(1)
 PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy")
@@ -154,7 +154,7 @@ def test_a_default_worker_has_no_handler_that_kills_it() -> None:
 
 
 def test_load_modules_registers_their_handlers() -> None:
-    load_modules(["tests.fixtures_handlers"])
+    load_modules(["tests.helpers.fixtures_handlers"])
     assert "fixture_echo" in default_registry
 
 

@@ -136,3 +136,17 @@ def test_the_paths_the_docs_name_exist() -> None:
         named = set(re.findall(r"`(app/[\w/.-]*)`", doc.read_text()))
         missing = sorted(path for path in named if not (REPO / path).exists())
         assert named and missing == [], (doc.name, missing)
+
+
+def test_test_modules_share_code_through_helpers_only() -> None:
+    # A test module importing another one (or a conftest) runs that module's setup twice and
+    # ties the two together; what several need lives in tests/helpers/.
+    tests = REPO / "tests"
+    crossing = sorted(
+        f"{path.relative_to(REPO)}: {node.module}"
+        for path in tests.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests.")
+        if re.search(r"(^|\.)(test_\w+|conftest)$", node.module)
+    )
+    assert crossing == []

@@ -17,12 +17,12 @@ from app.executors import Executors
 from app.executors.child_setup import LIFELINE_ENV
 from app.executors.framing import encode_frame
 from app.executors.protocol import encode_request
-from app.executors.subprocess_runner import child_environment
+from app.executors.spawning import child_environment
 from app.handlers.jobs import Outcome, OutcomeStatus
-from tests import fixtures_handlers
-from tests.conftest import REPO
-from tests.unit.test_executors import job, with_executors
-from tests.waits import gone, wait_until
+from tests.helpers import fixtures_handlers
+from tests.helpers.commands import REPO
+from tests.helpers.executors import job, with_executors
+from tests.helpers.waits import gone, wait_until
 
 POOL_CHILD = [sys.executable, "-m", "app.executors.pool_child", fixtures_handlers.MODULE]
 

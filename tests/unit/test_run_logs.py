@@ -14,7 +14,7 @@ from app.runs.run_logs import (
     add_child_lines,
     capture_in_child,
 )
-from tests.waits import wait_until
+from tests.helpers.waits import wait_until
 
 
 def test_text_becomes_lines_as_written_and_the_rest_waits_for_its_end() -> None:

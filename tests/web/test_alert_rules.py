@@ -8,7 +8,7 @@ import re
 import yaml
 
 from app.core.resources import ALERT_RULES
-from tests.web.api_client import make_token, request
+from tests.helpers.api_client import make_token, request
 
 NEEDED = {"SundialScheduleLagOverSLO", "SundialDeadLettersGrowing", "SundialNoLiveWorker",
           "SundialTriggerWithoutLeader"}  # fmt: skip

@@ -15,9 +15,9 @@ import pytest
 
 from app.people import tokens
 from app.web.api import core
-from tests.processes import query
-from tests.waits import db_now
-from tests.web.api_client import make_token, request
+from tests.helpers.api_client import make_token, request
+from tests.helpers.processes import query
+from tests.helpers.waits import db_now
 
 
 def test_tokens_are_refused_when_missing_invalid_expired_or_revoked(

@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 from app.core import limits
 from app.core.config import Settings
 from app.web import create_app
-from tests.processes import query
-from tests.web.api_client import make_token
+from tests.helpers.api_client import make_token
+from tests.helpers.processes import query
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_a_name_is_read_by_one_rule_at_every_door(
 
 @pytest.mark.parametrize("name", ["two\nlines", "rtl\u202eevil"])
 def test_the_cli_and_the_pages_refuse_the_same_names(db_url: str, name: str) -> None:
-    from tests.conftest import run_sundial
+    from tests.helpers.commands import run_sundial
 
     result = run_sundial(db_url, "job", "add", name, "--handler", "noop")
     assert result.returncode == 2 and "cannot contain control characters" in result.stderr

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
-from tests.web.api_client import make_token
+from tests.helpers.api_client import make_token
+from tests.helpers.commands import REPO
 
 # Examples per operation and a time budget keep the run within about a minute in CI.
 MAX_EXAMPLES = "15"

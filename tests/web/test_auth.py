@@ -17,7 +17,7 @@ from app.people.users import LOGIN_MAX_FAILURES
 from app.web import create_app
 from app.web.access import ROLE_ATTRIBUTE
 from app.web.app import check_secret_key
-from tests.web.conftest import PASSWORD, csrf_of, make_user
+from tests.helpers.people import PASSWORD, csrf_of, make_user
 
 
 def test_pages_send_a_person_who_is_not_signed_in_to_the_sign_in_page(client: TestClient) -> None:
@@ -136,7 +136,7 @@ def test_roles_are_ordered() -> None:
 def test_sundial_web_will_not_start_on_all_addresses_with_the_development_key(
     db_url: str,
 ) -> None:
-    from tests.conftest import run_sundial
+    from tests.helpers.commands import run_sundial
 
     refused = run_sundial(db_url, "web", "--host", "0.0.0.0", "--port", "1", SECRET_KEY="")
     assert refused.returncode == 2
@@ -177,7 +177,7 @@ def test_sessions_and_sign_in_links_end_when_their_lifetime_has_passed(
     db_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     from app.people import users
-    from tests.waits import db_now
+    from tests.helpers.waits import db_now
 
     make_user(db_url, "alice", "viewer")
     alice = users.find_user(conn, "alice")

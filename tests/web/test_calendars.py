@@ -12,15 +12,10 @@ from starlette.testclient import TestClient
 from app.scheduling import calendars, schedules
 from app.scheduling.calendars import CalendarSpec
 from app.scheduling.schedule_spec import ScheduleSpec
-from tests.web.conftest import csrf_of
+from tests.helpers.databases import count
+from tests.helpers.people import csrf_of
 
 Conn = psycopg.Connection[dict[str, Any]]
-
-
-def count(conn: Conn, table: str) -> int:
-    row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()
-    assert row is not None
-    return int(row["n"])
 
 
 def post(client: TestClient, path: str, data: dict[str, str], page: str = "/calendars") -> Any:

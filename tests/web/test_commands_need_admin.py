@@ -13,9 +13,9 @@ from starlette.testclient import TestClient
 from app.handlers.gate import set_shell_enabled
 from app.runs import submission
 from app.runs.run_inserts import NewRun
-from tests.processes import query
-from tests.web.api_client import make_token, request
-from tests.web.conftest import csrf_of
+from tests.helpers.api_client import make_token, request
+from tests.helpers.people import csrf_of
+from tests.helpers.processes import query
 
 SHELL = {"handler": "shell", "args": {"command": "true"}}
 

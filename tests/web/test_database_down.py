@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 from app.core import migrate
 from app.core.config import Settings
 from app.web import create_app
-from tests.conftest import with_database
-from tests.web.conftest import make_user, sign_in
+from tests.helpers.databases import with_database
+from tests.helpers.people import make_user, sign_in
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from app.runs import submission, transitions
 from app.runs.fingerprints import fingerprint_of
-from tests.db.test_dead_letters import TRACE, declined
-from tests.web.conftest import csrf_of
+from tests.helpers.dead_letters import TRACE, declined
+from tests.helpers.people import csrf_of
 
 
 def _declined(db_url: str, orders: range) -> str:
@@ -128,8 +128,8 @@ def test_a_quarantined_run_is_shown_as_such_with_its_crash_count(
 
     from app.runs.fingerprints import QUARANTINED
     from app.runs.run_inserts import NewRun
-    from tests.processes import QUARANTINE_DEATHS, one_crash_from_quarantine
-    from tests.waits import db_now
+    from tests.helpers.processes import QUARANTINE_DEATHS, one_crash_from_quarantine
+    from tests.helpers.waits import db_now
 
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         run_id = submission.submit(conn, NewRun("noop")).id

@@ -11,7 +11,9 @@ from typing import Any
 import psycopg
 from starlette.testclient import TestClient
 
-from tests.web.test_jobs import FORM, count, post
+from tests.helpers.databases import count
+from tests.helpers.job_pages import FORM
+from tests.helpers.web import post
 
 Conn = psycopg.Connection[Any]
 SCHEMA = {

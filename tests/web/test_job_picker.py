@@ -14,21 +14,14 @@ from starlette.testclient import TestClient
 
 from app.catalog import job_definitions
 from app.catalog.job_definitions import PICK_FROM_LIST, JobSpec
-from tests.web.test_schedule_pages import FORM, count, post
-from tests.web.test_workflows import form as workflow_form
-from tests.web.test_workflows import post as workflow_post
+from tests.helpers.databases import count
+from tests.helpers.job_picker import many_jobs
+from tests.helpers.schedule_pages import FORM
+from tests.helpers.web import post
+from tests.helpers.workflow_pages import form as workflow_form
+from tests.helpers.workflow_pages import post as workflow_post
 
 Conn = psycopg.Connection[Any]
-
-
-def many_jobs(conn: Conn, count: int) -> None:
-    """`count` jobs named job-0001, job-0002, … in one statement."""
-    conn.execute(
-        "INSERT INTO job_definitions (id, name, handler) "
-        "SELECT gen_random_uuid(), 'job-' || lpad(i::text, 4, '0'), 'noop' "
-        "FROM generate_series(1, %s) AS i",
-        (count,),
-    )
 
 
 def suggestions(client: TestClient, **params: str) -> list[str]:

@@ -9,8 +9,8 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from tests.db.test_job_stats import ended
-from tests.waits import db_now
+from tests.helpers.job_stats import ended
+from tests.helpers.waits import db_now
 
 
 def test_jobs_are_listed_most_failing_first_with_sparklines(

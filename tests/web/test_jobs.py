@@ -12,20 +12,11 @@ import psycopg
 import pytest
 from starlette.testclient import TestClient
 
-from tests.web.conftest import csrf_of
+from tests.helpers.databases import count
+from tests.helpers.job_pages import FORM
+from tests.helpers.web import post
 
 Conn = psycopg.Connection[Any]
-FORM = {"name": "nightly", "handler": "noop", "args": '{"a": 1}', "execution_model": "async",
-        "priority": "1", "timeout_seconds": "60", "max_retries": "2"}  # fmt: skip
-
-
-def post(client: TestClient, path: str, data: dict[str, str]) -> Any:
-    token = csrf_of(client, "/")
-    return client.post(path, data={**data, "csrf_token": token}, follow_redirects=False)
-
-
-def count(conn: Conn, table: str) -> int:
-    return int(conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
 
 
 def test_an_editor_creates_edits_and_deletes_a_job_and_each_change_is_audited(
@@ -191,7 +182,7 @@ def test_a_worker_unseen_for_the_live_window_no_longer_vouches_for_its_handlers(
     from app.catalog.job_definitions import handler_choices
     from app.handlers.worker_registry import LIVE_SECONDS as WORKER_LIVE_SECONDS
     from app.web.home import overview
-    from tests.waits import db_now
+    from tests.helpers.waits import db_now
 
     conn.execute("INSERT INTO workers (id, host, pid, concurrency, handlers) "
                  "VALUES ('w1', 'h', 1, 1, '[\"send_report\"]')")  # fmt: skip

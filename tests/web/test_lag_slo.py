@@ -8,9 +8,9 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from tests.db.test_trigger import add
-from tests.waits import db_now
-from tests.web.conftest import csrf_of
+from tests.helpers.people import csrf_of
+from tests.helpers.schedules import add
+from tests.helpers.waits import db_now
 
 
 def test_an_editor_sets_a_threshold_and_everyone_sees_the_lag(

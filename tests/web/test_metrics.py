@@ -10,10 +10,10 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import REPO
-from tests.processes import query, run_row, services
-from tests.waits import wait_until
-from tests.web.api_client import make_token, request
+from tests.helpers.api_client import make_token, request
+from tests.helpers.commands import REPO
+from tests.helpers.processes import query, run_row, services
+from tests.helpers.waits import wait_until
 
 
 def scrape(base: str, token: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:

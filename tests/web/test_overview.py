@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import run_inserts, submission, transitions
-from tests.waits import db_now
+from tests.helpers.waits import db_now
 
 
 def _conn(db_url: str) -> psycopg.Connection[dict[str, object]]:

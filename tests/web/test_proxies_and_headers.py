@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from app.core.config import ConfigError, Settings
 from app.people.users import LOGIN_MAX_FAILURES_PER_ACCOUNT, LOGIN_MAX_FAILURES_PER_ADDRESS
 from app.web import create_app
-from tests.web.conftest import PASSWORD, csrf_of, make_user
+from tests.helpers.people import PASSWORD, csrf_of, make_user
 
 
 @contextmanager

@@ -12,10 +12,10 @@ from starlette.testclient import TestClient
 
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import run_inserts, submission, transitions
-from tests.web.conftest import csrf_of
+from tests.helpers.people import csrf_of
 
 
-def _submit(db_url: str, handler: str, n: int = 1) -> list[int]:
+def submit(db_url: str, handler: str, n: int = 1) -> list[int]:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         return [submission.submit(conn, run_inserts.NewRun(handler=handler)).id for _ in range(n)]
 
@@ -38,7 +38,7 @@ def _ids(html: str) -> list[int]:
 def test_runs_are_listed_newest_first_and_paged_by_id(
     as_role: Callable[[str], TestClient], db_url: str
 ) -> None:
-    ids = _submit(db_url, "noop", 120)
+    ids = submit(db_url, "noop", 120)
     client = as_role("viewer")
     first = client.get("/runs")
     assert first.status_code == 200
@@ -57,7 +57,7 @@ def test_filters_by_status_job_and_error_text(
 ) -> None:
     failed = _fail(db_url, "ValueError: disk 50% full")
     _fail(db_url, "KeyError: other")
-    pending = _submit(db_url, "noop", 3)
+    pending = submit(db_url, "noop", 3)
     client = as_role("viewer")
     assert sorted(_ids(client.get("/runs", params={"status": "pending"}).text)) == pending
     assert _ids(client.get("/runs", params={"error": "50% FULL"}).text) == [failed]
@@ -124,7 +124,7 @@ def test_an_operator_retries_and_cancels_and_both_are_audited(
 def test_cancel_and_retry_need_the_operator_role_and_a_csrf_token(
     as_role: Callable[[str], TestClient], db_url: str
 ) -> None:
-    (run_id,) = _submit(db_url, "noop")
+    (run_id,) = submit(db_url, "noop")
     client = as_role("viewer")
     token = csrf_of(client, f"/runs/{run_id}")
     refused = client.post(f"/runs/{run_id}/cancel", data={"csrf_token": token})

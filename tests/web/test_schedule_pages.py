@@ -23,25 +23,11 @@ from app.scheduling.calendars import CalendarSpec
 from app.scheduling.fire_decisions import OverlapPolicy
 from app.scheduling.schedule_spec import ScheduleSpec
 from app.services.trigger import Trigger
-from tests.web.conftest import csrf_of
+from tests.helpers.databases import count
+from tests.helpers.schedule_pages import FORM
+from tests.helpers.web import post
 
 Conn = psycopg.Connection[Any]
-FORM = {"name": "morning report", "target_kind": "job", "job": "report", "preset": "weekdays",
-        "at": "09:00", "timezone": "Europe/Berlin", "catchup": "latest", "overlap": "skip",
-        "spread_seconds": "60", "dst_skipped": "shift", "dst_repeated": "first",
-        "every_minutes": "15", "minute": "0", "every": "30", "unit": "minutes", "cron": "",
-        "auto_pause_after": ""}  # fmt: skip
-
-
-def post(client: TestClient, path: str, data: dict[str, Any], **headers: str) -> Any:
-    token = csrf_of(client, "/")
-    return client.post(
-        path, data={**data, "csrf_token": token}, headers=headers, follow_redirects=False
-    )
-
-
-def count(conn: Conn, table: str) -> int:
-    return int(conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
 
 
 def actions(conn: Conn) -> list[tuple[str, str]]:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from starlette.testclient import TestClient
 
-from tests.web.api_client import make_token
-from tests.web.conftest import csrf_of
+from tests.helpers.api_client import make_token
+from tests.helpers.people import csrf_of
 
 PAGES = [
     "/jobs?q=%00",

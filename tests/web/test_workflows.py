@@ -14,7 +14,8 @@ from starlette.testclient import TestClient
 from app.catalog.job_definitions import JobSpec, create
 from app.dags import workflow_shapes
 from app.scheduling import schedule_spec, schedules
-from tests.web.conftest import csrf_of
+from tests.helpers.databases import count
+from tests.helpers.workflow_pages import form, post
 
 Conn = psycopg.Connection[Any]
 EVIL = "<script>alert(1)</script>"
@@ -23,37 +24,6 @@ EVIL = "<script>alert(1)</script>"
 def jobs(conn: Conn, *names: str) -> None:
     for name in names:
         create(conn, JobSpec(name, "noop"), actor="test")
-
-
-def form(
-    name: str, steps: list[tuple[str, str, list[int]]], op: str = "save", **extra: str
-) -> list[tuple[str, str]]:
-    """The editor's fields: (step name, job, positions it runs after) per row."""
-    fields = [("name", name), ("description", extra.get("description", "")), ("op", op)]
-    for i, (step, job, after) in enumerate(steps):
-        fields += [("step_name", step), ("step_job", job), ("step_args", extra.get(f"args{i}", ""))]
-        fields += [(f"after_{i}", str(j)) for j in after]
-    return fields
-
-
-def post(client: TestClient, path: str, data: list[tuple[str, str]], **headers: str) -> Any:
-    token = csrf_of(client, "/")
-    return client.post(
-        path,
-        content=_encode([*data, ("csrf_token", token)]),
-        headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
-        follow_redirects=False,
-    )
-
-
-def _encode(fields: list[tuple[str, str]]) -> str:
-    from urllib.parse import urlencode
-
-    return urlencode(fields)
-
-
-def count(conn: Conn, table: str) -> int:
-    return int(conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"])
 
 
 ETL = [("extract", "pull", []), ("transform", "shape", [0]), ("report", "mail", [1])]

@@ -14,7 +14,7 @@ import psycopg
 from psycopg.rows import tuple_row
 
 if TYPE_CHECKING:
-    from tests.processes import Service
+    from tests.helpers.processes import Service
 
 POLL_SECONDS = 0.05
 

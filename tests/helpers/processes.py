@@ -19,15 +19,15 @@ from psycopg.rows import dict_row
 from app.core import limits
 from app.handlers.jobs import Outcome
 from app.runs import transitions
-from tests.conftest import REPO, sundial_cmd, sundial_env
-from tests.waits import wait_until
+from tests.helpers.commands import REPO, sundial_cmd, sundial_env
+from tests.helpers.waits import wait_until
 
 FAST_SERVICE_ENV = {
     "SUNDIAL_LEASE_SECONDS": "1.5",
     "SUNDIAL_POLL_SECONDS": "0.2",
     "SUNDIAL_REAPER_INTERVAL_SECONDS": "0.3",
     "SUNDIAL_SHUTDOWN_GRACE_SECONDS": "2",
-    "SUNDIAL_HANDLERS": "tests.worker_handlers",
+    "SUNDIAL_HANDLERS": "tests.helpers.worker_handlers",
 }
 
 

@@ -1,4 +1,4 @@
-"""Handlers for tests/db/test_json_logs.py (SUNDIAL_HANDLERS=tests.json_log_handlers)."""
+"""Handlers for tests/db/test_json_logs.py (SUNDIAL_HANDLERS=tests.helpers.json_log_handlers)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.people import tokens, users
-from tests.web.conftest import PASSWORD
+from tests.helpers.people import PASSWORD
 
 
 @dataclass

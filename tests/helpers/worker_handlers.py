@@ -1,4 +1,4 @@
-"""Handlers the worker tests load with SUNDIAL_HANDLERS=tests.worker_handlers."""
+"""Handlers the worker tests load with SUNDIAL_HANDLERS=tests.helpers.worker_handlers."""
 
 from __future__ import annotations
 
