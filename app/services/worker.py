@@ -14,7 +14,10 @@ One asyncio loop per process runs four cooperating parts:
   and returns cancel requests and leases this worker lost (those jobs are stopped at once).
 
 Each loop is a small wait around one step that tests call in-process: `fetch_once`,
-`finish_once`, `heartbeat_once` and `listen_once` (after `listen`).
+`finish_once`, `heartbeat_once` and `listen_once` (after `listen`). The fetcher and the
+executing are here; the finisher, the listener and the heartbeat are parts of their own
+(`app.services.worker_finisher`, `worker_listener`, `worker_heartbeat`) over the state they
+share (`app.services.worker_state`).
 
 SIGTERM stops claiming, lets running jobs finish within the grace period, then stops the
 rest and hands their runs back without using up an attempt. Database calls are plain
@@ -36,30 +39,26 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import threading
-import time
-import uuid
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from typing import Any
-
-import psycopg
-from psycopg.types.json import Json, Jsonb
 
 from app.core import collector
 from app.core.config import Settings
-from app.core.db import Conn, listen_url
+from app.core.db import Conn
 from app.core.sql import query
 from app.executors import Executors
-from app.executors.outcomes import storable, unstorable
+from app.executors.outcomes import storable
 from app.handlers import default_registry, load_modules
 from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
 from app.runs import run_logs, transitions
 from app.runs.transitions import Finish
 from app.services.reconnecting import DB_ERRORS, Reconnecting
+from app.services.worker_finisher import Finisher
+from app.services.worker_heartbeat import Heartbeat
+from app.services.worker_listener import NoticeListener
+from app.services.worker_state import InFlight, wait_for
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,6 @@ CLAIM_PAUSE_SECONDS = 0.5  # between checks while the finish or heartbeat connec
 # During a database outage at shutdown, finishes and hand-backs are retried this long past
 # the grace period; then the worker exits and the reaper re-runs what it could not record.
 GIVE_UP_AFTER_GRACE_SECONDS = 10.0
-LISTEN_TIMEOUT_SECONDS = 0.5  # how soon the listener thread sees the worker stopping
 
 
 class WorkerCrashed(RuntimeError):
@@ -83,92 +81,7 @@ class NotEnoughConnections(RuntimeError):
     """The server refused one of the connections a worker needs; the process exits 1."""
 
 
-def new_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-@dataclass
-class InFlight:
-    job: JobSpec
-    task: asyncio.Task[None] | None = None
-    handed_back: bool = False  # shutdown: the run goes back to the queue, outcome dropped
-    lost: bool = False  # heartbeat: another attempt owns the run now
-
-
-@dataclass
-class WorkerStats:
-    claimed: int = 0
-    completed: int = 0
-    failed: int = 0
-    lost: int = 0
-    loop_lag_seconds: float = 0.0
-    started: float = field(default_factory=time.monotonic)
-
-
-class Worker:
-    def __init__(
-        self,
-        settings: Settings,
-        url: str,
-        *,
-        concurrency: int,
-        executors: Executors,
-        handler_names: list[str],
-        handler_args: dict[str, dict[str, Any]] | None = None,
-        worker_id: str | None = None,
-    ) -> None:
-        self.settings = settings
-        self.url = url
-        self.concurrency = concurrency
-        self.executors = executors
-        self.handler_names = handler_names
-        self.handler_args = handler_args or {}
-        self.id = worker_id or new_worker_id()
-        self.lease_seconds = settings.lease_seconds
-        self.stats = WorkerStats()
-        self._in_flight: dict[int, InFlight] = {}
-        self._suspects_in_flight = 0  # runs that crashed before: while one runs, no claims
-        self._finishes: list[Finish] = []
-        self._stopping = False
-        self._abandon_db = False  # shutdown outlasted the grace period during an outage
-        # Claims stop retrying once the worker stops; finishes keep trying (during an outage)
-        # until the shutdown has run past its grace period.
-        self._threads_stop = threading.Event()
-        self._claimer = Reconnecting(url, "worker claim", lambda: self._stopping)
-        self._finisher = Reconnecting(url, "worker finish", lambda: self._abandon_db)
-        self._beat = Reconnecting(url, "worker heartbeat", self._threads_stop.is_set)
-        # Behind a transaction pooler with no direct URL there is nothing to LISTEN on: poll.
-        listen_on = listen_url(settings, url)
-        self._listener = (
-            None
-            if listen_on is None
-            else Reconnecting(
-                listen_on,
-                "worker listener",
-                self._threads_stop.is_set,
-                wait=self._threads_stop.wait,
-            )
-        )
-        self._checked_claim_conn: Conn | None = None  # claims on it can be recorded
-        self._claims_paused = False
-        # Slots a claim under way may fill (the fetcher's, finisher's or listener's); the
-        # listener reserves from its own thread, so reservations hold this lock.
-        self._claiming = 0
-        self._slots = threading.Lock()
-        self._fetcher_idle = False  # the fetcher waits for a notification: the listener claims
-        self._listener_claiming = 0  # slots the listener reserved and has not handed over
-        self._threads: list[threading.Thread] = []  # heartbeat and listener, once running
-        self._wake = asyncio.Event()  # a notification came, or the worker is stopping
-        self._slot_freed = asyncio.Event()
-        self._finish_ready = asyncio.Event()
-        self._handed_over = asyncio.Event()  # the listener's claimed runs reached the loop
-        self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
-        executors.on_child_lines = partial(run_logs.add_child_lines, self.logs)  # live
-        # Process runs a pool child took, to mark begun (see transitions.mark_begun); appended on
-        # the loop, written by the finisher with the log lines.
-        self._begun: list[tuple[int, int]] = []
-        executors.on_begin = self._on_begin
-
+class Worker(Finisher, NoticeListener, Heartbeat):
     # ---- lifecycle ----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event, force_stop: asyncio.Event | None = None) -> None:
@@ -286,7 +199,7 @@ class Worker:
         deadline = self._loop.time() + self.settings.shutdown_grace_seconds
         while self._listener_claiming and (remaining := deadline - self._loop.time()) > 0:
             self._handed_over.clear()
-            await _wait(self._handed_over, remaining)
+            await wait_for(self._handed_over, remaining)
 
     async def _drain(self, force_stop: asyncio.Event) -> None:
         """Let running jobs finish within the grace period, then hand the rest back."""
@@ -368,24 +281,6 @@ class Worker:
         if tasks:
             await asyncio.wait(tasks)
 
-    def _free_slots(self) -> int:
-        """Slots to claim into; none while a full batch of finishes waits to be written, or
-        while a suspect runs (it runs alone: see run_claim)."""
-        if len(self._finishes) >= self.concurrency or self._suspects_in_flight:
-            return 0
-        return self.concurrency - len(self._in_flight) - self._claiming
-
-    def _reserve_slots(self) -> int:
-        """Reserve every free slot for a claim about to be made; how many (maybe 0)."""
-        with self._slots:
-            free = max(0, self._free_slots())
-            self._claiming += free
-            return free
-
-    def _unreserve_slots(self, count: int) -> None:
-        with self._slots:
-            self._claiming -= count
-
     def _claim_recordable(self, conn: Conn, free: int) -> list[JobSpec] | None:
         """Claim up to `free` runs, or None when this worker could not record them: on a
         new claim connection, or after finish or heartbeat trouble, those two connections
@@ -411,7 +306,7 @@ class Worker:
         deadline = self._loop.time() + CLAIM_PAUSE_SECONDS
         while not self._stopping and (remaining := deadline - self._loop.time()) > 0:
             self._wake.clear()
-            await _wait(self._wake, remaining)
+            await wait_for(self._wake, remaining)
 
     async def _idle_wait(self) -> None:
         """Sleep until a notification, the next due run, or the poll interval."""
@@ -434,7 +329,7 @@ class Worker:
                 return
         self._fetcher_idle = True
         try:
-            await _wait(self._wake, timeout)
+            await wait_for(self._wake, timeout)
         finally:
             self._fetcher_idle = False
 
@@ -484,269 +379,6 @@ class Worker:
         self._finishes.append(Finish(job.run_id, job.attempt, outcome, bool(job.crash_count)))
         self._finish_ready.set()
 
-    # ---- finish -----------------------------------------------------------------------------
-
-    async def _finish_loop(self) -> None:
-        while True:
-            if not self._finishes:
-                if self._stopping and not self._in_flight:
-                    await self._write_logs()
-                    return
-                # While runs are in flight, wake now and then to write their log lines.
-                busy = self._in_flight or self.logs.pending()
-                await _wait(self._finish_ready, run_logs.FLUSH_SECONDS if busy else None)
-                self._finish_ready.clear()
-                try:
-                    await self._write_logs()
-                except DB_ERRORS:
-                    return
-                continue
-            try:
-                await self.finish_once()
-            except DB_ERRORS:
-                return
-
-    async def finish_once(self) -> list[Finish]:
-        """Write every finish waiting to be written, in one batch; return those that won
-        (a finish loses when its attempt no longer holds the run)."""
-        batch, self._finishes = self._finishes, []
-        if not batch:
-            return []
-        self._slot_freed.set()
-        await self._write_logs()  # an ended attempt's lines are stored before its finish
-        claim = self._downstream_claim()
-        reserved = claim.limit
-        try:
-            won = await asyncio.to_thread(self._finisher.call, self._record, batch, claim)
-        except DB_ERRORS:
-            log.error("could not record %d finishes before shutdown", len(batch))
-            raise
-        finally:
-            self._unreserve_slots(reserved)
-            self._slot_freed.set()  # the fetcher may wait for the slots reserved here
-        for job in claim.jobs:
-            self._start(job)
-        self.stats.claimed += len(claim.jobs)
-        self._count(batch, won)
-        return won
-
-    def _downstream_claim(self) -> transitions.DownstreamClaim:
-        """How many of the DAG steps its finishes release the finisher may claim: the free
-        slots, none while claims are paused or the worker is stopping."""
-        claiming = not (self._stopping or self._claims_paused or self._beat.failing)
-        return transitions.DownstreamClaim(
-            self._reserve_slots() if claiming else 0, self.lease_seconds
-        )
-
-    def _on_begin(self, attempt: tuple[int, int]) -> None:
-        self._begun.append(attempt)
-        self._finish_ready.set()
-
-    async def _write_logs(self) -> None:
-        """Write the log lines captured so far, in one statement, on the finish connection,
-        and mark begun the process runs a child took since."""
-        begun, self._begun = self._begun, []
-        if begun:
-            await asyncio.to_thread(self._finisher.call, transitions.mark_begun, self.id, begun)
-        lines = self.logs.drain()
-        if lines:
-            await asyncio.to_thread(self._finisher.call, self._append_logs, lines)
-
-    def _append_logs(self, conn: Conn, lines: list[run_logs.LogLine]) -> None:
-        try:
-            run_logs.append(conn, lines)
-        except DB_ERRORS:
-            raise  # the connection or the server: `Reconnecting` retries the batch
-        except psycopg.Error as exc:  # about the data: the lines are dropped, not the worker
-            log.warning("could not store %d log lines: %s", len(lines), exc)
-
-    def _record(
-        self, conn: Conn, batch: list[Finish], claim: transitions.DownstreamClaim | None = None
-    ) -> list[Finish]:
-        """Write a batch of finishes (claiming into `claim` the DAG steps they release); if
-        the database refuses the batch, write them one by one so that an outcome it cannot
-        store fails its own run and no other."""
-        won = self._try_finish(conn, batch, claim)
-        if not isinstance(won, Exception):
-            return won
-        if len(batch) > 1:
-            log.warning(
-                "a batch of %d finishes was refused (%s: %s); writing them one by one",
-                len(batch),
-                type(won).__name__,
-                won,
-            )
-            return [w for finish in batch for w in self._record(conn, [finish], claim)]
-        return self._record_refused(conn, batch[0], won)
-
-    def _record_refused(self, conn: Conn, finish: Finish, exc: Exception) -> list[Finish]:
-        """Record an outcome the database refused as a failure of its run saying why."""
-        where = {"run_id": finish.run_id, "attempt": finish.attempt, "worker": self.id}
-        log.error(
-            "the outcome could not be stored (%s); recording the run failed", exc, extra=where
-        )
-        failure = Finish(finish.run_id, finish.attempt, unstorable(finish.outcome, exc))
-        won = self._try_finish(conn, [failure])
-        if isinstance(won, Exception):
-            log.error(
-                "could not record that failure either (%s); the run ends when its lease expires",
-                won,
-                extra=where,
-            )
-            return []
-        return won
-
-    def _try_finish(
-        self, conn: Conn, batch: list[Finish], claim: transitions.DownstreamClaim | None = None
-    ) -> list[Finish] | Exception:
-        """`transitions.finish_many`, or the error with which the database refused the outcomes."""
-        try:
-            return transitions.finish_many(conn, self.id, batch, claim_downstream=claim)
-        except psycopg.errors.ProgramLimitExceeded as exc:  # about the data, not the server
-            return exc
-        except DB_ERRORS:
-            raise  # the connection or the server: `Reconnecting` retries the whole batch
-        except Exception as exc:
-            return exc
-
-    def _count(self, batch: list[Finish], won: list[Finish]) -> None:
-        completed = sum(1 for f in won if f.outcome.status == OutcomeStatus.COMPLETED)
-        self.stats.completed += completed
-        self.stats.failed += len(won) - completed
-        self.stats.lost += len(batch) - len(won)
-
-    # ---- heartbeat (own thread) --------------------------------------------------------------
-
-    def _heartbeat_loop(self) -> None:
-        interval = self.lease_seconds / 3
-        try:
-            while not self._threads_stop.wait(interval):
-                try:
-                    self.heartbeat_once()
-                except DB_ERRORS:
-                    return
-        finally:
-            self._beat.close()
-
-    def heartbeat_once(self) -> transitions.HeartbeatResult:
-        """Renew the lease of every run held here (running or waiting to be recorded),
-        refresh this worker's stats, and have the event loop stop the attempts the
-        database reports lost or cancelled. Called from the heartbeat thread."""
-        held = [(i.job.run_id, i.job.attempt) for i in self._in_flight.copy().values()]
-        held += [(f.run_id, f.attempt) for f in list(self._finishes)]
-        result = self._beat.call(transitions.heartbeat, self.id, held, self.lease_seconds)
-        self._beat.call(self._refresh_registration)
-        if result.lost or result.cancel_requested:
-            self._loop.call_soon_threadsafe(self._on_heartbeat, result)
-        return result
-
-    def _on_heartbeat(self, result: transitions.HeartbeatResult) -> None:
-        """Stop the attempts the heartbeat found lost or cancelled. Only attempts still
-        running here count: one this worker finished since, or an older attempt of a run
-        now running a newer one here, is none of this report's business."""
-        for run_id, attempt in result.lost:
-            item = self._running(run_id, attempt)
-            if item is not None and not item.lost:
-                item.lost = True
-                self.stats.lost += 1
-                transitions.count_lease_lost()
-                log.warning(
-                    "lease lost; stopping the job",
-                    extra={"run_id": run_id, "attempt": attempt, "worker": self.id},
-                )
-                self.executors.cancel(run_id, attempt)
-        for run_id, attempt in result.cancel_requested:
-            if self._running(run_id, attempt) is not None:
-                log.info(
-                    "cancel requested; stopping the job",
-                    extra={"run_id": run_id, "attempt": attempt},
-                )
-                self.executors.cancel(run_id, attempt)
-
-    def _running(self, run_id: int, attempt: int) -> InFlight | None:
-        item = self._in_flight.get(run_id)
-        return item if item is not None and item.job.attempt == attempt else None
-
-    # ---- notifications (own thread) ------------------------------------------------------------
-
-    def _listen_loop(self) -> None:
-        if self._listener is None:  # behind a transaction pooler, no direct URL: poll
-            return
-        try:
-            self._listener.call(self._relay_notifications)
-        except DB_ERRORS:
-            pass  # raised only once stopping, during an outage
-        finally:
-            self._listener.close()
-
-    def _relay_notifications(self, conn: Conn) -> None:
-        """Wake the fetcher on every notification until the worker stops; and once on
-        (re)connecting, for the notifications missed while not listening."""
-        self.listen(conn)
-        while not self._threads_stop.is_set():
-            self.listen_once(conn)
-
-    def listen(self, conn: Conn) -> None:
-        """Subscribe `conn` to new-run notifications and wake the fetcher once."""
-        conn.execute(f"LISTEN {transitions.NOTIFY_CHANNEL}")
-        self._loop.call_soon_threadsafe(self._wake.set)
-
-    def listen_once(self, conn: Conn, timeout: float = LISTEN_TIMEOUT_SECONDS) -> bool:
-        """Wait up to `timeout` for one notification on `conn` (after `listen`); return
-        True if one came, having woken the fetcher, and claimed what the notification
-        announced if the fetcher was idle."""
-        if not any(True for _ in conn.notifies(timeout=timeout, stop_after=1)):
-            return False
-        jobs: list[JobSpec] = []
-        reserved = self._reserve_for_notice()
-        try:
-            if reserved:
-                jobs = self._claim_on_notice(conn, reserved)
-        finally:  # a database error goes on to `Reconnecting`, which listens again
-            self._loop.call_soon_threadsafe(self._take_noticed, jobs, reserved)
-        return True
-
-    def _reserve_for_notice(self) -> int:
-        """The free slots, reserved for the listener's claim, while the fetcher is idle
-        and its claims can be recorded (the claim connection was checked, the finish and
-        heartbeat connections answer); else 0."""
-        with self._slots:
-            if not self._fetcher_idle or self._stopping or self._claims_paused:
-                return 0
-            if self._checked_claim_conn is None or self._finisher.failing or self._beat.failing:
-                return 0
-            free = max(0, self._free_slots())
-            self._claiming += free
-            self._listener_claiming += free
-            return free
-
-    def _claim_on_notice(self, conn: Conn, limit: int) -> list[JobSpec]:
-        """Claim on the listener's own connection: its server process is awake (it has
-        just sent the notification), where the fetcher's claim would first wake the event
-        loop, a claim thread and a sleeping server process (enqueue to handler p50 2.6 ms
-        instead of 3.3 on a quiet machine)."""
-        try:
-            return transitions.claim(
-                conn, self.id, limit, self.lease_seconds, busy=bool(self._in_flight)
-            )
-        except DB_ERRORS:
-            raise
-        except Exception:  # a bug: the fetcher, woken anyway, claims instead
-            log.exception("the listener could not claim", extra={"worker": self.id})
-            return []
-
-    def _take_noticed(self, jobs: list[JobSpec], reserved: int) -> None:
-        """(On the loop.) Start what the listener claimed and release its reservation;
-        wake the fetcher: more may be due, or a run due later may have come."""
-        for job in jobs:
-            self._start(job)
-        self.stats.claimed += len(jobs)
-        with self._slots:
-            self._claiming -= reserved
-            self._listener_claiming -= reserved
-        self._handed_over.set()
-        self._wake.set()
-
     async def _measure_loop_lag(self) -> None:
         while True:
             await asyncio.sleep(LOOP_LAG_SAMPLE_SECONDS)
@@ -755,42 +387,6 @@ class Worker:
             self._loop.call_soon(ran.set_result, None)
             await ran
             self.stats.loop_lag_seconds = self._loop.time() - scheduled
-
-    # ---- registration in the workers table -----------------------------------------------------
-
-    def _register(self, conn: Conn, now: datetime | None = None) -> None:
-        conn.execute(
-            query("workers", "worker_register"),
-            {
-                "id": self.id,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "concurrency": self.concurrency,
-                "handlers": Jsonb(self.handler_names),
-                "handler_args": Json(self.handler_args),  # json keeps the declared order
-                "stats": Jsonb(self._stats_doc()),
-                "now": now,
-            },
-        )
-
-    def _refresh_registration(self, conn: Conn, now: datetime | None = None) -> None:
-        params = {"id": self.id, "stats": Jsonb(self._stats_doc()), "now": now}
-        conn.execute(query("workers", "worker_refresh"), params)
-
-    def _unregister(self, conn: Conn, now: datetime | None = None) -> None:
-        params = {"id": self.id, "stats": Jsonb(self._stats_doc()), "now": now}
-        conn.execute(query("workers", "worker_unregister"), params)
-
-    def _stats_doc(self) -> dict[str, Any]:
-        return {
-            "in_flight": len(self._in_flight),
-            "claimed": self.stats.claimed,
-            "completed": self.stats.completed,
-            "failed": self.stats.failed,
-            "lost": self.stats.lost,
-            "loop_lag_ms": round(self.stats.loop_lag_seconds * 1000, 2),
-            **self.executors.stats(),
-        }
 
 
 def _open_all(conns: dict[str, Reconnecting]) -> dict[str, BaseException]:
@@ -821,16 +417,6 @@ def _ping(conn: Conn) -> None:
 def _seconds_until_next_due(conn: Conn, now: datetime | None = None) -> float | None:
     row = conn.execute(query("workers", "worker_seconds_until_next_due"), {"now": now}).fetchone()
     return None if row is None or row["wait"] is None else float(row["wait"])
-
-
-async def _wait(event: asyncio.Event, seconds: float | None) -> None:
-    """Until `event` is set or `seconds` pass (None: no limit). For the waits of every run
-    and every idle spell: `asyncio.wait_for` starts a task per call."""
-    if event.is_set():
-        return
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
 
 
 async def _first(*aws: Any) -> None:

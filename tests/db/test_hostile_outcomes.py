@@ -22,7 +22,8 @@ from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from app.services.worker import InFlight, Worker
+from app.services.worker import Worker
+from app.services.worker_state import InFlight
 from tests.helpers import fixtures_handlers
 from tests.helpers.handler_modules import BOTH_HANDLER_MODULES
 from tests.helpers.processes import query, run_row, services
