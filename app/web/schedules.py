@@ -13,14 +13,13 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from starlette.datastructures import FormData, QueryParams
+from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from app.catalog import job_definitions, workflows
-from app.catalog.job_definitions import JobError
 from app.core.db import Conn
 from app.core.errors import UsageError, about
 from app.core.limits import whole_id
@@ -35,52 +34,39 @@ from app.scheduling import (
     schedules,
 )
 from app.scheduling.calendars import CalendarError
-from app.scheduling.cron import DstRepeated, DstSkipped, Fire
+from app.scheduling.cron import Fire
 from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.exclusions import excluded_reason
-from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.scheduling.fire_decisions import OverlapPolicy
 from app.scheduling.schedule_presets import (
     DAYS,
     MINUTE_STEPS,
     PRESET_LABELS,
     Choice,
-    Preset,
     PresetError,
-    choice_of,
     rule_of,
 )
 from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
-from app.scheduling.zones import ClockChange, iana_zone_names, zone_by_city, zone_named
+from app.scheduling.zones import ClockChange, iana_zone_names, zone_named
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
-from app.web.forms import WHOLE_FORM, field_errors
+from app.web.forms import field_errors
 from app.web.history import entries as version_entries
 from app.web.history import shown
 from app.web.render import redirect, render
+from app.web.schedule_form import (
+    CHOICE_FIELDS,
+    DEFAULTS,
+    form_field,
+    form_values,
+    kept_on_edit,
+    spec_of,
+    values_of_row,
+)
 from app.web.viewer_zone import zone_of
 
 ZONES = sorted(iana_zone_names())  # the zone field offers exactly what the rules accept
-TEXT_FIELDS = ("name", "target_kind", "job", "workflow", "handler", "args", "preset",
-               "every_minutes", "minute", "at", "cron", "every", "unit", "timezone", "catchup",
-               "overlap", "spread_seconds", "dst_skipped", "dst_repeated",
-               "auto_pause_after", "calendar")  # fmt: skip
-DEFAULTS = {
-    "target_kind": "job", "handler": "", "args": "{}", "preset": Preset.WEEKDAYS.value,
-    "every_minutes": "15", "minute": "0", "at": "09:00", "every": "30", "unit": "minutes",
-    "timezone": "UTC",
-    "catchup": "latest", "overlap": OverlapPolicy.SKIP.value,
-    "spread_seconds": str(DEFAULT_SPREAD_SECONDS),
-    "dst_skipped": DstSkipped.SHIFT.value, "dst_repeated": DstRepeated.FIRST.value,
-    "calendar": "",
-}  # fmt: skip
-# What a schedule may run, and the form field that names it: an existing job, a workflow,
-# or a new job made with the schedule from a handler and its arguments.
-TARGET_FIELDS = {"job": "job", "workflow": "workflow", "new": "handler"}
-# Domain fields the form calls otherwise (the rest keep their names).
-FORM_NAMES = {"every_seconds": "every", "catchup_limit": "catchup",
-              "catchup_window_seconds": "catchup"}  # fmt: skip
-CHOICE_FIELDS = ("preset", "every_minutes", "minute", "at", "cron", "every", "unit")
 FLASHES = {
     "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
     "resumed": "Schedule resumed.", "not-paused": "The schedule was not paused.",
@@ -92,113 +78,6 @@ FLASHES = {
 
 def _url(name: str, suffix: str = "") -> str:
     return f"/schedules/{quote(name, safe='')}{suffix}"
-
-
-# ---- reading the form ----------------------------------------------------------------------
-
-
-def _values(form: FormData) -> dict[str, Any]:
-    values: dict[str, Any] = {f: str(form.get(f, "")).strip() for f in TEXT_FIELDS}
-    values["days"] = [str(d) for d in form.getlist("days")]
-    values["exact_minute"] = form.get("exact_minute") == "yes"
-    values["timezone"] = zone_by_city(values["timezone"])
-    return values
-
-
-def _values_of_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A stored schedule as the edit form shows it."""
-    choice = choice_of(row["cron"], row["interval_seconds"])
-    values: dict[str, Any] = {**DEFAULTS, **{f: getattr(choice, f) for f in CHOICE_FIELDS}}
-    catchup = "all" if row["catchup"] and row["catchup_limit"] is None else "latest"
-    if row["catchup"] and row["catchup_limit"] is not None:
-        catchup = str(row["catchup_limit"])
-    values.update(
-        name=row["name"], days=list(choice.days), timezone=row["timezone"], catchup=catchup,
-        overlap=row["overlap"], exact_minute=row["exact_minute"],
-        spread_seconds=str(row["spread_seconds"]), dst_skipped=row["dst_skipped"],
-        dst_repeated=row["dst_repeated"], auto_pause_after=str(row["auto_pause_after"] or ""),
-        target_kind="workflow" if row["workflow_name"] else "job",
-        job=row["job_name"] or "", workflow=row["workflow_name"] or "",
-        calendar=row["calendar_name"] or "",
-    )  # fmt: skip
-    return values
-
-
-def _kept_on_edit(row: dict[str, Any]) -> dict[str, Any]:
-    """The form values an edit does not change (name and target), from the stored row."""
-    stored = _values_of_row(row)
-    return {f: stored[f] for f in ("name", "target_kind", "job", "workflow")}
-
-
-def _whole(text: str, field: str, label: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise UsageError(f"{label} must be a whole number", field)
-    return int(text)
-
-
-def _spec(values: dict[str, Any]) -> ScheduleSpec:
-    """The schedule the form asks for; a UsageError names the field at fault."""
-    choice = Choice(**{f: values[f] for f in CHOICE_FIELDS}, days=tuple(values["days"]))
-    try:
-        rule = rule_of(choice)
-    except PresetError as exc:
-        raise UsageError(str(exc), exc.field) from None
-    try:
-        zone_named(values["timezone"])
-    except RecurrenceError as exc:
-        raise UsageError(str(exc), "timezone") from None
-    try:
-        catchup, catchup_limit = schedule_spec.parse_catchup(values["catchup"] or "latest")
-        overlap = OverlapPolicy(values["overlap"])
-        dst_skipped, dst_repeated = (
-            DstSkipped(values["dst_skipped"]),
-            DstRepeated(values["dst_repeated"]),
-        )
-    except ScheduleError as exc:
-        raise UsageError(str(exc), "catchup") from None
-    except ValueError:
-        raise UsageError("choose one of the options offered", "form") from None
-    auto_pause = values["auto_pause_after"]
-    kind = values["target_kind"] if values["target_kind"] in TARGET_FIELDS else "job"
-    if not values["name"]:
-        raise UsageError("give the schedule a name", "name")
-    if not values[TARGET_FIELDS[kind]]:
-        wanted = "handler" if kind == "new" else kind
-        raise UsageError(f"choose the {wanted} this schedule runs", TARGET_FIELDS[kind])
-    args: dict[str, Any] = {}
-    if kind == "new":
-        try:
-            args = job_definitions.parse_args(values["args"])
-        except JobError as exc:
-            raise UsageError(str(exc), "args") from None
-    return ScheduleSpec(
-        name=values["name"], cron=rule.cron, every_seconds=rule.every_seconds,
-        timezone=values["timezone"], overlap=overlap, catchup=catchup,
-        catchup_limit=catchup_limit, exact_minute=values["exact_minute"],
-        spread_seconds=_whole(values["spread_seconds"], "spread_seconds", "the spread window"),
-        dst_skipped=dst_skipped, dst_repeated=dst_repeated,
-        auto_pause_after=(
-            _whole(auto_pause, "auto_pause_after", "auto-pause after") if auto_pause else None
-        ),
-        job=values["job"] if kind == "job" else None,
-        workflow=values["workflow"] if kind == "workflow" else None,
-        handler=values["handler"] if kind == "new" else None,
-        args=args,
-    )  # fmt: skip
-
-
-def _rule_field(values: dict[str, Any]) -> str:
-    """Where an error about the rule goes: the cron field, or the preset's own fields."""
-    return "cron" if values["preset"] == Preset.CUSTOM.value else "preset"
-
-
-def _form_field(field: str, values: dict[str, Any]) -> str:
-    """The form's field for a domain field: the rule's, the target's, or its own name."""
-    if field == "cron":
-        return _rule_field(values)
-    if field in ("job", "workflow", "handler"):
-        return TARGET_FIELDS.get(values["target_kind"], "job")
-    return FORM_NAMES.get(field, field if field in TEXT_FIELDS or field == "days" else WHOLE_FORM)
 
 
 # ---- pages ---------------------------------------------------------------------------------
@@ -268,22 +147,22 @@ def _preview(conn: Conn, values: dict[str, Any], editing: str | None) -> dict[st
     anchor = None
     if editing is not None:
         stored = _schedule(conn, editing)
-        values = {**values, **_kept_on_edit(stored)}
+        values = {**values, **kept_on_edit(stored)}
         anchor = stored["created_at"]
     # The preview is about when it runs: a name or job not chosen yet is for the save.
     values = {**values, "name": values["name"] or "preview", "job": values["job"] or "-",
               "workflow": values["workflow"] or "-", "handler": values["handler"] or "-",
               "target_kind": "job"}  # fmt: skip
     try:
-        spec = _spec(values)
+        spec = spec_of(values)
     except UsageError as exc:
-        return {"errors": field_errors(exc, lambda field: _form_field(field, values))}
+        return {"errors": field_errors(exc, lambda field: form_field(field, values))}
     try:
         fires, warnings = schedule_reads.preview(spec, schedule_rules.db_now(conn), anchor=anchor)
         chosen = values["calendar"]
         calendar = calendars.calendar_named(conn, chosen) if chosen else None
     except ScheduleError as exc:
-        return {"errors": field_errors(exc, lambda field: _form_field(field, values))}
+        return {"errors": field_errors(exc, lambda field: form_field(field, values))}
     except CalendarError as exc:
         return {"errors": {"calendar": str(exc)}}
     # Fires the calendar excludes are shown crossed out, with the reason.
@@ -314,7 +193,7 @@ async def forecast_fragment(request: Request) -> Response:
     form = await request.form()
     editing = str(form.get("editing", "")) or None
     zone = zone_of(request, form)
-    page = await call(request, _forecast, _values(form), editing, zone)
+    page = await call(request, _forecast, form_values(form), editing, zone)
     if page is None:
         return render(request, "forecast/_fragment_waiting.html")
     return render(request, "forecast/_fragment.html", zone=zone, **page)
@@ -323,7 +202,7 @@ async def forecast_fragment(request: Request) -> Response:
 @requires(Role.EDITOR)
 async def preview(request: Request) -> Response:
     form = await request.form()
-    values = _values(form)
+    values = form_values(form)
     editing = str(form.get("editing", "")) or None
     shown = await call(request, _preview, values, editing)
     return render(request, "schedules/_preview.html", values=values, editing=editing,
@@ -333,14 +212,14 @@ async def preview(request: Request) -> Response:
 async def _save(request: Request, name: str | None) -> Response:
     """Create (`name` None) or update; the form again (422) with the error by its field."""
     form = await request.form()
-    values = _values(form)
+    values = form_values(form)
     user = current_user(request)
     actor, admin = user.username, user.may(Role.ADMIN)
     page = await call(request, _form_page, name)
     if name is not None:
-        values.update(_kept_on_edit(page["schedule"]))
+        values.update(kept_on_edit(page["schedule"]))
     try:
-        spec = _spec(values)
+        spec = spec_of(values)
         if spec.handler in job_definitions.DANGEROUS_HANDLERS and not admin:
             raise UsageError(
                 f"only an admin may schedule a job that runs {spec.handler!r}", "handler"
@@ -349,7 +228,7 @@ async def _save(request: Request, name: str | None) -> Response:
     except CalendarError as exc:  # the calendar the schedule names, whatever its own field
         errors = {"calendar": str(exc)}
     except UsageError as exc:
-        errors = field_errors(exc, lambda field: _form_field(field, values))
+        errors = field_errors(exc, lambda field: form_field(field, values))
     else:
         done = "created" if name is None else "saved"
         return redirect(request, _url(spec.name, f"?done={done}"))
@@ -383,7 +262,7 @@ async def create(request: Request) -> Response:
 async def edit(request: Request) -> Response:
     name = request.path_params["name"]
     page = await call(request, _form_page, name)
-    return render(request, "schedules/edit.html", values=_values_of_row(page["schedule"]),
+    return render(request, "schedules/edit.html", values=values_of_row(page["schedule"]),
                   errors={}, editing=name, viewer_zone=zone_of(request), **page)  # fmt: skip
 
 
