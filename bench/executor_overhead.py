@@ -17,20 +17,20 @@ import time
 from app.executors import Executors
 from app.handlers import default_registry
 from app.handlers.builtin import noop
-from app.handlers.jobs import JobContext, JobSpec
+from app.handlers.jobs import ClaimedRun, JobContext
 
 DEFAULT_JOBS = 50_000
 DEFAULT_ROUNDS = 7
 
 
-async def per_job_executors(executors: Executors, jobs: list[JobSpec]) -> float:
+async def per_job_executors(executors: Executors, jobs: list[ClaimedRun]) -> float:
     started = time.perf_counter()
     for job in jobs:
         await executors.run(job)
     return (time.perf_counter() - started) / len(jobs)
 
 
-async def per_job_direct(jobs: list[JobSpec]) -> float:
+async def per_job_direct(jobs: list[ClaimedRun]) -> float:
     ctx = JobContext.for_job(jobs[0])
     started = time.perf_counter()
     for job in jobs:
@@ -41,7 +41,7 @@ async def per_job_direct(jobs: list[JobSpec]) -> float:
 async def main(count: int, rounds: int) -> None:
     executors = Executors(default_registry, thread_workers=1, process_workers=0)
     await executors.start()
-    jobs = [JobSpec(i, 1, "noop", {}, "async", 30.0) for i in range(count)]
+    jobs = [ClaimedRun(i, 1, "noop", {}, "async", 30.0) for i in range(count)]
     through, direct = [], []
     for _ in range(rounds):
         through.append(await per_job_executors(executors, jobs))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from app.executors.cancel_flag import CancelFlag
 from app.executors.outcomes import stopped
-from app.handlers.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, JobContext, Outcome, OutcomeStatus
 
 
 class Attempt:
@@ -19,7 +19,7 @@ class Attempt:
 
     __slots__ = ("ctx", "deadline", "job", "on_stop", "stop_status")
 
-    def __init__(self, job: JobSpec) -> None:
+    def __init__(self, job: ClaimedRun) -> None:
         self.job = job
         self.ctx = JobContext(
             job.run_id,

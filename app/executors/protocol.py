@@ -19,7 +19,7 @@ from typing import Any
 from app.executors.framing import read_frame
 from app.executors.invoke import invoke
 from app.executors.outcomes import failed
-from app.handlers.jobs import JobContext, JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, JobContext, Outcome, OutcomeStatus
 from app.handlers.registry import HandlerRegistry, UnknownHandler
 from app.runs.run_logs import ChildLine, capture_in_child
 
@@ -33,7 +33,7 @@ class BadRequest(ValueError):
     """A job's arguments cannot be sent to a child as JSON."""
 
 
-def encode_request(job: JobSpec, handler_modules: tuple[str, ...] = ()) -> bytes:
+def encode_request(job: ClaimedRun, handler_modules: tuple[str, ...] = ()) -> bytes:
     request = {
         "handler": job.handler,
         "args": job.args,

@@ -16,7 +16,7 @@ from app.executors.protocol import BadRequest, encode_request
 from app.executors.subprocess_runner import SubprocessRunner
 from app.executors.thread_pool import ThreadRunner
 from app.handlers.execution_models import ExecutionModel
-from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
 from app.handlers.registry import (
     HandlerRegistry,
     RegisteredHandler,
@@ -183,7 +183,7 @@ class Executors:
         running.stop(OutcomeStatus.CANCELLED)
         return True
 
-    async def run(self, job: JobSpec, cancel: asyncio.Event | None = None) -> Outcome:
+    async def run(self, job: ClaimedRun, cancel: asyncio.Event | None = None) -> Outcome:
         """Run one attempt to its end and say how it ended; never raises (except
         `CancelledError` when the calling task itself is cancelled)."""
         if self._closing:
@@ -219,7 +219,7 @@ class Executors:
                 watcher.cancel()
             self._end(attempt)
 
-    def _begin(self, job: JobSpec) -> Attempt:
+    def _begin(self, job: ClaimedRun) -> Attempt:
         """Track the attempt so `cancel()` finds it, and give it its deadline. A process
         job's deadline starts once a pool child takes it: a timeout measures the handler's
         own run time, not the wait for a free child."""
@@ -236,7 +236,7 @@ class Executors:
 
     async def _run_on_loop(
         self,
-        job: JobSpec,
+        job: ClaimedRun,
         entry: RegisteredHandler,
         tracked: Attempt | None = None,
     ) -> Outcome:

@@ -16,7 +16,7 @@ JSON = dict[str, Any] | list[Any] | str | int | float | bool | None
 
 
 @dataclass(frozen=True, slots=True)
-class JobSpec:
+class ClaimedRun:
     """One claimed attempt of a run, as the executor needs it."""
 
     run_id: int
@@ -66,7 +66,7 @@ class JobContext:
             raise Cancelled(f"run {self.run_id} attempt {self.attempt} was cancelled")
 
     @classmethod
-    def for_job(cls, job: JobSpec) -> JobContext:
+    def for_job(cls, job: ClaimedRun) -> JobContext:
         return cls(
             job.run_id,
             job.attempt,

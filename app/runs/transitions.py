@@ -36,7 +36,7 @@ from app.core.errors import UsageError
 from app.core.json_rows import encode_json, json_rows
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
-from app.handlers.jobs import JSON, JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
 from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.runs.states import ACTIVE, RunStatus
@@ -90,7 +90,7 @@ def claim(
     *,
     busy: bool = False,
     now: datetime | None = None,
-) -> list[JobSpec]:
+) -> list[ClaimedRun]:
     """pending -> running for up to `limit` due runs, leased to `worker`. A suspect (a run
     that crashed before) is claimed only alone, by a worker that is not `busy` with others."""
     if limit <= 0:
@@ -108,7 +108,7 @@ def claim(
     TRANSITIONS.labels("run_claim").inc(len(rows))
     rows.sort(key=_claim_order)  # start in claim order
     return [
-        JobSpec(
+        ClaimedRun(
             run_id,
             attempt,
             handler,
@@ -145,7 +145,7 @@ class DownstreamClaim:
 
     limit: int
     lease_seconds: float
-    jobs: list[JobSpec] = field(default_factory=list)
+    jobs: list[ClaimedRun] = field(default_factory=list)
 
 
 def _complete(
@@ -187,7 +187,7 @@ def _complete(
     return recorded, started
 
 
-def _started_jobs(conn: Conn, started: list[dict[str, Any]]) -> list[JobSpec]:
+def _started_jobs(conn: Conn, started: list[dict[str, Any]]) -> list[ClaimedRun]:
     """The steps `_complete` started, in claim order, as jobs for the worker."""
     started.sort(key=lambda r: (-r["priority"], r["run_at"]))
     unseen = [r for r in started if r["upstream_results"] is None]
@@ -198,7 +198,7 @@ def _started_jobs(conn: Conn, started: list[dict[str, Any]]) -> list[JobSpec]:
         for r in unseen:
             r["upstream_results"] = results[r["id"]]
     return [
-        JobSpec(
+        ClaimedRun(
             run_id=r["id"],
             attempt=r["attempt"],
             handler=r["handler"],

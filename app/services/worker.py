@@ -51,7 +51,7 @@ from app.core.sql import query
 from app.executors import Executors
 from app.executors.outcomes import storable
 from app.handlers import default_registry, load_modules
-from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
 from app.runs import run_logs, transitions
 from app.runs.transitions import Finish
 from app.services.reconnecting import DB_ERRORS, Reconnecting
@@ -255,7 +255,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                 continue  # there may be more due runs: claim again when slots free up
             await self._idle_wait()
 
-    async def fetch_once(self) -> list[JobSpec] | None:
+    async def fetch_once(self) -> list[ClaimedRun] | None:
         """Claim as many due runs as there are free slots and start executing them. None
         when claims are paused because their outcomes could not be recorded."""
         free = self._reserve_slots()
@@ -281,7 +281,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
         if tasks:
             await asyncio.wait(tasks)
 
-    def _claim_recordable(self, conn: Conn, free: int) -> list[JobSpec] | None:
+    def _claim_recordable(self, conn: Conn, free: int) -> list[ClaimedRun] | None:
         """Claim up to `free` runs, or None when this worker could not record them: on a
         new claim connection, or after finish or heartbeat trouble, those two connections
         must answer first (a run claimed without them is only held hostage)."""
@@ -333,7 +333,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
         finally:
             self._fetcher_idle = False
 
-    def _start(self, job: JobSpec) -> None:
+    def _start(self, job: ClaimedRun) -> None:
         item = InFlight(job)
         self._in_flight[job.run_id] = item
         if job.crash_count:

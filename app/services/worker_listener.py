@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from app.core.db import Conn
-from app.handlers.jobs import JobSpec
+from app.handlers.jobs import ClaimedRun
 from app.runs import transitions
 from app.services.reconnecting import DB_ERRORS
 from app.services.worker_state import WorkerState
@@ -51,7 +51,7 @@ class NoticeListener(WorkerState):
         announced if the fetcher was idle."""
         if not any(True for _ in conn.notifies(timeout=timeout, stop_after=1)):
             return False
-        jobs: list[JobSpec] = []
+        jobs: list[ClaimedRun] = []
         reserved = self._reserve_for_notice()
         try:
             if reserved:
@@ -74,7 +74,7 @@ class NoticeListener(WorkerState):
             self._listener_claiming += free
             return free
 
-    def _claim_on_notice(self, conn: Conn, limit: int) -> list[JobSpec]:
+    def _claim_on_notice(self, conn: Conn, limit: int) -> list[ClaimedRun]:
         """Claim on the listener's own connection: its server process is awake (it has
         just sent the notification), where the fetcher's claim would first wake the event
         loop, a claim thread and a sleeping server process (enqueue to handler p50 2.6 ms
@@ -89,7 +89,7 @@ class NoticeListener(WorkerState):
             log.exception("the listener could not claim", extra={"worker": self.id})
             return []
 
-    def _take_noticed(self, jobs: list[JobSpec], reserved: int) -> None:
+    def _take_noticed(self, jobs: list[ClaimedRun], reserved: int) -> None:
         """(On the loop.) Start what the listener claimed and release its reservation;
         wake the fetcher: more may be due, or a run due later may have come."""
         for job in jobs:

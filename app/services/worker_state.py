@@ -24,7 +24,7 @@ from typing import Any
 from app.core.config import Settings
 from app.core.db import Conn, listen_url
 from app.executors import Executors
-from app.handlers.jobs import JobSpec
+from app.handlers.jobs import ClaimedRun
 from app.runs import run_logs
 from app.runs.transitions import Finish
 from app.services.reconnecting import Reconnecting
@@ -36,7 +36,7 @@ def new_worker_id() -> str:
 
 @dataclass
 class InFlight:
-    job: JobSpec
+    job: ClaimedRun
     task: asyncio.Task[None] | None = None
     handed_back: bool = False  # shutdown: the run goes back to the queue, outcome dropped
     lost: bool = False  # heartbeat: another attempt owns the run now
@@ -142,7 +142,7 @@ class WorkerState:
         item = self._in_flight.get(run_id)
         return item if item is not None and item.job.attempt == attempt else None
 
-    def _start(self, job: JobSpec) -> None:
+    def _start(self, job: ClaimedRun) -> None:
         """Start executing a claimed run (the executor part)."""
         raise NotImplementedError
 

@@ -20,7 +20,7 @@ from app.dags.workflow_shapes import Step
 from app.executors import Executors
 from app.handlers import default_registry
 from app.handlers.gate import SHELL_DISABLED_MESSAGE, HandlerDisabled, set_shell_enabled
-from app.handlers.jobs import JobContext, JobSpec, NonRetryableError, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, JobContext, NonRetryableError, Outcome, OutcomeStatus
 from app.handlers.shell import CommandFailed, run_command
 from app.runs import submission
 from app.runs.run_inserts import NewRun
@@ -45,7 +45,7 @@ def run_job(handler: str, model: str = "async", timeout: float = 10.0, **args: A
         executors = Executors(default_registry, thread_workers=2, process_workers=0)
         await executors.start()
         try:
-            return await executors.run(JobSpec(next(_run_ids), 1, handler, args, model, timeout))
+            return await executors.run(ClaimedRun(next(_run_ids), 1, handler, args, model, timeout))
         finally:
             await executors.close(kill=True)
 

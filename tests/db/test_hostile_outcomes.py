@@ -18,7 +18,7 @@ from app.core.config import Settings
 from app.executors import Executors
 from app.handlers import default_registry
 from app.handlers.gate import set_shell_enabled
-from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
@@ -190,7 +190,7 @@ def in_process_worker(db_url: str) -> Worker:
     )
 
 
-def claim_all(conn: Conn, worker: Worker, count: int) -> list[JobSpec]:
+def claim_all(conn: Conn, worker: Worker, count: int) -> list[ClaimedRun]:
     for _ in range(count):
         submission.submit(conn, NewRun("noop"))
     return transitions.claim(conn, worker.id, count, 30)

@@ -10,12 +10,12 @@ from typing import Any, TypeVar
 
 from app.executors import Executors
 from app.handlers import default_registry
-from app.handlers.jobs import JobSpec
+from app.handlers.jobs import ClaimedRun
 from tests.helpers import fixtures_handlers
 
 
-def job(handler: str, model: str, timeout: float = 10.0, **args: Any) -> JobSpec:
-    return JobSpec(
+def job(handler: str, model: str, timeout: float = 10.0, **args: Any) -> ClaimedRun:
+    return ClaimedRun(
         run_id=next(_run_ids),
         attempt=1,
         handler=handler,

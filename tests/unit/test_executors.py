@@ -19,7 +19,7 @@ from app.executors.attempt import Attempt
 from app.executors.process_pool import ChildStartError
 from app.executors.protocol import encode_request
 from app.handlers import default_registry
-from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
 from tests.helpers import fixtures_handlers
 from tests.helpers.executors import job, with_executors
 from tests.helpers.waits import gone, wait_until, wait_until_async
@@ -46,7 +46,7 @@ async def wait_started(executors: Executors, model: str) -> None:
     await wait_until_async(lambda: executors.stats()[key] >= 1, f"a {model} job to start")
 
 
-async def cancel_once_started(executors: Executors, spec: JobSpec) -> Outcome:
+async def cancel_once_started(executors: Executors, spec: ClaimedRun) -> Outcome:
     """Run `spec` and cancel it once it is under way, the way the worker does."""
     task = asyncio.create_task(executors.run(spec))
     await wait_started(executors, spec.execution_model)

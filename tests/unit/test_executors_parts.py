@@ -26,12 +26,12 @@ from app.executors.protocol import (
     serve_request,
 )
 from app.handlers import default_registry, load_modules
-from app.handlers.jobs import JobSpec, Outcome, OutcomeStatus
+from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
 from tests.helpers.waits import wait_until_async
 
 
-def spec(timeout: float = 10.0, **args: object) -> JobSpec:
-    return JobSpec(7, 2, "fixture_echo", dict(args), "process", timeout, "idem", None)
+def spec(timeout: float = 10.0, **args: object) -> ClaimedRun:
+    return ClaimedRun(7, 2, "fixture_echo", dict(args), "process", timeout, "idem", None)
 
 
 def test_cancel_flag_behaves_like_a_threading_event_across_threads() -> None:
@@ -102,7 +102,7 @@ def test_a_stopped_attempt_sets_its_cancel_flag_once() -> None:
 def test_request_carries_the_context_and_a_reply_round_trips() -> None:
     load_modules(["tests.helpers.fixtures_handlers"])
     fire = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-    job = JobSpec(7, 2, "fixture_echo", {"a": [1]}, "process", 10.0, "idem", fire)
+    job = ClaimedRun(7, 2, "fixture_echo", {"a": [1]}, "process", 10.0, "idem", fire)
     request = json.loads(encode_request(job, ("tests.helpers.fixtures_handlers",)))
     assert request["handler_modules"] == ["tests.helpers.fixtures_handlers"]
     outcome = serve_request(request, default_registry)

@@ -36,8 +36,8 @@ from app.handlers.builtin import BUILTINS, fail, noop, sleep
 from app.handlers.chaos import crash
 from app.handlers.jobs import (
     Cancelled,
+    ClaimedRun,
     JobContext,
-    JobSpec,
     NonRetryableError,
     Outcome,
     OutcomeStatus,
@@ -65,7 +65,7 @@ def run_job(handler: str, model: str = "async", timeout: float = 10.0, **args: A
         executors = Executors(default_registry, thread_workers=2, process_workers=0)
         await executors.start()
         try:
-            return await executors.run(JobSpec(next(_run_ids), 1, handler, args, model, timeout))
+            return await executors.run(ClaimedRun(next(_run_ids), 1, handler, args, model, timeout))
         finally:
             await executors.close(kill=True)
 
