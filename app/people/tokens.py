@@ -154,6 +154,11 @@ def list_all(conn: Conn, now: datetime | None = None) -> list[dict[str, Any]]:
     return conn.execute(query("tokens", "token_list"), {"now": now}).fetchall()
 
 
+def row_of(conn: Conn, token_id: int, now: datetime | None = None) -> dict[str, Any] | None:
+    """One token as `list_all` shows it, or None."""
+    return conn.execute(query("tokens", "token_row"), {"id": token_id, "now": now}).fetchone()
+
+
 def revoke(conn: Conn, token_id: int, *, actor: str, now: datetime | None = None) -> None:
     """Stop a token at once. Revoking a revoked token is refused with a message."""
     with conn.transaction():

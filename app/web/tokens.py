@@ -68,12 +68,18 @@ async def create(request: Request) -> Response:
 
 @requires(Role.ADMIN)
 async def revoke(request: Request) -> Response:
+    """Revoke a token. htmx gets the token's row as it is now and a message, so the list
+    stays where it was; a plain form post goes back to the list."""
     token_id = request.path_params["token_id"]
     try:
         await call(request, tokens.revoke, token_id, actor=current_user(request).username)
-    except TokenError:
-        pass  # already revoked or gone: the list shows it as it is
-    return redirect(request, "/tokens")
+        message, kind = "Token revoked: programs using it are refused from now on.", "info"
+    except TokenError as exc:  # already revoked or gone: the row shows it as it is
+        message, kind = f"Not revoked: {exc}.", "warn"
+    row = await call(request, tokens.row_of, token_id)
+    if request.headers.get("HX-Request") != "true" or row is None:
+        return redirect(request, "/tokens")
+    return render(request, "tokens/_revoked.html", token=row, message=message, kind=kind)
 
 
 routes = [

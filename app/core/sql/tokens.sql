@@ -34,6 +34,16 @@ SELECT t.id, t.name, t.prefix, t.scope, t.created_by, t.created_at, t.expires_at
 FROM api_tokens t JOIN users u ON u.id = t.user_id
 ORDER BY t.id DESC;
 
+-- name: token_row
+-- (read) one token as the list shows it.
+SELECT t.id, t.name, t.prefix, t.scope, t.created_by, t.created_at, t.expires_at,
+       t.last_used_at, t.revoked_at, u.username,
+       (t.revoked_at IS NULL
+        AND (t.expires_at IS NULL OR t.expires_at > coalesce(%(now)s::timestamptz, now())))
+           AS active
+FROM api_tokens t JOIN users u ON u.id = t.user_id
+WHERE t.id = %(id)s;
+
 -- name: token_revoke
 -- A token stops working at once; revoking twice changes nothing.
 UPDATE api_tokens SET revoked_at = coalesce(%(now)s::timestamptz, now())
