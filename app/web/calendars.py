@@ -189,6 +189,13 @@ async def remove_window(request: Request) -> Response:
         await call(request, calendars.remove_window, name, window_id, actor=actor)
     except (ValueError, CalendarError) as exc:
         raise HTTPException(404, str(exc)) from None
+    if request.headers.get("HX-Request") == "true":  # the row goes; the message says so
+        message = "Blackout window removed: its days are no longer excluded."
+        calendar = await call(request, calendars.get, name)
+        return render(
+            request, "calendars/_window_removed.html", calendar=calendar, message=message,
+            kind="info",
+        )  # fmt: skip
     return redirect(request, _url(name) + "#windows")
 
 

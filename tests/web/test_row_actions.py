@@ -1,6 +1,6 @@
-"""Row actions that stay on their page answer htmx with the row as it is now and a message
-for the page's flash region (an out-of-band swap); a plain form post still goes back to the
-list, so the page works without JavaScript."""
+"""Row actions that stay on their page answer htmx with the row as it is now (or nothing,
+for a row that goes) and a message for the page's flash region (an out-of-band swap); a
+plain form post still goes back to the page, so it works without JavaScript."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from app.people import tokens
+from app.scheduling import calendars
+from app.scheduling.calendars import CalendarSpec, WindowSpec
 from tests.helpers.people import make_user
 from tests.helpers.web import post
 
@@ -38,3 +40,26 @@ def test_revoking_a_token_answers_with_its_row_and_a_message(
     assert plain.status_code == 303 and plain.headers["location"].endswith("/tokens")
     actions = conn.execute("SELECT action FROM audit_log ORDER BY id").fetchall()
     assert [a["action"] for a in actions].count("token.revoke") == 1
+
+
+def test_removing_a_blackout_window_removes_its_row_and_says_so(
+    as_role: Callable[[str], TestClient], conn: Any
+) -> None:
+    calendars.create(conn, CalendarSpec("Holidays", country="FR"), actor="alice")
+    window = WindowSpec("quarter close", "2026-12-30T18:00", "2027-01-02T09:00", "Europe/Paris")
+    first = calendars.add_window(conn, "Holidays", window, actor="alice")
+    second = calendars.add_window(conn, "Holidays", window, actor="alice")
+    client = as_role("editor")
+
+    answer = post(client, f"/calendars/Holidays/windows/{first}/delete", {},
+                  **{"HX-Request": "true"})  # fmt: skip
+    assert answer.status_code == 200
+    assert "<tr" not in answer.text  # the row is swapped for nothing
+    assert 'hx-swap-oob="true"' in answer.text and "Blackout window removed" in answer.text
+    assert 'id="calendar-summary"' in answer.text and "1 blackout window." in answer.text
+    assert f'id="window-{second}"' in client.get("/calendars/Holidays").text
+    assert f'id="window-{first}"' not in client.get("/calendars/Holidays").text
+
+    plain = post(client, f"/calendars/Holidays/windows/{second}/delete", {})
+    assert plain.status_code == 303 and plain.headers["location"].endswith("#windows")
+    assert conn.execute("SELECT count(*) AS n FROM blackout_windows").fetchone()["n"] == 0
