@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from playwright.sync_api import expect
 from psycopg.rows import dict_row
 
 from app.scheduling import schedules
@@ -103,9 +104,7 @@ def test_an_editor_schedules_a_job_pauses_runs_it_and_rolls_back_an_edit(
             service=worker,
         )
         # the page follows the run by itself, without a reload
-        page.wait_for_function(
-            "document.querySelector('#last-run').innerText.includes('completed')"
-        )
+        expect(page.locator("#last-run")).to_contain_text("completed", timeout=15_000)
     last_run = page.locator("#last-run").inner_text()
     assert "completed" in last_run and f"run {run['id']}" in last_run
 
