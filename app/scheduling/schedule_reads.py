@@ -15,8 +15,6 @@ from app.core.db import Conn
 from app.core.name_pages import NamePage, page_by_name
 from app.core.sql import like_literal, query
 from app.scheduling.cron import EPSILON, Fire, fires_after
-
-# Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
 from app.scheduling.schedule_rules import recurrence_of
 from app.scheduling.schedule_spec import (
     MAX_NAME_LENGTH,

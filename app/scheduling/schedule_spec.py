@@ -28,8 +28,6 @@ from app.scheduling.cron_expressions import RecurrenceError, parse_cron
 from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 from app.scheduling.zones import zone_named
 
-# Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
-
 MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
 
 

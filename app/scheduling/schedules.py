@@ -27,8 +27,6 @@ from app.handlers.gate import refuse_disabled_handlers
 from app.people import audit, versions
 from app.scheduling.cron import DstRepeated, DstSkipped, next_fire
 from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
-
-# Re-exported: the CLI and the reaper read the database clock as `schedules.db_now`.
 from app.scheduling.fire_ledger import FireRecord, record_fires
 from app.scheduling.fire_starts import Start, Started, start_fires, workflow_shapes
 from app.scheduling.schedule_rules import db_now, recurrence_of
@@ -290,7 +288,7 @@ def _lock(conn: Conn, name: str) -> dict[str, Any]:
     return row
 
 
-# ---- the ledger ---------------------------------------------------------------------------
+# ---- the ledger's retention -------------------------------------------------------------------
 
 
 def prune_fires(
@@ -302,9 +300,6 @@ def prune_fires(
     row = conn.execute(query("schedules", "fire_prune"), params).fetchone()
     assert row is not None
     return int(row["fires"]), row["last"]
-
-
-# ---- the dashboard's reads and preview ------------------------------------------------------
 
 
 # ---- version history -------------------------------------------------------------------------

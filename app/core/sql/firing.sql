@@ -1,6 +1,6 @@
 -- What a fire does: lock due schedules, advance them, write their fire ledger, release
 -- queued fires. Runs are never written here: `app.scheduling.fire_batches` creates them through
--- `app.runs.transitions.submit_fires`.
+-- `app.runs.submission.submit_fires`.
 
 -- name: db_now
 -- The database clock (or the injected one), for decisions made in Python.

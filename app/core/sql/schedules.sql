@@ -1,6 +1,6 @@
 -- Schedules and their fire ledger (`schedule_fires`). What a fire writes is in
 -- `firing.sql`; runs are never written here: the trigger and "run now" create them
--- through `app.runs.transitions.submit_fires`.
+-- through `app.runs.submission.submit_fires`.
 
 -- ---- the trigger's pauses and the reaper's pruning --------------------------------------
 
