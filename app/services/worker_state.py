@@ -1,11 +1,11 @@
 """What a worker's parts share: its settings, connections, runs in flight, slot accounting and
 counters, set up once in `WorkerState.__init__`.
 
-The parts are the fetcher, executor and finisher (`app.services.worker.Worker`), the
-notification listener (`app.services.worker_listener`) and the heartbeat with the worker's
-registration (`app.services.worker_heartbeat`); each is a class over this state, and the
-worker is all of them. Free slots are counted here because the fetcher and the listener's
-thread both reserve them, under `_slots`.
+The parts are the fetcher and the executing (`app.services.worker.Worker`), the finisher
+(`app.services.worker_finisher`), the notification listener (`app.services.worker_listener`)
+and the heartbeat with the worker's registration (`app.services.worker_heartbeat`); each is a
+class over this state, and the worker is all of them. Free slots are counted here because the
+fetcher and the listener's thread both reserve them, under `_slots`.
 """
 
 from __future__ import annotations
