@@ -1,10 +1,21 @@
-"""A time zone field finds a zone by its city; only exact IANA names are zones."""
+"""A time zone field finds a zone by its city; only exact IANA names are zones; a zone's
+next clock change is found to the second."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
 import pytest
 
-from app.scheduling.zones import iana_zone_names, zone_by_city
+from app.scheduling.cron_expressions import RecurrenceError
+from app.scheduling.zones import (
+    ClockChange,
+    iana_zone_names,
+    next_clock_change,
+    zone_by_city,
+    zone_named,
+)
 
 
 @pytest.mark.parametrize(
@@ -35,3 +46,53 @@ def test_every_city_found_is_a_zone() -> None:
         assert zone_by_city(name.rsplit("/", 1)[-1]) in iana_zone_names() | {
             name.rsplit("/", 1)[-1]
         }
+
+
+BERLIN = ZoneInfo("Europe/Berlin")
+MARCH = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def wall(*parts: int) -> datetime:
+    """A local wall-clock time, naive as a ClockChange holds it."""
+    return datetime(*parts, tzinfo=UTC).replace(tzinfo=None)  # type: ignore[misc]
+
+
+SPRING = ClockChange(
+    datetime(2026, 3, 29, 1, tzinfo=UTC), wall(2026, 3, 29, 2), wall(2026, 3, 29, 3)
+)
+
+
+def test_the_next_clock_change_is_found_to_the_second_with_the_local_times_around_it() -> None:
+    spring = next_clock_change(BERLIN, MARCH)
+    assert spring == SPRING and spring.forward
+    # from a second before, still that change; from its instant on, the autumn one
+    assert next_clock_change(BERLIN, SPRING.at - timedelta(seconds=1)) == SPRING
+    autumn = next_clock_change(BERLIN, SPRING.at)
+    assert autumn is not None and not autumn.forward
+    assert (autumn.at, autumn.before, autumn.after) == (
+        datetime(2026, 10, 25, 1, tzinfo=UTC), wall(2026, 10, 25, 3), wall(2026, 10, 25, 2)
+    )  # fmt: skip
+    assert autumn.after.fold == 1  # the second 02:00 of that night
+
+
+def test_a_clock_change_is_only_found_within_its_horizon_and_in_zones_that_have_one() -> None:
+    # the change comes on the 29th day after 1 March (at 01:00 UTC on 29 March)
+    assert next_clock_change(BERLIN, MARCH, days=28) is None
+    assert next_clock_change(BERLIN, MARCH, days=29) == SPRING
+    assert next_clock_change(ZoneInfo("UTC"), MARCH) is None
+    assert next_clock_change(ZoneInfo("Asia/Tokyo"), MARCH) is None
+    # a half-hour change (Lord Howe Island ends its summer time in April)
+    lord_howe = next_clock_change(ZoneInfo("Australia/Lord_Howe"), datetime(2026, 1, 1, tzinfo=UTC))
+    assert lord_howe is not None and not lord_howe.forward
+    assert lord_howe.at == datetime(2026, 4, 4, 15, tzinfo=UTC)
+    assert lord_howe.before - lord_howe.after == timedelta(minutes=30)
+
+
+def test_a_zone_is_named_exactly_or_refused_with_a_sentence() -> None:
+    assert zone_named("Europe/Berlin") == BERLIN
+    with pytest.raises(RecurrenceError, match=r"^unknown time zone 'Mars/Olympus'; use an IANA"):
+        zone_named("Mars/Olympus")
+    with pytest.raises(RecurrenceError) as long_name:
+        zone_named("x" * 200)
+    assert f"'{'x' * 60}…'" in str(long_name.value) and "x" * 61 not in str(long_name.value)
+    assert "posix/Europe/Berlin" not in iana_zone_names()  # files beside the zones are not zones
