@@ -44,11 +44,7 @@ UNIT = "tests/unit/"
 TESTS_FOR = {
     "app/scheduling/cron.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
     "app/scheduling/cron_expressions.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
-    "app/scheduling/zones.py": [
-        UNIT + "test_cron.py",
-        UNIT + "test_zone_names.py",
-        UNIT + "test_cron_reading.py",
-    ],
+    "app/scheduling/zones.py": [UNIT + "test_cron.py", UNIT + "test_zone_names.py"],
     "app/scheduling/fire_decisions.py": [UNIT + "test_cron_policies.py"],
     "app/core/backoff.py": [UNIT + "test_backoff.py"],
     "app/runs/states.py": [UNIT + "test_state_machine.py"],
