@@ -76,8 +76,10 @@ async def revoke(request: Request) -> Response:
         message, kind = "Token revoked: programs using it are refused from now on.", "info"
     except TokenError as exc:  # already revoked or gone: the row shows it as it is
         message, kind = f"Not revoked: {exc}.", "warn"
+    if request.headers.get("HX-Request") != "true":
+        return redirect(request, "/tokens")
     row = await call(request, tokens.row_of, token_id)
-    if request.headers.get("HX-Request") != "true" or row is None:
+    if row is None:
         return redirect(request, "/tokens")
     return render(request, "tokens/_revoked.html", token=row, message=message, kind=kind)
 

@@ -15,25 +15,14 @@ from app.core.sql import query
 from app.handlers.jobs import Outcome
 from app.runs import run_inserts, submission, transitions
 from app.scheduling.leader_lease import LeaderLease
-from app.web.events import LISTENER_NAME, EventHub, Subscription, Topic
+from app.web.events import EventHub, Subscription, Topic
+from tests.helpers.live import listener_count
 from tests.helpers.waits import wait_until, wait_until_async
 
 
 def _run(db_url: str, work: Callable[[Any], Any]) -> Any:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         return work(conn)
-
-
-def listener_count(db_url: str) -> int:
-    row = _run(
-        db_url,
-        lambda c: c.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity "
-            "WHERE application_name = %s AND datname = current_database()",
-            [LISTENER_NAME],
-        ).fetchone(),
-    )
-    return int(row["n"])
 
 
 async def _after(db_url: str, sub: Subscription, work: Callable[[Any], Any]) -> set[Topic]:
