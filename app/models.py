@@ -16,13 +16,17 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
+from app.catalog.job_fields import JobFields
 from app.core import limits
+from app.core.fields import moment
 from app.core.sql import sql_in
 from app.handlers.execution_models import ExecutionModel
 from app.people.roles import Role, TokenScope
+from app.runs.run_fields import AttemptFields, RunFields
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
+from app.scheduling.schedule_fields import FireFields, ScheduleFields
 
 NOW = sa.text("now()")
 
@@ -70,7 +74,7 @@ def _jsonb(default: str | None) -> Any:
     )
 
 
-class JobDefinition(SQLModel, table=True):
+class JobDefinition(JobFields, table=True):
     """A named, reusable job: which handler runs, with what defaults."""
 
     __tablename__ = "job_definitions"
@@ -98,35 +102,13 @@ class JobDefinition(SQLModel, table=True):
         ),
     )
 
+    # Its fields (name, handler and run settings) are JobFields'.
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
     description: str = Field(
         default="", sa_column=sa.Column(sa.Text, nullable=False, server_default="")
     )
-    handler: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    args: dict[str, Any] = _jsonb("{}")
-    execution_model: str = Field(
-        default=ExecutionModel.ASYNC.value,
-        sa_column=sa.Column(sa.Text, nullable=False, server_default=ExecutionModel.ASYNC.value),
-    )
-    priority: int = Field(
-        default=1, sa_column=sa.Column(sa.SmallInteger, nullable=False, server_default="1")
-    )
-    timeout_seconds: int = Field(
-        default=300, sa_column=sa.Column(sa.Integer, nullable=False, server_default="300")
-    )
-    max_retries: int = Field(
-        default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
-    )
-    # A run of this job whose worker died under it this many times is quarantined.
-    max_crashes: int = Field(
-        default=limits.DEFAULT_MAX_CRASHES,
-        sa_column=sa.Column(
-            sa.Integer, nullable=False, server_default=str(limits.DEFAULT_MAX_CRASHES)
-        ),
-    )
-    created_at: datetime | None = _ts(nullable=False, now=True)
-    updated_at: datetime | None = _ts(nullable=False, now=True)
+    created_at: datetime = moment(nullable=False, now=True)
+    updated_at: datetime = moment(nullable=False, now=True)
 
 
 class ExclusionCalendar(SQLModel, table=True):
@@ -150,8 +132,8 @@ class ExclusionCalendar(SQLModel, table=True):
     # ISO 3166 code and subdivision as the `holidays` library knows them (None: no holidays).
     country: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     subdivision: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    created_at: datetime | None = _ts(nullable=False, now=True)
-    updated_at: datetime | None = _ts(nullable=False, now=True)
+    created_at: datetime = _ts(nullable=False, now=True)
+    updated_at: datetime = _ts(nullable=False, now=True)
 
 
 class BlackoutWindow(SQLModel, table=True):
@@ -186,7 +168,7 @@ class BlackoutWindow(SQLModel, table=True):
     )
 
 
-class Schedule(SQLModel, table=True):
+class Schedule(ScheduleFields, table=True):
     """When a job definition fires: a cron expression or an interval, in a time zone."""
 
     __tablename__ = "schedules"
@@ -285,6 +267,7 @@ class Schedule(SQLModel, table=True):
         ),
     )
 
+    # Its rule, name, next fire and pause are ScheduleFields'.
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
     # What fires: a job definition, or a workflow (each fire is then one DAG run).
     job_id: uuid.UUID | None = Field(
@@ -302,7 +285,6 @@ class Schedule(SQLModel, table=True):
             sa.Uuid, sa.ForeignKey("workflows.id", ondelete="CASCADE"), nullable=True, index=True
         ),
     )
-    name: str = Field(default="", sa_column=sa.Column(sa.Text, nullable=False, server_default=""))
     # Fires on its holidays or in its blackout windows are recorded as `excluded`.
     calendar_id: uuid.UUID | None = Field(
         default=None,
@@ -310,55 +292,12 @@ class Schedule(SQLModel, table=True):
             sa.Uuid, sa.ForeignKey("exclusion_calendars.id", ondelete="SET NULL"), nullable=True
         ),
     )
-    cron: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    interval_seconds: int | None = Field(
-        default=None, sa_column=sa.Column(sa.Integer, nullable=True)
-    )
-    timezone: str = Field(
-        default="UTC", sa_column=sa.Column(sa.Text, nullable=False, server_default="UTC")
-    )
-    start_at: datetime | None = _ts()
-    end_at: datetime | None = _ts()
-    # The next fire not yet decided; NULL once the schedule has ended. Only moves forward.
-    next_fire_time: datetime | None = _ts()
-    overlap: str = Field(
-        default=OverlapPolicy.SKIP.value,
-        sa_column=sa.Column(sa.Text, nullable=False, server_default=OverlapPolicy.SKIP.value),
-    )
-    # Catch-up after downtime: false runs the latest missed fire only (coalesce); true
-    # backfills them, at most `catchup_limit`, within `catchup_window_seconds` when set.
-    catchup: bool = Field(
-        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
-    )
-    catchup_limit: int | None = Field(default=None, sa_column=sa.Column(sa.Integer, nullable=True))
-    catchup_window_seconds: int | None = Field(
-        default=None, sa_column=sa.Column(sa.Integer, nullable=True)
-    )
-    dst_skipped: str = Field(
-        default=DstSkipped.SHIFT.value,
-        sa_column=sa.Column(sa.Text, nullable=False, server_default=DstSkipped.SHIFT.value),
-    )
-    dst_repeated: str = Field(
-        default=DstRepeated.FIRST.value,
-        sa_column=sa.Column(sa.Text, nullable=False, server_default=DstRepeated.FIRST.value),
-    )
     active: bool = Field(
         default=True, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.true())
     )
-    exact_minute: bool = Field(
-        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
-    )
-    spread_seconds: int = Field(
-        default=60, sa_column=sa.Column(sa.Integer, nullable=False, server_default="60")
-    )
     paused_note: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    paused_until: datetime | None = _ts()
     paused_at: datetime | None = _ts()
     resumed_at: datetime | None = _ts()
-    # Pause by itself after this many consecutive failed runs (NULL: never).
-    auto_pause_after: int | None = Field(
-        default=None, sa_column=sa.Column(sa.Integer, nullable=True)
-    )
     # The job definition was created with this schedule and is deleted with it.
     owns_job: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
@@ -367,11 +306,11 @@ class Schedule(SQLModel, table=True):
     lag_slo_seconds: int | None = Field(
         default=None, sa_column=sa.Column(sa.Integer, nullable=True)
     )
-    created_at: datetime | None = _ts(nullable=False, now=True)
-    updated_at: datetime | None = _ts(nullable=False, now=True)
+    created_at: datetime = _ts(nullable=False, now=True)
+    updated_at: datetime = _ts(nullable=False, now=True)
 
 
-class JobRun(SQLModel, table=True):
+class JobRun(RunFields, table=True):
     """One execution request and its current state. The hot table.
 
     A run carries its own handler, args and limits (copied from its job definition when
@@ -498,52 +437,27 @@ class JobRun(SQLModel, table=True):
         sa.Index("ix_job_runs_blocked", "id", postgresql_where=sa.text("status = 'blocked'")),
     )
 
+    # The fields people see (what it runs, where from, how it went) are RunFields'; these
+    # are the machinery's.
     id: int | None = Field(
         default=None,
         sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
     )
-    # No foreign keys on the hot table: their per-row trigger cost is a sixth of an insert,
-    # and deleting a job or schedule must not rewrite (or lock) its whole run history.
-    # A run of a deleted job keeps the id; the dashboard shows it as deleted.
-    job_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
-    schedule_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     fire_time: datetime | None = _ts()
-    # The DAG run this run belongs to (all runs of one DAG submit or workflow fire).
-    dag_run_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
-    # Its step name within the DAG run; downstream steps see its result under this name.
-    dag_node: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     # Upstreams not yet completed; the finish that brings it to 0 releases the run.
     # A counter updated under the row lock, so two upstreams finishing at once can't both
     # believe the other is still running.
     upstream_remaining: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
-    idempotency_key: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    handler: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    args: dict[str, Any] = _jsonb("{}")
-    execution_model: str = Field(
-        default=ExecutionModel.ASYNC.value,
-        sa_column=sa.Column(sa.Text, nullable=False, server_default=ExecutionModel.ASYNC.value),
-    )
-    status: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    priority: int = Field(
-        default=1, sa_column=sa.Column(sa.SmallInteger, nullable=False, server_default="1")
-    )
     base_priority: int = Field(
         default=1, sa_column=sa.Column(sa.SmallInteger, nullable=False, server_default="1")
-    )
-    run_at: datetime | None = _ts(nullable=False, now=True)
-    attempt: int = Field(
-        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
     # The attempt number the current retry budget counts from: `attempt - retry_base` is
     # checked against `max_retries`. A stopping worker's hand-back and a manual retry raise
     # it, so `attempt` (the fencing token) only ever moves forward.
     retry_base: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
-    )
-    max_retries: int = Field(
-        default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
     )
     # Crash accounting (see the reaper's run_reap). `began_attempt` is the last attempt whose
     # handler began: an expired lease with a later `attempt` was claimed but never started,
@@ -555,36 +469,19 @@ class JobRun(SQLModel, table=True):
     began_attempt: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
-    crash_count: int = Field(
-        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
-    )
     lone_crashes: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )
-    quarantined: bool = Field(
-        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
-    )
-    timeout_seconds: int = Field(
-        default=300, sa_column=sa.Column(sa.Integer, nullable=False, server_default="300")
-    )
     lease_owner: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     lease_until: datetime | None = _ts()
-    cancel_requested: bool = Field(
-        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
-    )
-    created_at: datetime | None = _ts(nullable=False, now=True)
-    started_at: datetime | None = _ts()
-    finished_at: datetime | None = _ts()
-    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     traceback: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    result: dict[str, Any] | None = _jsonb(None)
     skip_reason: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     # Exception class + normalised message + top frame of the last error, hashed
     # (app.runs.fingerprints): set by the failing transition, so dead letters group by index.
     error_fingerprint: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
 
 
-class JobRunAttempt(SQLModel, table=True):
+class JobRunAttempt(AttemptFields, table=True):
     """History: one row per finished attempt of a run, with its outcome and error.
 
     No foreign key to job_runs: it is written in the same statement as the run's finish,
@@ -609,13 +506,8 @@ class JobRunAttempt(SQLModel, table=True):
         ),
     )
 
+    # attempt, worker, outcome, times and error are AttemptFields'.
     run_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True))
-    attempt: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True))
-    worker: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    outcome: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    started_at: datetime | None = _ts()
-    finished_at: datetime | None = _ts(nullable=False, now=True)
-    error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     traceback: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     # Set by the reaper on the `lost` attempts it records: true when it put the run back
     # in the queue, false when the lost attempt ended the run.
@@ -649,8 +541,8 @@ class Worker(SQLModel, table=True):
     host: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     pid: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
     concurrency: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
-    started_at: datetime | None = _ts(nullable=False, now=True)
-    last_seen: datetime | None = _ts(nullable=False, now=True, index=True)
+    started_at: datetime = _ts(nullable=False, now=True)
+    last_seen: datetime = _ts(nullable=False, now=True, index=True)
     stopped_at: datetime | None = _ts()
     handlers: list[str] = _jsonb("[]")
     # handler name -> JSON schema of the args it declares (only handlers that declare);
@@ -670,8 +562,8 @@ class LeaderLease(SQLModel, table=True):
     name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
     holder: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     term: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
-    acquired_at: datetime | None = _ts(nullable=False, now=True)
-    lease_until: datetime | None = _ts(nullable=False)
+    acquired_at: datetime = _ts(nullable=False, now=True)
+    lease_until: datetime = _ts(nullable=False)
 
 
 class User(SQLModel, table=True):
@@ -696,7 +588,7 @@ class User(SQLModel, table=True):
     disabled: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
     )
-    created_at: datetime | None = _ts(nullable=False, now=True)
+    created_at: datetime = _ts(nullable=False, now=True)
 
 
 class WebSession(SQLModel, table=True):
@@ -714,8 +606,8 @@ class WebSession(SQLModel, table=True):
             index=True,
         )
     )
-    created_at: datetime | None = _ts(nullable=False, now=True)
-    expires_at: datetime | None = _ts(nullable=False, index=True)
+    created_at: datetime = _ts(nullable=False, now=True)
+    expires_at: datetime = _ts(nullable=False, index=True)
 
 
 class SignInLink(SQLModel, table=True):
@@ -732,7 +624,7 @@ class SignInLink(SQLModel, table=True):
             index=True,
         )
     )
-    expires_at: datetime | None = _ts(nullable=False)
+    expires_at: datetime = _ts(nullable=False)
 
 
 class LoginFailure(SQLModel, table=True):
@@ -747,7 +639,7 @@ class LoginFailure(SQLModel, table=True):
     )
     username: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     address: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    at: datetime | None = _ts(nullable=False, now=True)
+    at: datetime = _ts(nullable=False, now=True)
 
 
 class AuditEntry(SQLModel, table=True):
@@ -761,7 +653,7 @@ class AuditEntry(SQLModel, table=True):
         default=None,
         sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
     )
-    at: datetime | None = _ts(nullable=False, now=True, index=True)
+    at: datetime = _ts(nullable=False, now=True, index=True)
     actor: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     action: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     target_type: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
@@ -773,7 +665,7 @@ class AuditEntry(SQLModel, table=True):
     details: dict[str, Any] = _jsonb("{}")
 
 
-class ScheduleFire(SQLModel, table=True):
+class ScheduleFire(FireFields, table=True):
     """The fire ledger: one row per intended fire of a schedule and what became of it, so
     "did my 02:30 job fire last night, and if not, why" always has an answer."""
 
@@ -799,19 +691,10 @@ class ScheduleFire(SQLModel, table=True):
         ),
     )
 
+    # The fire's time, outcome and run are FireFields'.
     # No foreign key (it cost the trigger's inserts dearly): the statement trigger
     # `schedules_delete_fires` (migration 0004) deletes a schedule's ledger with it.
     schedule_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
-    fire_time: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), primary_key=True))
-    # The wall-clock time in the schedule's zone this fire stands for (02:30 even when DST
-    # moved the fire to 03:00).
-    local_time: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=False), nullable=False))
-    outcome: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    # The run this fire created (or, for a coalesced fire, the run that covered it). No
-    # foreign key, like every reference to the hot table: history may outlive the run.
-    run_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, nullable=True))
-    # For a workflow schedule: the DAG run this fire created (or that covered it).
-    dag_run_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     # On the fire that ran after downtime: how many earlier missed fires it stands for.
     coalesced_count: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
@@ -819,9 +702,8 @@ class ScheduleFire(SQLModel, table=True):
     manual: bool = Field(
         default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
     )
-    detail: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    recorded_at: datetime | None = _ts(nullable=False, now=True)
-    updated_at: datetime | None = _ts(nullable=False, now=True)
+    recorded_at: datetime = _ts(nullable=False, now=True)
+    updated_at: datetime = _ts(nullable=False, now=True)
 
 
 class Workflow(SQLModel, table=True):
@@ -839,8 +721,8 @@ class Workflow(SQLModel, table=True):
     description: str = Field(
         default="", sa_column=sa.Column(sa.Text, nullable=False, server_default="")
     )
-    created_at: datetime | None = _ts(nullable=False, now=True)
-    updated_at: datetime | None = _ts(nullable=False, now=True)
+    created_at: datetime = _ts(nullable=False, now=True)
+    updated_at: datetime = _ts(nullable=False, now=True)
 
 
 class WorkflowStep(SQLModel, table=True):
@@ -919,7 +801,7 @@ class DagRun(SQLModel, table=True):
     workflow_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     schedule_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
     fire_time: datetime | None = _ts()
-    created_at: datetime | None = _ts(nullable=False, now=True)
+    created_at: datetime = _ts(nullable=False, now=True)
 
 
 class FleetSetting(SQLModel, table=True):
@@ -930,7 +812,7 @@ class FleetSetting(SQLModel, table=True):
 
     name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
     value: Any = Field(sa_column=sa.Column(JSONB, nullable=False))
-    updated_at: datetime | None = _ts(nullable=False, now=True)
+    updated_at: datetime = _ts(nullable=False, now=True)
 
 
 class ApiToken(SQLModel, table=True):
@@ -960,7 +842,7 @@ class ApiToken(SQLModel, table=True):
     prefix: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     scope: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     created_by: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    created_at: datetime | None = _ts(nullable=False, now=True)
+    created_at: datetime = _ts(nullable=False, now=True)
     expires_at: datetime | None = _ts()
     last_used_at: datetime | None = _ts()
     revoked_at: datetime | None = _ts()
@@ -991,7 +873,7 @@ class DeadLetterResolution(SQLModel, table=True):
     actor: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     runs: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
     through: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
-    at: datetime | None = _ts(nullable=False, now=True, index=True)
+    at: datetime = _ts(nullable=False, now=True, index=True)
 
 
 class RunLog(SQLModel, table=True):

@@ -6,7 +6,8 @@ run it. Bad input raises `JobError` with one sentence and the field it concerns;
 written then. Each change is written to the audit log in the same transaction.
 
     with transaction(url) as conn:
-        create(conn, JobSpec("nightly", "send_report", {"to": "ops"}), actor="alice")
+        create(conn, JobSpec(name="nightly", handler="send_report", args={"to": "ops"}),
+               actor="alice")
 """
 
 from __future__ import annotations
@@ -14,21 +15,21 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from app.core import limits
+from app.catalog.job_fields import JobListRow, JobSpec
+from app.core import fields, limits
 from app.core.db import Conn
 from app.core.errors import UsageError
+from app.core.fields import Crashes
 from app.core.name_pages import NamePage, page_by_name
 from app.core.sql import like_literal, query
 from app.handlers import handler_args, worker_registry
 from app.handlers.builtin import BUILTINS
-from app.handlers.execution_models import ExecutionModel
 from app.handlers.gate import HandlerDisabled, refuse_disabled_handlers
 from app.people import audit, versions
 from app.runs import run_inserts
@@ -41,18 +42,6 @@ DANGEROUS_HANDLERS = frozenset({"shell"})
 
 class JobError(UsageError):
     """A job definition cannot be written as asked. `field` names the input at fault."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    name: str
-    handler: str
-    args: dict[str, Any] = field(default_factory=dict)
-    execution_model: str = ExecutionModel.ASYNC.value
-    priority: int = run_inserts.DEFAULT_PRIORITY
-    timeout_seconds: int = run_inserts.DEFAULT_TIMEOUT_SECONDS
-    max_retries: int = run_inserts.DEFAULT_MAX_RETRIES
-    max_crashes: int = limits.DEFAULT_MAX_CRASHES  # its runs are quarantined after this many
 
 
 def parse_args(text: str) -> dict[str, Any]:
@@ -83,10 +72,10 @@ def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
         limits.check_name("a job name", name)
     except UsageError as exc:
         raise JobError(str(exc), "name") from None
-    if not 1 <= spec.max_crashes <= limits.MAX_CRASHES:
+    low, high = fields.bounds(Crashes)
+    if not low <= spec.max_crashes <= high:
         raise JobError(
-            f"crashes before quarantine must be between 1 and {limits.MAX_CRASHES}, "
-            f"got {spec.max_crashes}",
+            f"crashes before quarantine must be between {low} and {high}, got {spec.max_crashes}",
             "max_crashes",
         )
     checks = run_inserts.NewRun(
@@ -123,8 +112,10 @@ def _check_args(conn: Conn, spec: JobSpec, now: datetime | None = None) -> None:
         raise JobError(str(exc), f"args.{exc.name}" if exc.name else "args") from None
 
 
-def list_all(conn: Conn) -> list[dict[str, Any]]:
-    return conn.execute(query("job_definitions", "job_definition_list")).fetchall()
+def list_all(conn: Conn) -> list[JobListRow]:
+    """Every job definition by name, with how many schedules and workflow steps run it."""
+    rows = conn.execute(query("job_definitions", "job_definition_list"))
+    return [JobListRow.model_construct(**row) for row in rows]
 
 
 PICK_FROM_LIST = 200  # up to this many jobs, a form lists them all; beyond, it finds them
@@ -184,12 +175,13 @@ def get(conn: Conn, name: str) -> dict[str, Any]:
 
 
 def _snapshot(row: dict[str, Any] | JobSpec) -> dict[str, Any]:
-    values = asdict(row) if isinstance(row, JobSpec) else row
-    return {k: values[k] for k in asdict(JobSpec("", "")) if k in values}
+    values = row.values() if isinstance(row, JobSpec) else row
+    return {k: values[k] for k in JobSpec.model_fields if k in values}
 
 
 def _params(spec: JobSpec, job_id: uuid.UUID) -> dict[str, Any]:
-    return {**asdict(spec), "name": spec.name.strip(), "args": Jsonb(spec.args), "id": job_id}
+    values = spec.values()
+    return {**values, "name": spec.name.strip(), "args": Jsonb(spec.args), "id": job_id}
 
 
 def create(conn: Conn, spec: JobSpec, *, actor: str, allow_dangerous: bool = True) -> list[str]:
@@ -264,8 +256,8 @@ def apply_snapshot(
 ) -> None:
     """Make job `name` as `snapshot` (an audit after-snapshot) says again: its handler,
     args and run settings; its name stays. Validated like any edit."""
-    fields = {k: snapshot[k] for k in asdict(JobSpec("", "")) if k in snapshot and k != "name"}
-    update(conn, name, JobSpec(name=name, **fields), actor=actor, action=action)
+    kept = {k: snapshot[k] for k in JobSpec.model_fields if k in snapshot and k != "name"}
+    update(conn, name, JobSpec.model_construct(name=name, **kept), actor=actor, action=action)
 
 
 versions.register(

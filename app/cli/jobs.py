@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from app.catalog import job_definitions
+from app.catalog.job_fields import JobSpec
 from app.cli.inputs import add_job_settings_options, whole_number
 from app.core import limits
 from app.core.config import Settings
@@ -24,8 +25,8 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
         if args.job_command == "list":
             for row in job_definitions.list_all(conn):
                 print(
-                    f"{safe(row['name'])}\t{safe(row['handler'])}\t{row['execution_model']}\t"
-                    f"schedules={row['schedules']}\tworkflow steps={row['workflow_steps']}"
+                    f"{safe(row.name)}\t{safe(row.handler)}\t{row.execution_model}\t"
+                    f"schedules={row.schedules}\tworkflow steps={row.workflow_steps}"
                 )
         elif args.job_command == "delete":
             gone = job_definitions.delete(
@@ -36,10 +37,10 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
         else:
             if not args.handler:
                 raise UsageError("job add needs --handler")
-            spec = job_definitions.JobSpec(
-                args.name,
-                args.handler,
-                job_definitions.parse_args(args.args),
+            spec = JobSpec.model_construct(
+                name=args.name,
+                handler=args.handler,
+                args=job_definitions.parse_args(args.args),
                 priority=args.priority,
                 timeout_seconds=args.timeout,
                 max_retries=args.max_retries,

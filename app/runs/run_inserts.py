@@ -17,22 +17,24 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
-from app.core import limits
+from app.core import fields, limits
 from app.core.db import Conn
 from app.core.errors import UsageError, about
 from app.core.json_rows import encode_json, iso_text, json_rows
 from app.core.sql import query
 from app.handlers.execution_models import ExecutionModel
 from app.runs.counters import TRANSITIONS
+from app.runs.run_fields import DEFAULT_MAX_RETRIES, DEFAULT_PRIORITY, DEFAULT_TIMEOUT_SECONDS
 
-DEFAULT_PRIORITY = 1
-DEFAULT_TIMEOUT_SECONDS = 300
-DEFAULT_MAX_RETRIES = 3
-MAX_PRIORITY = limits.MAX_PRIORITY
 SUBMIT_CHUNK = 2000  # runs per INSERT statement of a bulk submit
 COPY_THRESHOLD = 1000  # from this many runs without keys, a bulk submit goes through COPY
 
 EXECUTION_MODELS = frozenset(m.value for m in ExecutionModel)
+# The ranges of the run's fields (app.runs.run_fields), read once: a bulk submit checks
+# thousands of runs against them.
+PRIORITIES = fields.bounds(fields.Priority)
+TIMEOUTS = fields.bounds(fields.Duration)
+RETRIES = fields.bounds(fields.Retries)
 SUBMITTED = TRANSITIONS.labels("run_submit")
 
 
@@ -72,11 +74,11 @@ class NewRun:
         """Most runs, told valid at a glance: a bulk submit validates thousands."""
         return (
             type(self.priority) is int
-            and -MAX_PRIORITY <= self.priority <= MAX_PRIORITY
+            and PRIORITIES[0] <= self.priority <= PRIORITIES[1]
             and type(self.timeout_seconds) is int
-            and 1 <= self.timeout_seconds <= limits.MAX_DURATION_SECONDS
+            and TIMEOUTS[0] <= self.timeout_seconds <= TIMEOUTS[1]
             and type(self.max_retries) is int
-            and 0 <= self.max_retries <= limits.MAX_RETRIES
+            and RETRIES[0] <= self.max_retries <= RETRIES[1]
             and self.delay is None
             and self.run_at is None
             and self.idempotency_key is None
@@ -102,11 +104,11 @@ class NewRun:
                 "execution_model",
             )
         with about("priority"):
-            limits.check_whole("priority", self.priority, -MAX_PRIORITY, MAX_PRIORITY)
+            limits.check_whole("priority", self.priority, *PRIORITIES)
         with about("timeout_seconds"):
-            limits.check_whole("the timeout", self.timeout_seconds, 1, limits.MAX_DURATION_SECONDS)
+            limits.check_whole("the timeout", self.timeout_seconds, *TIMEOUTS)
         with about("max_retries"):
-            limits.check_whole("max retries", self.max_retries, 0, limits.MAX_RETRIES)
+            limits.check_whole("max retries", self.max_retries, *RETRIES)
         if self.delay is not None and self.run_at is not None:
             raise SubmitError("give a delay or a time to run at, not both", "run_at")
         if self.delay is not None:

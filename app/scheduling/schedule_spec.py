@@ -22,7 +22,7 @@ from app.core.sql import query
 from app.handlers import handler_args, worker_registry
 from app.handlers.builtin import BUILTINS
 from app.handlers.execution_models import ExecutionModel
-from app.runs import run_inserts
+from app.runs import run_fields, run_inserts
 from app.scheduling.cron import DstRepeated, DstSkipped, Recurrence, fire_past_latest, next_fire
 from app.scheduling.cron_expressions import RecurrenceError, parse_cron
 from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
@@ -79,9 +79,9 @@ class ScheduleSpec:
     handler: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
     execution_model: str = ExecutionModel.ASYNC.value
-    priority: int = run_inserts.DEFAULT_PRIORITY
-    timeout_seconds: int = run_inserts.DEFAULT_TIMEOUT_SECONDS
-    max_retries: int = run_inserts.DEFAULT_MAX_RETRIES
+    priority: int = run_fields.DEFAULT_PRIORITY
+    timeout_seconds: int = run_fields.DEFAULT_TIMEOUT_SECONDS
+    max_retries: int = run_fields.DEFAULT_MAX_RETRIES
 
 
 def parse_catchup(text: str) -> tuple[bool, int | None]:

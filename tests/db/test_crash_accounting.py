@@ -95,7 +95,7 @@ def test_a_crash_spends_no_retry_and_the_job_decides_when_it_is_quarantined(
 ) -> None:
     job_definitions.create(
         conn,
-        job_definitions.JobSpec("fragile", "noop", max_retries=0, max_crashes=2),
+        job_definitions.JobSpec(name="fragile", handler="noop", max_retries=0, max_crashes=2),
         actor="test",
     )
     job = job_definitions.get(conn, "fragile")
@@ -159,7 +159,7 @@ def test_worker_deaths_alone_quarantine_a_run_only_at_ten_times_its_limit(conn: 
     """A worker killed from outside is no evidence against what it ran, alone or not; a run
     whose workers keep dying under it is set aside all the same, much later."""
     job_definitions.create(
-        conn, job_definitions.JobSpec("once", "noop", max_crashes=1), actor="test"
+        conn, job_definitions.JobSpec(name="once", handler="noop", max_crashes=1), actor="test"
     )
     job = job_definitions.get(conn, "once")
     run_id = submission.submit(conn, NewRun("noop", max_retries=0, job_id=job["id"])).id
@@ -180,7 +180,9 @@ def test_a_job_refuses_a_crash_limit_out_of_range(conn: Conn) -> None:
     for bad in (0, -1, 101):
         try:
             job_definitions.create(
-                conn, job_definitions.JobSpec("j", "noop", max_crashes=bad), actor="test"
+                conn,
+                job_definitions.JobSpec.model_construct(name="j", handler="noop", max_crashes=bad),
+                actor="test",
             )
         except job_definitions.JobError as exc:
             assert exc.field == "max_crashes" and "between 1 and 100" in str(exc)

@@ -30,24 +30,27 @@ def test_a_worker_registers_the_schema_of_a_handler_declaring_a_pydantic_model(
         assert list(row["handler_args"]["send_report_args"]["properties"]) == ["email", "retries"]
 
         with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-            spec = JobSpec("weekly", "send_report_args", {"retries": "three"})
+            spec = JobSpec(name="weekly", handler="send_report_args", args={"retries": "three"})
             with pytest.raises(JobError) as caught:
                 job_definitions.create(conn, spec, actor="cli")
             assert str(caught.value) == "email is required"
             assert caught.value.field == "args.email"
             with pytest.raises(JobError, match=r"^retries must be a whole number$"):
+                args = {"email": "a", "retries": "x"}
                 job_definitions.create(
-                    conn, JobSpec("weekly", "send_report_args", {"email": "a", "retries": "x"}),
-                    actor="cli",
-                )  # fmt: skip
+                    conn, JobSpec(name="weekly", handler="send_report_args", args=args), actor="cli"
+                )
             assert query(db_url, "SELECT count(*) AS n FROM job_definitions")[0]["n"] == 0
+            args = {"email": "ops@example.com"}
             job_definitions.create(
-                conn, JobSpec("weekly", "send_report_args", {"email": "ops@example.com"}),
-                actor="cli",
-            )  # fmt: skip
+                conn, JobSpec(name="weekly", handler="send_report_args", args=args), actor="cli"
+            )
             with pytest.raises(JobError, match=r"^email is required$"):
                 job_definitions.update(
-                    conn, "weekly", JobSpec("weekly", "send_report_args", {}), actor="cli"
+                    conn,
+                    "weekly",
+                    JobSpec(name="weekly", handler="send_report_args", args={}),
+                    actor="cli",
                 )
             assert query(db_url, "SELECT args FROM job_definitions")[0]["args"] == {
                 "email": "ops@example.com"

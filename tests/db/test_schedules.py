@@ -262,7 +262,7 @@ def test_a_job_deleted_while_a_schedule_of_it_is_created_is_refused_and_the_sche
     """A person deletes a job (not its schedules) while another creates a schedule running
     it. The delete waits for the job's row, which the new schedule's insert holds; it must
     then see that schedule and refuse, not delete it by cascade, unsaid and unaudited."""
-    job_definitions.create(conn, JobSpec("report", "noop"), actor="test")
+    job_definitions.create(conn, JobSpec(name="report", handler="noop"), actor="test")
     refused: list[JobError] = []
 
     def delete(other: Conn) -> None:

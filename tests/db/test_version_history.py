@@ -31,11 +31,15 @@ def job_id(conn: Conn, name: str) -> Any:
 def test_a_renamed_job_keeps_its_history_and_a_new_job_under_the_old_name_starts_its_own(
     conn: Conn,
 ) -> None:
-    job_definitions.create(conn, JobSpec("A", "noop", {"v": 1}), actor="alice")
-    job_definitions.update(conn, "A", JobSpec("A", "noop", {"v": 2}), actor="alice")
+    job_definitions.create(conn, JobSpec(name="A", handler="noop", args={"v": 1}), actor="alice")
+    job_definitions.update(
+        conn, "A", JobSpec(name="A", handler="noop", args={"v": 2}), actor="alice"
+    )
     renamed = job_id(conn, "A")
-    job_definitions.update(conn, "A", JobSpec("B", "noop", {"v": 2}), actor="bob")
-    job_definitions.create(conn, JobSpec("A", "noop", {"new": True}), actor="carol")
+    job_definitions.update(conn, "A", JobSpec(name="B", handler="noop", args={"v": 2}), actor="bob")
+    job_definitions.create(
+        conn, JobSpec(name="A", handler="noop", args={"new": True}), actor="carol"
+    )
 
     old = history(conn, "job", "B")
     assert [(action, snapshot["name"], snapshot["args"]) for action, snapshot in old] == [
@@ -58,9 +62,11 @@ def test_a_renamed_job_keeps_its_history_and_a_new_job_under_the_old_name_starts
 
 
 def test_a_version_of_another_job_is_not_one_to_roll_back_to(conn: Conn) -> None:
-    job_definitions.create(conn, JobSpec("A", "noop", {"v": 1}), actor="alice")
-    job_definitions.update(conn, "A", JobSpec("B", "noop", {"v": 1}), actor="alice")
-    job_definitions.create(conn, JobSpec("A", "noop", {"v": 9}), actor="alice")
+    job_definitions.create(conn, JobSpec(name="A", handler="noop", args={"v": 1}), actor="alice")
+    job_definitions.update(
+        conn, "A", JobSpec(name="B", handler="noop", args={"v": 1}), actor="alice"
+    )
+    job_definitions.create(conn, JobSpec(name="A", handler="noop", args={"v": 9}), actor="alice")
     of_b = versions.history(conn, "job", "B")[-1]
     try:
         versions.rollback(conn, "job", "A", of_b.id, actor="alice")
@@ -71,7 +77,7 @@ def test_a_version_of_another_job_is_not_one_to_roll_back_to(conn: Conn) -> None
 
 
 def test_a_schedule_deleted_and_created_again_starts_a_new_history(conn: Conn) -> None:
-    job_definitions.create(conn, JobSpec("report", "noop"), actor="alice")
+    job_definitions.create(conn, JobSpec(name="report", handler="noop"), actor="alice")
     schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job="report"))
     schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"})
     schedules.delete(conn, "nightly")
@@ -82,7 +88,7 @@ def test_a_schedule_deleted_and_created_again_starts_a_new_history(conn: Conn) -
 
 
 def test_a_workflow_deleted_and_created_again_starts_a_new_history(conn: Conn) -> None:
-    job_definitions.create(conn, JobSpec("extract", "noop"), actor="alice")
+    job_definitions.create(conn, JobSpec(name="extract", handler="noop"), actor="alice")
     spec = WorkflowSpec("etl", {"a": Step("extract", {})}, [])
     workflows.define(conn, spec, actor="alice")
     workflows.define(conn, spec, actor="alice", replace=True)
@@ -96,10 +102,14 @@ def test_a_workflow_deleted_and_created_again_starts_a_new_history(conn: Conn) -
 def test_a_job_renamed_to_the_name_of_a_deleted_one_does_not_inherit_its_versions(
     conn: Conn,
 ) -> None:
-    job_definitions.create(conn, JobSpec("B", "noop", {"old": True}), actor="alice")
+    job_definitions.create(
+        conn, JobSpec(name="B", handler="noop", args={"old": True}), actor="alice"
+    )
     job_definitions.delete(conn, "B", actor="alice")
-    job_definitions.create(conn, JobSpec("A", "noop", {"v": 1}), actor="alice")
-    job_definitions.update(conn, "A", JobSpec("B", "noop", {"v": 1}), actor="alice")
+    job_definitions.create(conn, JobSpec(name="A", handler="noop", args={"v": 1}), actor="alice")
+    job_definitions.update(
+        conn, "A", JobSpec(name="B", handler="noop", args={"v": 1}), actor="alice"
+    )
     assert [(a, s["name"], s["args"]) for a, s in history(conn, "job", "B")] == [
         ("job.create", "A", {"v": 1}),
         ("job.update", "B", {"v": 1}),

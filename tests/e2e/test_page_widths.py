@@ -34,7 +34,9 @@ LONG = "a-rather-long-name-without-any-space-" * 3
 def seed(db_url: str) -> None:
     """Long names and values where they show, a schedule with late fires, runs of all kinds."""
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        job_definitions.create(conn, JobSpec(LONG[:120], "noop", args={"to": LONG}), actor="t")
+        job_definitions.create(
+            conn, JobSpec(name=LONG[:120], handler="noop", args={"to": LONG}), actor="t"
+        )
         schedules.create_schedule(
             conn, ScheduleSpec(LONG[:100], every_seconds=60, job=LONG[:120]), actor="t"
         )

@@ -33,7 +33,7 @@ LOOP = (
 def make_jobs(db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         for name in JOBS:
-            job_definitions.create(conn, JobSpec(name, "noop"), actor="test")
+            job_definitions.create(conn, JobSpec(name=name, handler="noop"), actor="test")
 
 
 def fill_step(page: Any, i: int, name: str, job: str, after: list[int]) -> None:

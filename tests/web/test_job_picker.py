@@ -34,7 +34,7 @@ def test_a_few_jobs_are_listed_to_choose_from(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
     for name in ("billing", "report"):
-        job_definitions.create(conn, JobSpec(name, "noop"), actor="test")
+        job_definitions.create(conn, JobSpec(name=name, handler="noop"), actor="test")
     client = as_role("editor")
     for path in ("/schedules/new", "/workflows/new"):
         page = client.get(path).text
@@ -61,7 +61,7 @@ def test_suggestions_hold_the_text_typed_starting_with_it_first_and_few(
 ) -> None:
     many_jobs(conn, PICK_FROM_LIST + 1)
     for name in ("nightly 50% sample", "nightly 5_0 export", "Report 50%", "x-job-0001"):
-        job_definitions.create(conn, JobSpec(name, "noop"), actor="test")
+        job_definitions.create(conn, JobSpec(name=name, handler="noop"), actor="test")
     client = as_role("viewer")
     # as the schedule field sends it, and as a workflow step's field sends it
     assert suggestions(client, job="JOB-0001") == ["job-0001", "x-job-0001"]

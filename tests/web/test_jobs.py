@@ -202,7 +202,7 @@ def test_the_jobs_list_comes_in_pages_and_filters_by_name_or_handler(
 
     monkeypatch.setattr(job_definitions, "LIST_PAGE", 2)
     for name, handler in (("load", "noop"), ("clean", "echo"), ("bill", "noop"), ("audit", "noop")):
-        job_definitions.create(conn, JobSpec(name, handler), actor="test")
+        job_definitions.create(conn, JobSpec(name=name, handler=handler), actor="test")
     client = as_role("viewer")
 
     def names(html: str) -> list[str]:

@@ -39,7 +39,7 @@ def actions(conn: Conn) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def job(conn: Conn) -> str:
-    job_definitions.create(conn, JobSpec("report", "noop"), actor="test")
+    job_definitions.create(conn, JobSpec(name="report", handler="noop"), actor="test")
     return "report"
 
 

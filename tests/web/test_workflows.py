@@ -23,7 +23,7 @@ EVIL = "<script>alert(1)</script>"
 
 def jobs(conn: Conn, *names: str) -> None:
     for name in names:
-        create(conn, JobSpec(name, "noop"), actor="test")
+        create(conn, JobSpec(name=name, handler="noop"), actor="test")
 
 
 ETL = [("extract", "pull", []), ("transform", "shape", [0]), ("report", "mail", [1])]
@@ -332,7 +332,7 @@ def test_a_step_whose_job_runs_a_disabled_handler_is_refused_next_to_the_steps(
     from app.handlers.gate import set_shell_enabled
 
     set_shell_enabled(conn, True, actor="test")
-    create(conn, JobSpec("cleanup", "shell", {"command": "true"}), actor="test")
+    create(conn, JobSpec(name="cleanup", handler="shell", args={"command": "true"}), actor="test")
     editor = as_role("editor")  # running commands needs an admin, enabled or not
     not_allowed = post(editor, "/workflows", form("nightly", [("clean", "cleanup", [])]))
     assert not_allowed.status_code == 403 and "Only an admin" in not_allowed.text

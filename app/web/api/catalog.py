@@ -13,7 +13,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.catalog import job_definitions, workflows
-from app.catalog.job_definitions import DANGEROUS_HANDLERS, JobError, JobSpec
+from app.catalog.job_definitions import DANGEROUS_HANDLERS, JobError
+from app.catalog.job_fields import JobSpec
 from app.catalog.workflows import WorkflowError, WorkflowSpec
 from app.core.db import Conn
 from app.dags.workflow_shapes import Step
@@ -68,7 +69,7 @@ def _refuse_dangerous(api: ApiCall, *handlers: str) -> None:
 
 def _create_job(conn: Conn, api: ApiCall) -> tuple[list[str], dict[str, Any]]:
     given: JobIn = api.body
-    spec = JobSpec(**given.model_dump(mode="json", exclude_none=True))
+    spec = JobSpec.model_construct(**given.model_dump(mode="json", exclude_none=True))
     _refuse_dangerous(api, spec.handler)
     with conn.transaction():
         if _exists(conn, job_definitions.get, spec.name.strip()):
@@ -89,7 +90,7 @@ def _update_job(conn: Conn, api: ApiCall, name: str) -> tuple[list[str], dict[st
         values = {k: before[k] for k in ("name", "handler", "args", "execution_model",
                                          "priority", "timeout_seconds", "max_retries",
                                          "max_crashes")}  # fmt: skip
-        spec = JobSpec(**{**values, **changes})
+        spec = JobSpec.model_construct(**{**values, **changes})
         _refuse_dangerous(api, before["handler"], spec.handler)
         renamed = spec.name.strip()
         if renamed != name and _exists(conn, job_definitions.get, renamed):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -51,12 +51,17 @@ def _api_routes(routes: Sequence[BaseRoute]) -> list[tuple[Route, Operation]]:
     return found
 
 
-def _models(operations: list[Operation]) -> list[type[BaseModel]]:
-    models: dict[str, type[BaseModel]] = {ErrorOut.__name__: ErrorOut}
+def _models(operations: list[Operation]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+    """Each body's shape as it is read, each response's as it is written (a field with a
+    default is then required: a response always has it)."""
+    models: dict[str, tuple[type[BaseModel], JsonSchemaMode]] = {
+        ErrorOut.__name__: (ErrorOut, "serialization")
+    }
     for op in operations:
-        for model in (op.body, op.response):
-            if model is not None:
-                models[model.__name__] = model
+        if op.body is not None:
+            models[op.body.__name__] = (op.body, "validation")
+        if op.response is not None:
+            models[op.response.__name__] = (op.response, "serialization")
     return list(models.values())
 
 
@@ -139,9 +144,7 @@ def _operation(route: Route, method: str, op: Operation) -> dict[str, Any]:
 def build(routes: Sequence[BaseRoute]) -> dict[str, Any]:
     """The document of the API routes among `routes`."""
     api = _api_routes(routes)
-    _, definitions = models_json_schema(
-        [(m, "validation") for m in _models([op for _, op in api])], ref_template=_REF
-    )
+    _, definitions = models_json_schema(_models([op for _, op in api]), ref_template=_REF)
     for schema in _subschemas(definitions):
         _names_as_property_names(schema)
     paths: dict[str, dict[str, Any]] = {}

@@ -21,8 +21,9 @@ from app.core.db import Conn
 from app.core.sql import query
 from app.dags import dag_graph, dag_submission
 from app.people.roles import Role
-from app.runs import run_actions, run_inserts, submission
+from app.runs import run_actions, run_inserts, run_reads, submission
 from app.runs.run_actions import RunActionRefused
+from app.runs.run_fields import RunDetailRow, RunRow
 from app.runs.run_inserts import NewRun
 from app.web.api.core import PREFIX, ApiCall, ApiError, json_response, operation
 from app.web.api.schemas import (
@@ -78,8 +79,9 @@ def _new_run(conn: Conn, given: RunIn) -> NewRun:
     )
 
 
-def _differences(new_run: NewRun, row: dict[str, Any]) -> list[str]:
-    return [f for f in PAYLOAD_FIELDS if getattr(new_run, f) != row[f]]
+def _differences(new_run: NewRun, row: RunRow | dict[str, Any]) -> list[str]:
+    values = row.model_dump() if isinstance(row, RunRow) else row
+    return [f for f in PAYLOAD_FIELDS if getattr(new_run, f) != values[f]]
 
 
 def _conflict(conn: Conn, new_run: NewRun) -> ApiError:
@@ -94,7 +96,7 @@ def _conflict(conn: Conn, new_run: NewRun) -> ApiError:
     )
 
 
-def _submit(conn: Conn, given: RunIn) -> tuple[bool, dict[str, Any]]:
+def _submit(conn: Conn, given: RunIn) -> tuple[bool, RunRow]:
     new_run = _new_run(conn, given)
     try:
         submitted = submission.submit(conn, new_run)
@@ -121,17 +123,18 @@ def _submit_many(conn: Conn, given: list[RunIn]) -> list[submission.Submitted]:
         raise ApiError(409, str(exc), "idempotency_key") from None
 
 
-def _run(conn: Conn, run_id: int) -> dict[str, Any]:
-    row = conn.execute(query("run_reads", "run_by_id"), {"id": run_id}).fetchone()
+def _run(conn: Conn, run_id: int) -> RunRow:
+    row = run_reads.run(conn, run_id)
     if row is None:
         raise ApiError(404, f"there is no run {run_id}")
     return row
 
 
-def _run_with_attempts(conn: Conn, run_id: int) -> dict[str, Any]:
-    row = _run(conn, run_id)
-    attempts = conn.execute(query("run_reads", "run_attempt_list"), {"run_id": run_id}).fetchall()
-    return {**row, "attempts": attempts}
+def _run_with_attempts(conn: Conn, run_id: int) -> RunDetailRow:
+    row = run_reads.run_with_attempts(conn, run_id)
+    if row is None:
+        raise ApiError(404, f"there is no run {run_id}")
+    return row
 
 
 def _page(conn: Conn, where: RunPageQuery) -> dict[str, Any]:
@@ -156,7 +159,7 @@ def _page(conn: Conn, where: RunPageQuery) -> dict[str, Any]:
     return {"runs": rows, "next": rows[-1]["id"] if more else None}
 
 
-def _cancel(conn: Conn, run_id: int, actor: str) -> tuple[str, dict[str, Any]]:
+def _cancel(conn: Conn, run_id: int, actor: str) -> tuple[str, RunRow]:
     _run(conn, run_id)  # 404 for an unknown run
     try:
         status = run_actions.cancel(conn, run_id, actor=actor)
@@ -165,7 +168,7 @@ def _cancel(conn: Conn, run_id: int, actor: str) -> tuple[str, dict[str, Any]]:
     return status, _run(conn, run_id)
 
 
-def _retry(conn: Conn, run_id: int, actor: str) -> tuple[list[int], dict[str, Any]]:
+def _retry(conn: Conn, run_id: int, actor: str) -> tuple[list[int], RunRow]:
     _run(conn, run_id)  # 404 for an unknown run
     try:
         retried = run_actions.retry(conn, run_id, actor=actor)

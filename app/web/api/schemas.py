@@ -1,6 +1,12 @@
-"""The JSON API's request and response shapes (pydantic): they validate requests and they
-are the schemas of the OpenAPI document. Ranges come from `app.core.limits`, the same ones the
-CLI and the pages enforce; the domain functions check them again."""
+"""The JSON API's request and response shapes: they validate requests and they are the
+schemas of the OpenAPI document.
+
+They are built from the domains' SQLModel fields (`app.runs.run_fields`,
+`app.catalog.job_fields`, `app.scheduling.schedule_fields`), the same classes the tables
+inherit: a response shape is a fields class with what the API adds; a request shape takes
+the fields it accepts, and a change shape declares the same kinds (`app.core.fields`) as
+optional. `tests/unit/test_model_fields.py` holds them to each other and to the tables.
+"""
 
 from __future__ import annotations
 
@@ -11,51 +17,34 @@ from typing import Annotated, Any
 from pydantic import (
     AwareDatetime,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
-    WithJsonSchema,
 )
 
+from app.catalog.job_fields import JobFields
 from app.core import limits
+from app.core.fields import (
+    Count,
+    Crashes,
+    Duration,
+    Key,
+    Name,
+    Priority,
+    Retries,
+    Seconds,
+    Shape,
+    Text,
+    WholeSeconds,
+)
 from app.handlers.execution_models import ExecutionModel
+from app.runs.run_fields import AttemptFields, RunRow, RunSettingsFields
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import OverlapPolicy
-from app.scheduling.zones import iana_zone_names
+from app.scheduling.schedule_fields import Cron, FireFields, ScheduleFields, WallClock, Zone
 
 MAX_BATCH = 1000  # runs per batch submit (the body limit holds first for large args)
 MAX_PAGE = 500
-
-
-def _whole(value: Any) -> Any:
-    """JSON Schema's `integer`: 5.0 is one (a number without a fraction), `true` and "5"
-    are not (the body is validated strictly)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-# Whole numbers: the bounds come before the validator, so the document states them.
-WHOLE = BeforeValidator(_whole)
-# A name as every door reads it (app.core.limits.check_name)
-Name = Annotated[
-    str, Field(min_length=1, max_length=limits.MAX_NAME_LENGTH, pattern=limits.NAME_PATTERN)
-]
-Priority = Annotated[int, Field(ge=-limits.MAX_PRIORITY, le=limits.MAX_PRIORITY), WHOLE]
-Timeout = Annotated[int, Field(ge=1, le=limits.MAX_DURATION_SECONDS), WHOLE]
-Retries = Annotated[int, Field(ge=0, le=limits.MAX_RETRIES), WHOLE]
-Crashes = Annotated[int, Field(ge=1, le=limits.MAX_CRASHES), WHOLE]
-Seconds = Annotated[float, Field(ge=0, le=limits.MAX_DURATION_SECONDS)]
-Count = Annotated[int, Field(ge=1, le=limits.MAX_COUNT), WHOLE]
-# Exactly the zones of the IANA tz database (app.scheduling.zones.zone_named), listed in the
-# document.
-Zone = Annotated[
-    str,
-    Field(min_length=1, max_length=limits.MAX_NAME_LENGTH),
-    WithJsonSchema({"type": "string", "enum": sorted(iana_zone_names())}),
-]
 
 
 def _given(*fields: str) -> dict[str, Any]:
@@ -89,15 +78,21 @@ class ErrorOut(BaseModel):
 # ---- runs ---------------------------------------------------------------------------------
 
 
+def left_out(fields: type[BaseModel], name: str) -> Any:
+    """A field of a change or an optional setting: None (left out), described as the fields
+    class describes it."""
+    return Field(None, description=fields.model_fields[name].description)
+
+
 class RunSettings(Strict):
     """What one run does and how. Settings left out come from the job definition (when
     submitting by `job`) or Sundial's defaults."""
 
-    args: dict[str, Any] | None = Field(None, description="Handler arguments, a JSON object.")
-    priority: Priority | None = Field(None, description="Higher runs first. Default 1.")
-    timeout_seconds: Timeout | None = Field(None, description="Default 300.")
-    max_retries: Retries | None = Field(None, description="Default 3.")
-    execution_model: ExecutionModel | None = Field(None, description="Default async.")
+    args: dict[str, Any] | None = left_out(RunSettingsFields, "args")
+    priority: Priority | None = left_out(RunSettingsFields, "priority")
+    timeout_seconds: Duration | None = left_out(RunSettingsFields, "timeout_seconds")
+    max_retries: Retries | None = left_out(RunSettingsFields, "max_retries")
+    execution_model: ExecutionModel | None = left_out(RunSettingsFields, "execution_model")
 
 
 class RunIn(RunSettings):
@@ -114,12 +109,7 @@ class RunIn(RunSettings):
     job: Name | None = Field(None, description="A job definition's name (or give `handler`).")
     run_at: AwareDatetime | None = Field(None, description="Do not start before this time.")
     delay_seconds: Seconds | None = Field(None, description="Do not start before now + this.")
-    idempotency_key: (
-        Annotated[
-            str, Field(min_length=1, max_length=limits.MAX_KEY_LENGTH, pattern=limits.NAME_PATTERN)
-        ]
-        | None
-    ) = Field(
+    idempotency_key: Key | None = Field(
         None,
         description="Submitting again with this key and the same payload returns the same "
         "run (200); with another payload it is refused (409).",
@@ -146,39 +136,12 @@ class DagIn(Strict):
     )
 
 
-class AttemptOut(BaseModel):
-    attempt: int
-    worker: str | None
-    outcome: str
-    started_at: datetime | None
-    finished_at: datetime | None
-    error: str | None
+class AttemptOut(AttemptFields):
+    """One finished attempt of a run."""
 
 
-class RunOut(BaseModel):
-    id: int
-    status: RunStatus
-    handler: str
-    args: dict[str, Any]
-    priority: int
-    execution_model: str
-    run_at: datetime
-    attempt: int
-    max_retries: int
-    crash_count: int = Field(description="Times its worker stopped while running it.")
-    quarantined: bool = Field(description="Set aside (failed) after too many crashes.")
-    timeout_seconds: int
-    idempotency_key: str | None
-    job_id: uuid.UUID | None
-    schedule_id: uuid.UUID | None
-    dag_run_id: uuid.UUID | None
-    dag_node: str | None
-    cancel_requested: bool
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    last_error: str | None
-    result: Any = None
+class RunOut(RunRow):
+    """A run (app.runs.run_fields)."""
 
 
 class RunDetailOut(RunOut):
@@ -247,15 +210,8 @@ class DagRunOut(BaseModel):
 # ---- jobs and workflows -------------------------------------------------------------------
 
 
-class JobOut(BaseModel):
-    name: str
-    handler: str
-    args: dict[str, Any]
-    execution_model: str
-    priority: int
-    timeout_seconds: int
-    max_retries: int
-    max_crashes: int
+class JobOut(JobFields):
+    """A job definition (app.catalog.job_fields)."""
 
 
 class JobListOut(BaseModel):
@@ -280,26 +236,18 @@ class JobChanges(Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_changes_schema)
 
     name: Name | None = Field(None, description="A new name; schedules and workflows follow.")
-    handler: Name | None = None
-    args: dict[str, Any] | None = Field(None, description="Handler arguments, a JSON object.")
-    execution_model: ExecutionModel | None = None
-    priority: Priority | None = None
-    timeout_seconds: Timeout | None = None
-    max_retries: Retries | None = None
-    max_crashes: Crashes | None = None
+    handler: Name | None = left_out(JobFields, "handler")
+    args: dict[str, Any] | None = left_out(JobFields, "args")
+    execution_model: ExecutionModel | None = left_out(JobFields, "execution_model")
+    priority: Priority | None = left_out(JobFields, "priority")
+    timeout_seconds: Duration | None = left_out(JobFields, "timeout_seconds")
+    max_retries: Retries | None = left_out(JobFields, "max_retries")
+    max_crashes: Crashes | None = left_out(JobFields, "max_crashes")
 
 
-class JobIn(RunSettings):
+class JobIn(JobFields, Shape):
     """A new job definition: a handler with its args and run settings (defaults as for
     a run)."""
-
-    name: Name
-    handler: Name
-    max_crashes: Crashes | None = Field(
-        None,
-        description="Times one of its runs may crash the process running it before that run "
-        f"is quarantined. Default {limits.DEFAULT_MAX_CRASHES}.",
-    )
 
 
 class JobChangedOut(BaseModel):
@@ -349,7 +297,7 @@ class WorkflowStepIn(Strict):
 class WorkflowShapeIn(Strict):
     """A workflow's steps (by name) and the order between them."""
 
-    description: Annotated[str, Field(max_length=limits.MAX_TEXT_LENGTH)] = ""
+    description: Text = ""
     steps: dict[Name, WorkflowStepIn] = Field(min_length=1, max_length=MAX_BATCH)
     edges: list[Annotated[list[Name], Field(min_length=2, max_length=2)]] = Field(
         default_factory=list, description="[upstream, downstream] pairs."
@@ -383,17 +331,17 @@ class ScheduleRules(Strict):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_rules_change_schema)
 
-    cron: Annotated[str, Field(min_length=1, max_length=limits.MAX_TEXT_LENGTH)] | None = None
-    every_seconds: Timeout | None = None
+    cron: Cron | None = None
+    every_seconds: Duration | None = None
     timezone: Zone | None = None
     start_at: AwareDatetime | None = None
     end_at: AwareDatetime | None = None
     overlap: OverlapPolicy | None = None
     catchup: bool | None = None
     catchup_limit: Count | None = None
-    catchup_window_seconds: Timeout | None = None
+    catchup_window_seconds: Duration | None = None
     exact_minute: bool | None = None
-    spread_seconds: Annotated[int, Field(ge=0, le=limits.MAX_DURATION_SECONDS), WHOLE] | None = None
+    spread_seconds: WholeSeconds | None = None
     dst_skipped: DstSkipped | None = None
     dst_repeated: DstRepeated | None = None
     auto_pause_after: Count | None = None
@@ -419,18 +367,12 @@ class ScheduleIn(ScheduleRules, RunSettings):
     handler: Name | None = None
 
 
-class ScheduleOut(BaseModel):
-    name: str
-    cron: str | None
-    every_seconds: int | None
-    timezone: str
-    next_fire_time: datetime | None
+class ScheduleOut(ScheduleFields):
+    """A schedule (app.scheduling.schedule_fields) and what it runs."""
+
     paused: bool
-    paused_until: datetime | None
-    job: str | None
-    workflow: str | None
-    overlap: str
-    catchup: bool
+    job: str | None = Field(description="The job definition it runs, by name.")
+    workflow: str | None = Field(description="The workflow it runs, by name.")
 
 
 class ScheduleListOut(BaseModel):
@@ -443,7 +385,7 @@ class ScheduleChangedOut(BaseModel):
 
 
 class PauseIn(Strict):
-    note: Annotated[str, Field(max_length=limits.MAX_TEXT_LENGTH)] | None = None
+    note: Text | None = None
     until: AwareDatetime | None = None
 
 
@@ -452,26 +394,8 @@ class StartedOut(BaseModel):
     dag_run_id: uuid.UUID | None
 
 
-# A wall-clock time in a schedule's zone has no offset, which RFC 3339's `date-time` requires:
-# the document says what it is, an ISO 8601 local date and time.
-WallClock = Annotated[
-    datetime,
-    PlainSerializer(lambda moment: moment.isoformat(), return_type=str),
-    WithJsonSchema({
-        "type": "string",
-        "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?$",
-        "description": "A wall-clock time in the schedule's zone, without an offset.",
-    }),
-]  # fmt: skip
-
-
-class FireOut(BaseModel):
-    fire_time: datetime
-    local_time: WallClock | None
-    outcome: str
-    run_id: int | None
-    dag_run_id: uuid.UUID | None
-    detail: str | None
+class FireOut(FireFields):
+    """One fire of a schedule, from the fire ledger."""
 
 
 class FireListOut(BaseModel):
