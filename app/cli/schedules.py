@@ -41,7 +41,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     with transaction(resolve_database_url(settings)) as conn:
         now = schedule_rules.db_now(conn)
         catchup, limit = schedule_spec.parse_catchup(args.catchup)
-        spec = schedule_spec.ScheduleSpec(
+        spec = schedule_spec.ScheduleSpec.model_construct(
             name=args.name,
             cron=args.cron,
             every_seconds=args.every,

@@ -9,23 +9,25 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from app.core import limits
+from app.core import fields, limits
 from app.core.db import Conn
 from app.core.errors import Conflict, Missing, UsageError, about
+from app.core.fields import Count, Duration, Retries, WholeSeconds
 from app.core.sql import query
 from app.handlers import handler_args, worker_registry
 from app.handlers.builtin import BUILTINS
-from app.handlers.execution_models import ExecutionModel
-from app.runs import run_fields, run_inserts
+from app.runs import run_inserts
+from app.runs.run_fields import RunSettingsFields
 from app.scheduling.cron import DstRepeated, DstSkipped, Recurrence, fire_past_latest, next_fire
 from app.scheduling.cron_expressions import RecurrenceError, parse_cron
-from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
+from app.scheduling.fire_decisions import OverlapPolicy
+from app.scheduling.schedule_fields import ScheduleRuleFields
 from app.scheduling.zones import zone_named
 
 MAX_NAME_LENGTH = limits.MAX_NAME_LENGTH
@@ -53,35 +55,19 @@ class NoSuchCalendar(ScheduleError):
     """The exclusion calendar asked for does not exist (or no longer does)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleSpec:
-    """What a person asks for: when it fires, its policies, and what it runs — a new job
-    definition made from `handler` and its settings, an existing one (`job`), or a
-    workflow (`workflow`: each fire is one DAG run)."""
+class ScheduleSpec(ScheduleRuleFields, RunSettingsFields):
+    """What a person asks for: when it fires, its policies (a schedule's own fields), and what
+    it runs — a new job definition made from `handler` and its settings, an existing one
+    (`job`), or a workflow (`workflow`: each fire is one DAG run).
+
+    The pages, the CLI and the API build it without validation
+    (`ScheduleSpec.model_construct`): `validate_fields` checks it, refusing in a person's
+    words and naming the field."""
 
     name: str
-    cron: str | None = None
-    every_seconds: int | None = None
-    timezone: str = "UTC"
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    overlap: OverlapPolicy = OverlapPolicy.SKIP
-    catchup: bool = False
-    catchup_limit: int | None = None
-    catchup_window_seconds: int | None = None
-    exact_minute: bool = False
-    spread_seconds: int = DEFAULT_SPREAD_SECONDS
-    dst_skipped: DstSkipped = DstSkipped.SHIFT
-    dst_repeated: DstRepeated = DstRepeated.FIRST
-    auto_pause_after: int | None = None
     job: str | None = None
     workflow: str | None = None
     handler: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
-    execution_model: str = ExecutionModel.ASYNC.value
-    priority: int = run_fields.DEFAULT_PRIORITY
-    timeout_seconds: int = run_fields.DEFAULT_TIMEOUT_SECONDS
-    max_retries: int = run_fields.DEFAULT_MAX_RETRIES
 
 
 def parse_catchup(text: str) -> tuple[bool, int | None]:
@@ -173,7 +159,7 @@ RULE_COLUMNS = frozenset(
 
 def spec_of(row: Mapping[str, Any]) -> ScheduleSpec:
     """The timing and policies of a `schedules` row, as a spec."""
-    return ScheduleSpec(
+    return ScheduleSpec.model_construct(
         name=row["name"],
         cron=row["cron"],
         every_seconds=row["interval_seconds"],
@@ -217,7 +203,7 @@ def _check_fields(spec: ScheduleSpec) -> list[str]:
                 raise ScheduleError(
                     f"the interval must be a positive number of seconds, not {spec.every_seconds}"
                 )
-            limits.check_whole("the interval", spec.every_seconds, 1, limits.MAX_DURATION_SECONDS)
+            fields.check_whole(Duration, "the interval", spec.every_seconds)
     with about("timezone"):
         limits.check_text("the time zone", spec.timezone, MAX_NAME_LENGTH)
         try:
@@ -239,23 +225,22 @@ def _check_fields(spec: ScheduleSpec) -> list[str]:
                 limits.check_instant(label, moment)
     if spec.start_at and spec.end_at and spec.end_at <= spec.start_at:
         raise ScheduleError("the end of a schedule must come after its start", "end_at")
-    for input_name, label, value, low, high in (
-        ("spread_seconds", "the spread window", spec.spread_seconds, 0,
-         limits.MAX_DURATION_SECONDS),
-        ("timeout_seconds", "the timeout", spec.timeout_seconds, 1, limits.MAX_DURATION_SECONDS),
-        ("max_retries", "max retries", spec.max_retries, 0, limits.MAX_RETRIES),
+    # The ranges are the fields' (app.scheduling.schedule_fields, app.runs.run_fields).
+    for input_name, label, value, range_of in (
+        ("spread_seconds", "the spread window", spec.spread_seconds, WholeSeconds),
+        ("timeout_seconds", "the timeout", spec.timeout_seconds, Duration),
+        ("max_retries", "max retries", spec.max_retries, Retries),
     ):  # fmt: skip
         with about(input_name):
-            limits.check_whole(label, value, low, high)
-    for input_name, label, optional, low, high in (
-        ("catchup_limit", "the catch-up limit", spec.catchup_limit, 1, limits.MAX_COUNT),
-        ("catchup_window_seconds", "the catch-up window", spec.catchup_window_seconds, 1,
-         limits.MAX_DURATION_SECONDS),
-        ("auto_pause_after", "auto-pause after", spec.auto_pause_after, 1, limits.MAX_COUNT),
+            fields.check_whole(range_of, label, value)
+    for input_name, label, optional, range_of in (
+        ("catchup_limit", "the catch-up limit", spec.catchup_limit, Count),
+        ("catchup_window_seconds", "the catch-up window", spec.catchup_window_seconds, Duration),
+        ("auto_pause_after", "auto-pause after", spec.auto_pause_after, Count),
     ):  # fmt: skip
         if optional is not None:  # None: off
             with about(input_name):
-                limits.check_whole(label, optional, low, high)
+                fields.check_whole(range_of, label, optional)
     for input_name, label, choice, kind in (
         ("overlap", "the overlap policy", spec.overlap, OverlapPolicy),
         ("dst_skipped", "what a skipped hour does (dst_skipped)", spec.dst_skipped, DstSkipped),

@@ -7,7 +7,7 @@ a trigger firing the same schedule. Bad input raises `ScheduleError` with one se
 nothing is written then.
 
     with transaction(url) as conn:
-        created = create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *",
+        created = create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *",
                                                      timezone="Europe/Berlin", handler="noop"))
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -118,11 +118,11 @@ def update_schedule(
         before = snapshot_of(conn, name)
         refuse_disabled_handlers(conn, job_id=row["job_id"], workflow_id=row["workflow_id"])
         at = db_now(conn, now)
-        spec = replace(spec_of(row), **timing)
+        spec = spec_of(row).model_copy(update=timing)
         if changes.get("cron") is not None:
-            spec = replace(spec, every_seconds=None)
+            spec = spec.model_copy(update={"every_seconds": None})
         if changes.get("every_seconds") is not None:
-            spec = replace(spec, cron=None)
+            spec = spec.model_copy(update={"cron": None})
         warnings = validate_fields(spec)
         new = schedule_row(spec, row["created_at"])
         del new["id"], new["created_at"]

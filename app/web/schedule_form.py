@@ -133,7 +133,7 @@ def spec_of(values: dict[str, Any]) -> ScheduleSpec:
             args = job_definitions.parse_args(values["args"])
         except JobError as exc:
             raise UsageError(str(exc), "args") from None
-    return ScheduleSpec(
+    return ScheduleSpec.model_construct(
         name=values["name"], cron=rule.cron, every_seconds=rule.every_seconds,
         timezone=values["timezone"], overlap=overlap, catchup=catchup,
         catchup_limit=catchup_limit, exact_minute=values["exact_minute"],

@@ -183,7 +183,7 @@ def test_workflow_delete_rule_lives_in_the_domain_function(db_url: str) -> None:
             conn, workflows.WorkflowSpec("wf", {"a": workflow_shapes.Step("j")}), actor="test"
         )
         schedules.create_schedule(
-            conn, schedule_spec.ScheduleSpec("s", every_seconds=60, workflow="wf")
+            conn, schedule_spec.ScheduleSpec(name="s", every_seconds=60, workflow="wf")
         )
     with transaction(db_url) as conn, pytest.raises(workflows.WorkflowError, match="'s'"):
         workflows.delete(conn, "wf", actor="test")

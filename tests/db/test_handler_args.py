@@ -56,7 +56,7 @@ def test_a_worker_registers_the_schema_of_a_handler_declaring_a_pydantic_model(
                 "email": "ops@example.com"
             }
             # a schedule that makes its own job (`--handler`) meets the same rule
-            own_job = ScheduleSpec("hourly", cron="0 * * * *", handler="send_report_args")
+            own_job = ScheduleSpec(name="hourly", cron="0 * * * *", handler="send_report_args")
             with pytest.raises(ScheduleError, match=r"^args: email is required$"):
                 schedules.create_schedule(conn, own_job)
             assert query(db_url, "SELECT count(*) AS n FROM schedules")[0]["n"] == 0

@@ -76,7 +76,7 @@ def test_submits_of_shell_are_refused_while_it_is_disabled(conn: Conn) -> None:
         dag_submission.submit_dag(conn, {"a": NewRun("noop"), "b": SHELL_RUN}, [("a", "b")])
     with pytest.raises(HandlerDisabled):
         schedules.create_schedule(
-            conn, ScheduleSpec("every-minute", every_seconds=60, handler="shell")
+            conn, ScheduleSpec(name="every-minute", every_seconds=60, handler="shell")
         )
     assert [count(conn, t) for t in ("job_runs", "dag_runs", "schedules", "job_definitions")] == [
         0,
@@ -90,17 +90,19 @@ def test_stored_shell_jobs_are_refused_once_it_is_disabled(conn: Conn) -> None:
     """Job definitions made while shell was enabled cannot be scheduled, put in a
     workflow, changed or run once an admin disables it."""
     set_shell_enabled(conn, True, actor="test")
-    schedules.create_schedule(conn, ScheduleSpec("cleanup", every_seconds=60, handler="shell"))
+    schedules.create_schedule(conn, ScheduleSpec(name="cleanup", every_seconds=60, handler="shell"))
     workflows.define(conn, WorkflowSpec("nightly", {"clean": Step("cleanup")}), actor="test")
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="0 3 * * *", workflow="nightly"))
+    schedules.create_schedule(
+        conn, ScheduleSpec(name="nightly", cron="0 3 * * *", workflow="nightly")
+    )
     set_shell_enabled(conn, False, actor="test")
 
     refused = [
         lambda: schedules.create_schedule(
-            conn, ScheduleSpec("again", every_seconds=60, job="cleanup")
+            conn, ScheduleSpec(name="again", every_seconds=60, job="cleanup")
         ),
         lambda: schedules.create_schedule(
-            conn, ScheduleSpec("again", every_seconds=60, workflow="nightly")
+            conn, ScheduleSpec(name="again", every_seconds=60, workflow="nightly")
         ),
         lambda: schedules.update_schedule(conn, "cleanup", {"every_seconds": 120}),
         lambda: schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}),

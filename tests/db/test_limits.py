@@ -180,7 +180,7 @@ def test_workflows_refuse_names_and_args_outside_the_ranges(conn: Conn) -> None:
 def test_schedule_update_refuses_values_outside_the_ranges(
     conn: Conn, changes: dict[str, Any]
 ) -> None:
-    create_schedule(conn, ScheduleSpec("s", every_seconds=60, handler="noop"))
+    create_schedule(conn, ScheduleSpec(name="s", every_seconds=60, handler="noop"))
     before = conn.execute("SELECT * FROM schedules").fetchone()
     with pytest.raises(schedule_spec.ScheduleError):
         schedules.update_schedule(conn, "s", changes)
@@ -227,7 +227,7 @@ def test_extreme_run_rows_are_refused_by_check_constraints(
 def test_extreme_schedule_rows_are_refused_by_check_constraints(
     conn: Conn, column_value: str
 ) -> None:
-    create_schedule(conn, ScheduleSpec("s", every_seconds=60, handler="noop"))
+    create_schedule(conn, ScheduleSpec(name="s", every_seconds=60, handler="noop"))
     with pytest.raises(psycopg.errors.CheckViolation):
         conn.execute(f"UPDATE schedules SET {column_value}")
 
@@ -251,7 +251,9 @@ def test_a_schedule_ends_at_the_latest_supported_time(conn: Conn) -> None:
     start = limits.LATEST - timedelta(minutes=30)
     create_schedule(
         conn,
-        ScheduleSpec("last", every_seconds=3600, start_at=start, handler="noop", exact_minute=True),
+        ScheduleSpec(
+            name="last", every_seconds=3600, start_at=start, handler="noop", exact_minute=True
+        ),
         now=start - timedelta(days=1),
     )
     trigger = Trigger(Settings.from_env({}), holder="t")
@@ -268,7 +270,10 @@ def test_a_schedule_starting_in_year_9999_is_refused(conn: Conn) -> None:
         create_schedule(
             conn,
             ScheduleSpec(
-                "far", every_seconds=60, start_at=datetime(9999, 1, 1, tzinfo=UTC), handler="noop"
+                name="far",
+                every_seconds=60,
+                start_at=datetime(9999, 1, 1, tzinfo=UTC),
+                handler="noop",
             ),
         )
     assert count(conn, "schedules") == 0
@@ -345,7 +350,7 @@ def test_args_at_the_limits_round_trip(conn: Conn) -> None:
 def test_a_schedule_made_due_with_a_start_past_2200_ends_without_crashing_the_trigger(
     conn: Conn,
 ) -> None:
-    create_schedule(conn, ScheduleSpec("late", cron="@hourly", handler="noop"))
+    create_schedule(conn, ScheduleSpec(name="late", cron="@hourly", handler="noop"))
     conn.execute(
         "UPDATE schedules SET start_at = '2299-06-01T00:00Z', "
         "next_fire_time = now() - interval '1 minute'"

@@ -208,8 +208,8 @@ def test_schedule_add_and_update_refuse_clearly_or_round_trip(
 ) -> None:
     conn.execute("DELETE FROM schedules")
     conn.execute("DELETE FROM job_definitions")
-    spec = ScheduleSpec(
-        name,
+    spec = ScheduleSpec.model_construct(
+        name=name,
         every_seconds=every,
         spread_seconds=spread,
         catchup=limit is not None,

@@ -34,7 +34,7 @@ def spec(**kw: Any) -> ScheduleSpec:
     kw.setdefault("handler", "noop")
     if "every_seconds" not in kw:
         kw.setdefault("cron", "30 2 * * *")
-    return ScheduleSpec(**kw)
+    return ScheduleSpec.model_construct(**kw)
 
 
 def register_worker(conn: Conn, handlers: list[str], *, live: bool = True) -> None:

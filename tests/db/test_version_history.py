@@ -78,10 +78,10 @@ def test_a_version_of_another_job_is_not_one_to_roll_back_to(conn: Conn) -> None
 
 def test_a_schedule_deleted_and_created_again_starts_a_new_history(conn: Conn) -> None:
     job_definitions.create(conn, JobSpec(name="report", handler="noop"), actor="alice")
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job="report"))
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *", job="report"))
     schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"})
     schedules.delete(conn, "nightly")
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="0 5 * * *", job="report"))
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="0 5 * * *", job="report"))
     assert [(a, s["cron"]) for a, s in history(conn, "schedule", "nightly")] == [
         ("schedule.create", "0 5 * * *")
     ]

@@ -31,7 +31,7 @@ def add_schedules(db_url: str) -> None:
             ("hourly sync", "0 * * * *", "UTC"),
             ("invoices <b>", "30 7 * * *", "America/New_York"),
         ):
-            schedules.create_schedule(conn, ScheduleSpec(name, cron=cron, timezone=zone,
+            schedules.create_schedule(conn, ScheduleSpec(name=name, cron=cron, timezone=zone,
                                                          handler="noop"))  # fmt: skip
 
 

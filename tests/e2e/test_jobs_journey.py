@@ -55,7 +55,7 @@ def test_every_page_passes_axe_and_is_photographed(
             "(gen_random_uuid(), 'nightly <b>report</b>', 'sleep', '{\"seconds\": 5}')"
         )
         schedules.create_schedule(
-            conn, ScheduleSpec("weekdays", cron="0 9 * * 1-5", timezone="Europe/Berlin",
+            conn, ScheduleSpec(name="weekdays", cron="0 9 * * 1-5", timezone="Europe/Berlin",
                                job="nightly <b>report</b>"),
         )  # fmt: skip
         schedules.pause(conn, "weekdays", note="quarter close")

@@ -38,7 +38,7 @@ def seed(db_url: str) -> None:
             conn, JobSpec(name=LONG[:120], handler="noop", args={"to": LONG}), actor="t"
         )
         schedules.create_schedule(
-            conn, ScheduleSpec(LONG[:100], every_seconds=60, job=LONG[:120]), actor="t"
+            conn, ScheduleSpec(name=LONG[:100], every_seconds=60, job=LONG[:120]), actor="t"
         )
         audit.record(conn, "t", "job.update", "job", LONG[:120], before={"a": LONG},
                      after={"a": LONG * 2})  # fmt: skip

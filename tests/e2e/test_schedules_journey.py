@@ -142,7 +142,7 @@ def test_every_schedule_page_passes_axe_and_is_photographed(
     make_user(db_url, "admin", "admin")
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         schedules.create_schedule(
-            conn, ScheduleSpec("night <b>run</b>", cron="30 2 * * *", timezone="Europe/Berlin",
+            conn, ScheduleSpec(name="night <b>run</b>", cron="30 2 * * *", timezone="Europe/Berlin",
                                handler="noop"),
         )  # fmt: skip
         schedules.update_schedule(conn, "night <b>run</b>", {"cron": "0 3 * * *"}, actor="alice")

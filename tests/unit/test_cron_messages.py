@@ -23,10 +23,14 @@ def refusal(spec: ScheduleSpec, now: datetime) -> str:
     ("spec", "now", "fire"),
     [
         # 2200 is no leap year: the next 29 February after 2196 is in 2204.
-        (ScheduleSpec("leap", cron="0 0 29 2 *"), "2196-03-01T00:00", "2204-02-29 00:00 (UTC)"),
+        (
+            ScheduleSpec(name="leap", cron="0 0 29 2 *"),
+            "2196-03-01T00:00",
+            "2204-02-29 00:00 (UTC)",
+        ),
         (
             ScheduleSpec(
-                "new year",
+                name="new year",
                 cron="0 9 1 1 *",
                 timezone="Europe/Berlin",
                 start_at=utc("2199-06-01T00:00"),
@@ -35,7 +39,9 @@ def refusal(spec: ScheduleSpec, now: datetime) -> str:
             "2200-01-01 09:00 (Europe/Berlin)",
         ),
         (
-            ScheduleSpec("yearly", every_seconds=365 * 86400, start_at=utc("2190-01-01T00:00")),
+            ScheduleSpec(
+                name="yearly", every_seconds=365 * 86400, start_at=utc("2190-01-01T00:00")
+            ),
             "2199-12-31T00:00",
             "2200-12-30 00:00 (UTC)",
         ),
@@ -52,7 +58,7 @@ def test_a_next_fire_past_the_latest_date_says_so(spec: ScheduleSpec, now: str, 
 @pytest.mark.parametrize("expression", ["0 0 30 2 *", "0 0 31 4,6,9,11 *"])
 def test_a_cron_that_matches_no_date_still_never_fires(expression: str) -> None:
     for now in ("2026-01-01T00:00", "2196-03-01T00:00"):
-        message = refusal(ScheduleSpec("never", cron=expression), utc(now))
+        message = refusal(ScheduleSpec(name="never", cron=expression), utc(now))
         assert (
             message
             == f"cron expression {expression!r} never fires: no date matches it within 9 years"
@@ -60,6 +66,6 @@ def test_a_cron_that_matches_no_date_still_never_fires(expression: str) -> None:
 
 
 def test_an_end_before_a_fire_past_the_latest_date_blames_the_end() -> None:
-    spec = ScheduleSpec("leap", cron="0 0 29 2 *", end_at=utc("2199-01-01T00:00"))
+    spec = ScheduleSpec(name="leap", cron="0 0 29 2 *", end_at=utc("2199-01-01T00:00"))
     message = refusal(spec, utc("2196-03-01T00:00"))
     assert message == "the schedule would never fire: its end comes before its first fire"

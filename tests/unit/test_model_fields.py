@@ -35,6 +35,7 @@ from app.runs.run_fields import (
     RunSettingsFields,
 )
 from app.scheduling.schedule_fields import FireFields, ScheduleFields, ScheduleRuleFields
+from app.scheduling.schedule_spec import ScheduleSpec
 from app.web.api import schemas
 
 TABLES = sorted(
@@ -237,5 +238,8 @@ def test_request_shapes_take_the_fields_as_declared(
 def test_the_domain_takes_and_gives_the_fields_classes() -> None:
     assert issubclass(JobSpec, JobFields) and issubclass(JobListRow, JobFields)
     assert issubclass(RunRow, RunFields) and issubclass(RunDetailRow, RunRow)
+    # the schedule form's, the CLI's and the API's schedule
+    assert issubclass(ScheduleSpec, ScheduleRuleFields)
+    assert issubclass(ScheduleSpec, RunSettingsFields)
     spec = JobSpec(name="nightly", handler="noop")
     assert (spec.priority, spec.timeout_seconds, spec.max_retries) == (1, 300, 3)

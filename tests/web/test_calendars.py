@@ -72,7 +72,7 @@ def test_an_editor_creates_a_calendar_and_bad_input_is_refused_next_to_its_field
 def test_an_editor_applies_a_calendar_to_a_schedule_and_deletes_it(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="0 2 * * *", handler="noop"))
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="0 2 * * *", handler="noop"))
     calendars.create(conn, CalendarSpec("Holidays <b>", country="FR"), actor="alice")
     client = as_role("editor")
     path = "/calendars/Holidays%20%3Cb%3E"
@@ -106,7 +106,7 @@ def test_an_editor_applies_a_calendar_to_a_schedule_and_deletes_it(
 def test_the_forecast_fragment_draws_the_edited_schedule_apart(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("hourly", cron="0 * * * *", handler="noop"))
+    schedules.create_schedule(conn, ScheduleSpec(name="hourly", cron="0 * * * *", handler="noop"))
     client = as_role("viewer")
     page = client.get("/forecast?zone=UTC").text
     assert "1 active schedule will fire 24 times" in page
@@ -130,8 +130,8 @@ def test_the_forecast_fragment_draws_the_edited_schedule_apart(
 def test_the_week_shows_frequent_schedules_as_bands_and_filters_by_name(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("pulse", cron="*/5 * * * *", handler="noop"))
-    schedules.create_schedule(conn, ScheduleSpec("report", cron="0 9 * * *", handler="noop"))
+    schedules.create_schedule(conn, ScheduleSpec(name="pulse", cron="*/5 * * * *", handler="noop"))
+    schedules.create_schedule(conn, ScheduleSpec(name="report", cron="0 9 * * *", handler="noop"))
     client = as_role("viewer")
     week = client.get("/calendar", params={"week": "2026-12-02", "zone": "UTC"}).text
     assert "Week of 30 Nov 2026" in week

@@ -248,7 +248,7 @@ def test_a_schedule_may_make_its_own_job_from_a_handler_and_arguments(
 def test_a_duplicate_name_is_refused_next_to_the_name(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("morning report", cron="0 8 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="morning report", cron="0 8 * * *", job=job))
     refused = post(as_role("editor"), "/schedules", FORM)
     assert refused.status_code == 422 and 'id="name-error"' in refused.text
     assert "already exists" in refused.text and count(conn, "schedules") == 1
@@ -257,7 +257,9 @@ def test_a_duplicate_name_is_refused_next_to_the_name(
 def test_names_with_markup_render_as_text(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("<script>x</script>", cron="0 8 * * *", job=job))
+    schedules.create_schedule(
+        conn, ScheduleSpec(name="<script>x</script>", cron="0 8 * * *", job=job)
+    )
     client = as_role("viewer")
     for path in ("", "/fires", "/history"):
         page = client.get("/schedules/%3Cscript%3Ex%3C%2Fscript%3E" + path).text
@@ -267,7 +269,7 @@ def test_names_with_markup_render_as_text(
 def test_operators_pause_resume_and_run_now_and_each_step_is_audited(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job,
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *", job=job,
                                                  timezone="Europe/Berlin"))  # fmt: skip
     client = as_role("operator")
     url = "/schedules/nightly"
@@ -313,7 +315,7 @@ def test_operators_pause_resume_and_run_now_and_each_step_is_audited(
 def test_delete_needs_confirmation_and_says_what_goes_with_it(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("cleanup", every_seconds=600, handler="noop"))
+    schedules.create_schedule(conn, ScheduleSpec(name="cleanup", every_seconds=600, handler="noop"))
     client = as_role("editor")
     page = client.get("/schedules/cleanup").text
     assert "Its job <strong>cleanup</strong> was created with it and is deleted too" in page
@@ -327,7 +329,7 @@ def test_delete_needs_confirmation_and_says_what_goes_with_it(
 def test_history_shows_each_change_and_rollback_restores_the_old_rule(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *", job=job))
     schedules.pause(conn, "nightly", note="quiet")  # not a version
     changes = {"cron": "0 4 * * *", "overlap": OverlapPolicy.QUEUE}
     schedules.update_schedule(conn, "nightly", changes, actor="alice")
@@ -369,7 +371,7 @@ def test_rollback_restores_the_exclusion_calendar_of_that_version(
 ) -> None:
     for country in ("DE", "FR"):
         calendars.create(conn, CalendarSpec(country, country=country), actor="test")
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *", job=job))
     calendars.assign(conn, "nightly", "DE", actor="alice")  # chosen on the calendar's page
     schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}, actor="alice")
     calendars.assign(conn, "nightly", "FR", actor="bob")
@@ -403,7 +405,7 @@ def test_a_version_from_before_calendars_were_recorded_says_it_leaves_the_calend
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
     calendars.create(conn, CalendarSpec("DE", country="DE"), actor="test")
-    schedules.create_schedule(conn, ScheduleSpec("nightly", cron="30 2 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *", job=job))
     schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}, actor="alice")
     # Versions written before snapshots held the calendar.
     conn.execute("UPDATE audit_log SET details = details #- '{after,calendar}' #- "
@@ -438,9 +440,9 @@ def test_saving_the_edit_form_with_another_calendar_is_one_version(
 def test_the_list_filters_and_shows_the_next_fire_in_the_viewers_zone(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("alpha", cron="0 9 * * *", job=job,
+    schedules.create_schedule(conn, ScheduleSpec(name="alpha", cron="0 9 * * *", job=job,
                                                  timezone="Asia/Tokyo"))  # fmt: skip
-    schedules.create_schedule(conn, ScheduleSpec("beta", every_seconds=60, handler="noop"))
+    schedules.create_schedule(conn, ScheduleSpec(name="beta", every_seconds=60, handler="noop"))
     schedules.pause(conn, "beta", note="hold")
     client = as_role("viewer")
     client.cookies.set("sundial_zone", "America/New_York")
@@ -460,7 +462,7 @@ def test_the_list_comes_in_pages_by_name_that_keep_the_filters(
 ) -> None:
     monkeypatch.setattr(schedule_reads, "LIST_PAGE", 2)
     for name in ("e-daily", "a-daily", "d-hourly", "c-daily", "b-daily"):
-        schedules.create_schedule(conn, ScheduleSpec(name, every_seconds=60, job=job))
+        schedules.create_schedule(conn, ScheduleSpec(name=name, every_seconds=60, job=job))
     client = as_role("viewer")
 
     def names(html: str) -> list[str]:
@@ -483,7 +485,7 @@ def test_the_list_comes_in_pages_by_name_that_keep_the_filters(
 def test_the_ledger_is_paged_newest_first(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("often", every_seconds=60, job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="often", every_seconds=60, job=job))
     schedule_id = conn.execute("SELECT id FROM schedules").fetchone()["id"]
     conn.execute(
         "INSERT INTO schedule_fires (schedule_id, fire_time, local_time, outcome) "
@@ -505,7 +507,7 @@ def test_the_ledger_is_paged_newest_first(
 def test_the_ledger_shows_excluded_fires_with_their_reason(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("daily", cron="0 12 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="daily", cron="0 12 * * *", job=job))
     schedule_id = conn.execute("SELECT id FROM schedules").fetchone()["id"]
     conn.execute(
         "INSERT INTO schedule_fires (schedule_id, fire_time, local_time, outcome, detail) "
@@ -528,7 +530,7 @@ WRITES = ["/schedules", "/schedules/preview", "/schedules/forecast", "/schedules
 def test_a_viewer_gets_403_on_every_write_and_sees_no_buttons(
     as_role: Callable[[str], TestClient], conn: Conn, job: str, path: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("s", cron="0 9 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="s", cron="0 9 * * *", job=job))
     client = as_role("viewer")
     assert post(client, path, {**FORM, "confirm": "yes", "note": "x"}).status_code == 403
     page = client.get("/schedules/s").text
@@ -540,7 +542,7 @@ def test_a_viewer_gets_403_on_every_write_and_sees_no_buttons(
 def test_an_operator_may_not_edit_or_delete(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("s", cron="0 9 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="s", cron="0 9 * * *", job=job))
     client = as_role("operator")
     assert client.get("/schedules/new").status_code == 403
     assert post(client, "/schedules/s/delete", {"confirm": "yes"}).status_code == 403
@@ -551,7 +553,7 @@ def test_an_operator_may_not_edit_or_delete(
 def test_a_write_without_the_csrf_token_is_refused(
     as_role: Callable[[str], TestClient], conn: Conn, job: str, path: str
 ) -> None:
-    schedules.create_schedule(conn, ScheduleSpec("s", cron="0 9 * * *", job=job))
+    schedules.create_schedule(conn, ScheduleSpec(name="s", cron="0 9 * * *", job=job))
     client = as_role("admin")
     refused = client.post(path, data={**FORM, "confirm": "yes"}, follow_redirects=False)
     assert refused.status_code == 403

@@ -18,10 +18,10 @@ def test_schedules_show_their_rule_in_words_and_next_fire_in_their_zone(
 ) -> None:
     created = schedules.create_schedule(
         conn,
-        ScheduleSpec("<script>x</script>", cron="0 9 * * 1-5", timezone="Europe/Berlin",
+        ScheduleSpec(name="<script>x</script>", cron="0 9 * * 1-5", timezone="Europe/Berlin",
                      handler="noop"),
     )  # fmt: skip
-    schedules.create_schedule(conn, ScheduleSpec("often", every_seconds=900, handler="noop"))
+    schedules.create_schedule(conn, ScheduleSpec(name="often", every_seconds=900, handler="noop"))
     schedules.pause(conn, "often", note="quarter close")
     page = as_role("viewer").get("/schedules").text
     assert "At 09:00, Monday through Friday" in page

@@ -223,7 +223,7 @@ def test_delete_is_refused_while_a_schedule_runs_it_unless_it_goes_too(
     jobs(conn, "pull")
     client = as_role("editor")
     assert post(client, "/workflows", form("etl", [("a", "pull", [])])).status_code == 303
-    schedules.create_schedule(conn, schedule_spec.ScheduleSpec("nightly", every_seconds=60,
+    schedules.create_schedule(conn, schedule_spec.ScheduleSpec(name="nightly", every_seconds=60,
                                                            workflow="etl"))  # fmt: skip
     page = client.get("/workflows/etl").text
     assert "Run by schedule nightly" in page and "Also delete these schedules" in page

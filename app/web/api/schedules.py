@@ -5,7 +5,6 @@ pages call. Each change is audited in the same transaction as the change."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +34,7 @@ from app.web.api.schemas import (
 )
 from app.web.database import call
 
-SPEC_FIELDS = frozenset(f.name for f in fields(ScheduleSpec))
+SPEC_FIELDS = frozenset(ScheduleSpec.model_fields)
 
 
 def _out(row: dict[str, Any]) -> ScheduleOut:
@@ -70,7 +69,9 @@ def _create(conn: Conn, given: ScheduleIn, actor: str) -> tuple[list[str], dict[
     values = given.model_dump(exclude_none=True)
     values = {k: v for k, v in values.items() if k in SPEC_FIELDS}
     with conn.transaction():
-        created = schedules.create_schedule(conn, ScheduleSpec(**values), actor=actor)
+        created = schedules.create_schedule(
+            conn, ScheduleSpec.model_construct(**values), actor=actor
+        )
         row = _row(conn, given.name)
     return created.warnings, row
 
