@@ -100,6 +100,10 @@ class JobDefinition(JobFields, table=True):
             _between("char_length(name)", 1, limits.MAX_NAME_LENGTH),
             name="job_definitions_name_length",
         ),
+        sa.CheckConstraint(
+            _between("char_length(queue)", 1, limits.MAX_NAME_LENGTH),
+            name="job_definitions_queue_length",
+        ),
     )
 
     # Its fields (name, handler and run settings) are JobFields'.
@@ -320,6 +324,9 @@ class JobRun(RunFields, table=True):
     __tablename__ = "job_runs"
     __table_args__ = (
         sa.CheckConstraint(f"status IN ({sql_in(RunStatus)})", name="job_runs_status"),
+        sa.CheckConstraint(
+            _between("char_length(queue)", 1, limits.MAX_NAME_LENGTH), name="job_runs_queue_length"
+        ),
         sa.CheckConstraint(f"execution_model IN ({sql_in(ExecutionModel)})", name="job_runs_model"),
         sa.CheckConstraint("attempt >= 0", name="job_runs_attempt_nonneg"),
         sa.CheckConstraint("timeout_seconds > 0", name="job_runs_timeout_positive"),
@@ -372,6 +379,7 @@ class JobRun(RunFields, table=True):
         # Dispatch: only pending rows, in claim order; finished rows drop out.
         sa.Index(
             "ix_job_runs_dispatch",
+            "queue",
             sa.text("priority DESC"),
             "run_at",
             postgresql_where=sa.text("status = 'pending'"),
@@ -980,3 +988,24 @@ class JobStatState(SQLModel, table=True):
     id: int = Field(sa_column=sa.Column(sa.SmallInteger, primary_key=True))
     through: datetime | None = _ts()
     window_start: datetime | None = _ts()
+
+
+class Queue(SQLModel, table=True):
+    """A named queue's fleet-wide settings: whether it is paused, by whom and why. A queue
+    without a row here is open (runs name their queue; `default` unless given)."""
+
+    __tablename__ = "queues"
+    __table_args__ = (
+        sa.CheckConstraint(
+            _between("char_length(name)", 1, limits.MAX_NAME_LENGTH), name="queues_name_length"
+        ),
+    )
+
+    name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    paused: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    paused_by: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    paused_note: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    paused_at: datetime | None = _ts()
+    updated_at: datetime = _ts(nullable=False, now=True)

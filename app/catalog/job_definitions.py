@@ -85,6 +85,7 @@ def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
         timeout_seconds=spec.timeout_seconds,
         max_retries=spec.max_retries,
         execution_model=spec.execution_model,
+        queue=spec.queue,
     )
     try:
         checks.validate()

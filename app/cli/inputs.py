@@ -91,3 +91,8 @@ def add_job_settings_options(p: argparse.ArgumentParser) -> None:
         choices=[m.value for m in ExecutionModel],
         help="where the handler runs (default async)",
     )
+    p.add_argument(
+        "--queue",
+        default=run_fields.DEFAULT_QUEUE,
+        help=f"the queue its runs wait in (default {run_fields.DEFAULT_QUEUE})",
+    )

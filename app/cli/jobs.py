@@ -45,6 +45,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
                 timeout_seconds=args.timeout,
                 max_retries=args.max_retries,
                 execution_model=args.execution_model,
+                queue=args.queue,
                 max_crashes=args.max_crashes,
             )
             for warning in job_definitions.create(conn, spec, actor=actor):

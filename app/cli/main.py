@@ -52,6 +52,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "app.cli.handlers:add_handler_commands": ("shell-handler",),
     "app.cli.users:add_user_commands": ("createuser",),
     "app.cli.tokens:add_token_commands": ("token",),
+    "app.cli.queues:add_queue_commands": ("queue",),
 }
 Adder = Callable[[Any], None]  # adds its commands to the subparsers it is given
 

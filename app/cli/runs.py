@@ -51,6 +51,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         timeout_seconds=args.timeout,
         max_retries=args.max_retries,
         execution_model=args.execution_model,
+        queue=args.queue,
     )
     from app.handlers.gate import refuse_disabled_handlers
 

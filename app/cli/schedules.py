@@ -64,6 +64,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
             handler=args.handler,
             args=parse_args_json(args.args),
             execution_model=args.execution_model,
+            queue=args.queue,
             priority=args.priority,
             timeout_seconds=args.timeout,
             max_retries=args.max_retries,

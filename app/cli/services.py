@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.db import service_database
+from app.core import limits
 from app.core.config import MAX_PORT, MAX_WORKER_CONCURRENCY, ConfigError, Settings
 from app.core.db import redact, resolve_database_url
 from app.core.errors import UsageError
@@ -44,6 +45,23 @@ def port_number(text: str) -> int:
 def concurrency(text: str) -> int:
     """argparse type of --concurrency."""
     return _bounded_int(text, 1, MAX_WORKER_CONCURRENCY)
+
+
+def queue_slots(text: str) -> list[tuple[str, int | None]]:
+    """argparse type of --queues: `default=20,reports=2` (a queue without `=N` takes
+    --concurrency)."""
+    served: list[tuple[str, int | None]] = []
+    for part in text.split(","):
+        name, equals, slots = part.strip().partition("=")
+        name = name.strip()
+        if not limits.plain_name(name):
+            raise argparse.ArgumentTypeError(
+                f"give queues as name=concurrency, like default=20,reports=2; got {part!r}"
+            )
+        if any(name == seen for seen, _ in served):
+            raise argparse.ArgumentTypeError(f"queue {name!r} is named twice")
+        served.append((name, concurrency(slots.strip()) if equals else None))
+    return served
 
 
 def _bounded_int(text: str, minimum: int, maximum: int) -> int:
@@ -106,7 +124,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     url = wait_for_service_database(settings, "worker", stop_on_signals())
     if url is None:
         return 0  # stopped while waiting
-    return run_worker(settings, url, concurrency=args.concurrency)
+    return run_worker(settings, url, concurrency=args.concurrency, queues=args.queues)
 
 
 def wait_for_service_database(settings: Settings, name: str, stop: threading.Event) -> str | None:
@@ -228,6 +246,13 @@ def add_service_commands(sub: Any) -> None:
         type=concurrency,
         default=None,
         help="runs executed at once (default $SUNDIAL_WORKER_CONCURRENCY or 10)",
+    )
+    worker.add_argument(
+        "--queues",
+        type=queue_slots,
+        default=None,
+        help="the queues to serve, each with its own concurrency, like default=20,reports=2 "
+        "(default: the default queue at --concurrency)",
     )
     add("trigger", cmd_trigger, "turn due schedules into runs (one leader among many)")
     add("reaper", cmd_reaper, "re-queue runs whose worker lease expired; age priorities")

@@ -35,6 +35,11 @@ STORED_LATEST = "2300-01-01 00:00:00+00"
 MAX_PRIORITY = 32767  # priorities run from -MAX_PRIORITY to MAX_PRIORITY; aging stops there
 MAX_DURATION_SECONDS = 10 * 365 * 86400  # timeout, delay, interval, spread, catch-up window
 MAX_RETRIES = 1000
+# A run's defaults, where nothing else sets them (app.runs.run_fields declares them too)
+DEFAULT_PRIORITY = 1
+DEFAULT_TIMEOUT_SECONDS = 300
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_QUEUE = "default"
 DEFAULT_MAX_CRASHES = 3  # a run whose own process died under it this often is quarantined
 MAX_CRASHES = 100
 # A worker killed from outside is no evidence against the runs it held; but a run whose

@@ -54,6 +54,7 @@ def shapes(conn: Conn, workflow_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Sha
             max_retries=r["max_retries"],
             execution_model=r["execution_model"],
             job_id=r["job_id"],
+            queue=r["queue"],
         )
     for e in edge_rows:
         result[e["workflow_id"]].edges.append((e["upstream"], e["downstream"]))

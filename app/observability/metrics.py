@@ -7,6 +7,7 @@ read; the web's `/metrics` adds what the database knows (depths, lag, terminal c
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -54,6 +55,7 @@ class _Reading:
     leaders: list[dict[str, Any]]
     workers: list[dict[str, Any]]
     dead_man: int
+    paused_queues: list[str]
 
 
 def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
@@ -70,6 +72,7 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
     counts = one("metrics_counts", {"now": now})
     return _Reading(
         pending=rows("metrics_pending", {"now": now}),
+        paused_queues=[r["name"] for r in rows("metrics_paused_queues", {})],
         running=counts["running"],
         blocked=counts["blocked"],
         finished=rows(
@@ -155,21 +158,46 @@ class _Fleet(Collector):
         yield from self._workers(r)
 
     def _queue(self, r: _Reading) -> Iterator[Metric]:
+        by_priority: dict[int, int] = defaultdict(int)
+        by_queue: dict[str, int] = defaultdict(int)
+        waited: dict[str, float] = defaultdict(float)  # per queue, the oldest due run's wait
+        for row in r.pending:
+            by_priority[row["priority"]] += row["n"]
+            by_queue[row["queue"]] += row["n"]
+            if row["oldest_due"] is not None:
+                wait = (row["now"] - row["oldest_due"]).total_seconds()
+                waited[row["queue"]] = max(waited[row["queue"]], wait)
         depth = GaugeMetricFamily(
             "sundial_pending_runs", "Pending runs by priority (the queue).", labels=["priority"]
         )
-        oldest = 0.0
-        for row in r.pending:
-            depth.add_metric([str(row["priority"])], row["n"])
-            if row["oldest_due"] is not None:
-                oldest = max(oldest, (row["now"] - row["oldest_due"]).total_seconds())
+        for priority, n in sorted(by_priority.items()):
+            depth.add_metric([str(priority)], n)
         yield depth
         age = GaugeMetricFamily(
             "sundial_oldest_due_run_age_seconds",
             "How long the oldest due pending run has waited past its run_at (0: none due).",
         )
-        age.add_metric([], oldest)
+        age.add_metric([], max(waited.values(), default=0.0))
         yield age
+        queued = GaugeMetricFamily(
+            "sundial_queue_pending_runs", "Pending runs by named queue.", labels=["queue"]
+        )
+        queue_age = GaugeMetricFamily(
+            "sundial_queue_oldest_due_age_seconds",
+            "How long each queue's oldest due run has waited past its run_at (0: none due).",
+            labels=["queue"],
+        )
+        for name in sorted(by_queue):
+            queued.add_metric([name], by_queue[name])
+            queue_age.add_metric([name], waited.get(name, 0.0))
+        yield queued
+        yield queue_age
+        paused = GaugeMetricFamily(
+            "sundial_queue_paused", "1 for each queue paused now.", labels=["queue"]
+        )
+        for name in sorted(r.paused_queues):
+            paused.add_metric([name], 1)
+        yield paused
         active = GaugeMetricFamily(
             "sundial_active_runs", "Runs running or blocked.", labels=["status"]
         )

@@ -22,9 +22,10 @@ from app.core.fields import Fields, Key, Name, Priority, Retries, column, json_o
 from app.handlers.execution_models import ExecutionModel
 from app.runs.states import RunStatus
 
-DEFAULT_PRIORITY = 1
-DEFAULT_TIMEOUT_SECONDS = 300
-DEFAULT_MAX_RETRIES = 3
+DEFAULT_PRIORITY = limits.DEFAULT_PRIORITY
+DEFAULT_TIMEOUT_SECONDS = limits.DEFAULT_TIMEOUT_SECONDS
+DEFAULT_MAX_RETRIES = limits.DEFAULT_MAX_RETRIES
+DEFAULT_QUEUE = limits.DEFAULT_QUEUE
 
 
 class RunSettingsFields(Fields):
@@ -54,6 +55,12 @@ class RunSettingsFields(Fields):
         default=DEFAULT_MAX_RETRIES,
         server_default=str(DEFAULT_MAX_RETRIES),
         description=f"Default {DEFAULT_MAX_RETRIES}.",
+    )
+    queue: Name = column(
+        sa.Text,
+        default=DEFAULT_QUEUE,
+        server_default=DEFAULT_QUEUE,
+        description=f"The queue it waits in (workers serve queues). Default {DEFAULT_QUEUE}.",
     )
 
 

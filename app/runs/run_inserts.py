@@ -17,24 +17,29 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
-from app.core import fields, limits
+from app.core import limits
 from app.core.db import Conn
 from app.core.errors import UsageError, about
 from app.core.json_rows import encode_json, iso_text, json_rows
+from app.core.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    DEFAULT_TIMEOUT_SECONDS,
+)
 from app.core.sql import query
 from app.handlers.execution_models import ExecutionModel
 from app.runs.counters import TRANSITIONS
-from app.runs.run_fields import DEFAULT_MAX_RETRIES, DEFAULT_PRIORITY, DEFAULT_TIMEOUT_SECONDS
 
 SUBMIT_CHUNK = 2000  # runs per INSERT statement of a bulk submit
 COPY_THRESHOLD = 1000  # from this many runs without keys, a bulk submit goes through COPY
 
 EXECUTION_MODELS = frozenset(m.value for m in ExecutionModel)
-# The ranges of the run's fields (app.runs.run_fields), read once: a bulk submit checks
+# The ranges of app.core.limits (the run's fields declare the same), as pairs: a bulk submit checks
 # thousands of runs against them.
-PRIORITIES = fields.bounds(fields.Priority)
-TIMEOUTS = fields.bounds(fields.Duration)
-RETRIES = fields.bounds(fields.Retries)
+PRIORITIES = (-limits.MAX_PRIORITY, limits.MAX_PRIORITY)
+TIMEOUTS = (1, limits.MAX_DURATION_SECONDS)
+RETRIES = (0, limits.MAX_RETRIES)
 SUBMITTED = TRANSITIONS.labels("run_submit")
 
 
@@ -60,6 +65,7 @@ class NewRun:
     max_retries: int = DEFAULT_MAX_RETRIES
     execution_model: str = ExecutionModel.ASYNC.value
     job_id: uuid.UUID | None = None
+    queue: str = DEFAULT_QUEUE
 
     def validate(self) -> None:
         """Refuse, with one sentence, anything outside the ranges of `app.core.limits`."""
@@ -84,6 +90,7 @@ class NewRun:
             and self.idempotency_key is None
             and self.execution_model in EXECUTION_MODELS
             and limits.plain_name(self.handler)
+            and (self.queue == DEFAULT_QUEUE or limits.plain_name(self.queue))
             and type(self.args) is dict
             and limits.plain_args(self.args)
         )
@@ -117,6 +124,8 @@ class NewRun:
         if self.run_at is not None:
             with about("run_at"):
                 limits.check_instant("the time to run at", self.run_at)
+        with about("queue"):
+            limits.check_name("the queue name", self.queue)
         if self.idempotency_key is not None:
             with about("idempotency_key"):
                 limits.check_name(
@@ -143,6 +152,8 @@ class NewRun:
             row["idempotency_key"] = self.idempotency_key
         if self.job_id is not None:
             row["job_id"] = str(self.job_id)
+        if self.queue != DEFAULT_QUEUE:
+            row["queue"] = self.queue
         return row
 
     def same_payload(self, handler: str, args: dict[str, Any]) -> bool:
@@ -188,6 +199,7 @@ def copy_runs(conn: Conn, new_runs: list[NewRun], now: datetime | None) -> list[
                     run.max_retries,
                     run.timeout_seconds,
                     run.job_id,
+                    run.queue,
                 )
             )
     cursor = conn.cursor(row_factory=tuple_row)
@@ -248,6 +260,7 @@ def insert_one(conn: Conn, run: NewRun, now: datetime | None) -> list[tuple[int,
         "timeout_seconds": run.timeout_seconds,
         "idempotency_key": run.idempotency_key,
         "job_id": run.job_id,
+        "queue": run.queue,
         "now": now,
     }
     with conn.cursor(row_factory=tuple_row) as cursor:

@@ -34,6 +34,7 @@ from app.core.backoff import full_jitter
 from app.core.db import Conn, outside_transaction
 from app.core.errors import UsageError
 from app.core.json_rows import encode_json, json_rows
+from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
@@ -89,10 +90,12 @@ def claim(
     lease_seconds: float,
     *,
     busy: bool = False,
+    queue: str = DEFAULT_QUEUE,
     now: datetime | None = None,
 ) -> list[ClaimedRun]:
-    """pending -> running for up to `limit` due runs, leased to `worker`. A suspect (a run
-    that crashed before) is claimed only alone, by a worker that is not `busy` with others."""
+    """pending -> running for up to `limit` due runs of `queue`, leased to `worker` (none
+    while the queue is paused). A suspect (a run that crashed before) is claimed only alone,
+    by a worker that is not `busy` with others."""
     if limit <= 0:
         return []
     # Plain tuples and JSON decoded here: a drain claims thousands of runs a second.
@@ -102,6 +105,7 @@ def claim(
             "limit": limit,
             "lease_seconds": lease_seconds,
             "busy": busy,
+            "queue": queue,
             **_now(now),
         }
         rows = cursor.execute(query("runs", "run_claim"), params).fetchall()
@@ -145,6 +149,7 @@ class DownstreamClaim:
 
     limit: int
     lease_seconds: float
+    queue: str = DEFAULT_QUEUE  # the finishing worker's: steps of other queues wait for theirs
     jobs: list[ClaimedRun] = field(default_factory=list)
 
 
@@ -175,6 +180,7 @@ def _complete(
                 "completed_before": _int_array(list(completed_before)),
                 # A release alone starts nothing: no worker to lease the steps to.
                 "claim_limit": claim.limit if claim else 0,
+                "queue": claim.queue if claim else DEFAULT_QUEUE,
                 "lease_seconds": claim.lease_seconds if claim else None,
                 **_now(now),
             },

@@ -372,6 +372,7 @@ def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
             timeout_seconds=spec.timeout_seconds,
             max_retries=spec.max_retries,
             execution_model=spec.execution_model,
+            queue=spec.queue,
         ).validate()
     except UsageError as exc:
         raise ScheduleError(str(exc), exc.field) from None
@@ -380,6 +381,7 @@ def _validated_job_settings(spec: ScheduleSpec) -> dict[str, Any]:
         "priority": spec.priority,
         "timeout_seconds": spec.timeout_seconds,
         "max_retries": spec.max_retries,
+        "queue": spec.queue,
     }
 
 

@@ -40,13 +40,14 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import Any
 
 from app.core import collector
 from app.core.config import Settings
 from app.core.db import Conn
+from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.executors import Executors
 from app.executors.outcomes import storable
@@ -95,7 +96,8 @@ class Worker(Finisher, NoticeListener, Heartbeat):
         for thread in self._threads:
             thread.start()
         log.info(
-            "worker started: concurrency %d, handlers %s",
+            "worker started: queue %s, concurrency %d, handlers %s",
+            self.queue,
             self.concurrency,
             ", ".join(self.handler_names),
             extra={"worker": self.id},
@@ -290,7 +292,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                 return None
             self._checked_claim_conn = conn
         return transitions.claim(
-            conn, self.id, free, self.lease_seconds, busy=bool(self._in_flight)
+            conn, self.id, free, self.lease_seconds, busy=bool(self._in_flight), queue=self.queue
         )
 
     async def _pause_claims(self) -> None:
@@ -312,7 +314,9 @@ class Worker(Finisher, NoticeListener, Heartbeat):
         """Sleep until a notification, the next due run, or the poll interval."""
         timeout = self.settings.poll_seconds
         try:
-            next_at = await asyncio.to_thread(self._claimer.call, _seconds_until_next_due)
+            next_at = await asyncio.to_thread(
+                self._claimer.call, _seconds_until_next_due, self.queue
+            )
         except DB_ERRORS:
             return
         if next_at is not None:
@@ -414,8 +418,10 @@ def _ping(conn: Conn) -> None:
     conn.execute(query("workers", "worker_ping"))
 
 
-def _seconds_until_next_due(conn: Conn, now: datetime | None = None) -> float | None:
-    row = conn.execute(query("workers", "worker_seconds_until_next_due"), {"now": now}).fetchone()
+def _seconds_until_next_due(conn: Conn, queue: str, now: datetime | None = None) -> float | None:
+    row = conn.execute(
+        query("workers", "worker_seconds_until_next_due"), {"queue": queue, "now": now}
+    ).fetchone()
     return None if row is None or row["wait"] is None else float(row["wait"])
 
 
@@ -429,7 +435,9 @@ async def _first(*aws: Any) -> None:
             t.cancel()
 
 
-def build_worker(settings: Settings, url: str, concurrency: int | None = None) -> Worker:
+def build_worker(
+    settings: Settings, url: str, concurrency: int | None = None, queue: str = DEFAULT_QUEUE
+) -> Worker:
     concurrency = concurrency or settings.worker_concurrency
     load_modules(settings.handler_modules)
     executors = Executors(
@@ -445,6 +453,7 @@ def build_worker(settings: Settings, url: str, concurrency: int | None = None) -
         executors=executors,
         handler_names=default_registry.names(),
         handler_args=default_registry.schemas(),
+        queue=queue,
     )
 
 
@@ -475,9 +484,19 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
         task.result()
 
 
-def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> int:
-    """Entry point of `sundial worker`: run until SIGTERM/SIGINT (a second one: no grace)."""
-    worker = build_worker(settings, url, concurrency)
+def run_worker(
+    settings: Settings,
+    url: str,
+    concurrency: int | None = None,
+    queues: Sequence[tuple[str, int | None]] | None = None,
+) -> int:
+    """Entry point of `sundial worker`: run until SIGTERM/SIGINT (a second one: no grace).
+
+    One worker per queue served, each with its own slots, connections and executors, on
+    one event loop: a queue's slots are its own, so a flood in one never starves another."""
+    served = queues or [(DEFAULT_QUEUE, concurrency)]
+    workers = [build_worker(settings, url, slots or concurrency, queue) for queue, slots in served]
+    worker = workers[0]  # names the process in its logs
     collector.collect_less_often()  # the process's own: tests keep Python's default
 
     async def main() -> None:
@@ -494,7 +513,7 @@ def run_worker(settings: Settings, url: str, concurrency: int | None = None) -> 
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
-        await worker.run(stop, force)
+        await asyncio.gather(*(w.run(stop, force) for w in workers))
 
     try:
         run_loop(main())

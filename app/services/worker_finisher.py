@@ -75,7 +75,7 @@ class Finisher(WorkerState):
         slots, none while claims are paused or the worker is stopping."""
         claiming = not (self._stopping or self._claims_paused or self._beat.failing)
         return transitions.DownstreamClaim(
-            self._reserve_slots() if claiming else 0, self.lease_seconds
+            self._reserve_slots() if claiming else 0, self.lease_seconds, self.queue
         )
 
     def _on_begin(self, attempt: tuple[int, int]) -> None:

@@ -81,7 +81,12 @@ class NoticeListener(WorkerState):
         instead of 3.3 on a quiet machine)."""
         try:
             return transitions.claim(
-                conn, self.id, limit, self.lease_seconds, busy=bool(self._in_flight)
+                conn,
+                self.id,
+                limit,
+                self.lease_seconds,
+                busy=bool(self._in_flight),
+                queue=self.queue,
             )
         except DB_ERRORS:
             raise

@@ -23,6 +23,7 @@ from typing import Any
 
 from app.core.config import Settings
 from app.core.db import Conn, listen_url
+from app.core.limits import DEFAULT_QUEUE
 from app.executors import Executors
 from app.handlers.jobs import ClaimedRun
 from app.runs import run_logs
@@ -67,8 +68,10 @@ class WorkerState:
         handler_names: list[str],
         handler_args: dict[str, dict[str, Any]] | None = None,
         worker_id: str | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> None:
         self.settings = settings
+        self.queue = queue  # the one queue it claims from
         self.url = url
         self.concurrency = concurrency
         self.executors = executors

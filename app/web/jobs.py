@@ -22,6 +22,7 @@ from app.handlers import handler_args
 from app.handlers.execution_models import ExecutionModel
 from app.people import versions
 from app.people.roles import Role
+from app.runs.run_fields import DEFAULT_QUEUE
 from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call
@@ -29,7 +30,7 @@ from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
-          "max_retries", "max_crashes")  # fmt: skip
+          "max_retries", "max_crashes", "queue")  # fmt: skip
 MODELS = [m.value for m in ExecutionModel]
 
 
@@ -58,6 +59,8 @@ def _spec(values: dict[str, str], args: dict[str, Any]) -> JobSpec:
         max_crashes=_whole(values, "max_crashes", "crashes before quarantine")
         if values["max_crashes"]
         else limits.DEFAULT_MAX_CRASHES,
+        # left empty (or posted by a form from before the field): the default queue
+        queue=values["queue"] or DEFAULT_QUEUE,
     )
 
 

@@ -38,7 +38,7 @@ def _params(name: str, ids: list[int], attempts: list[int]) -> dict[str, Any]:
     if name == "run_held_check":
         return keyed
     if name == "run_complete_many":
-        extra = {"results": "{}", "completed_before": [], "claim_limit": 0}
+        extra = {"results": "{}", "completed_before": [], "claim_limit": 0, "queue": "default"}
         return {**keyed, **extra, "lease_seconds": None}
     if name == "run_fail_many":
         failure = {"outcomes": ["failed"] * n, "errors": ["boom"] * n, "tracebacks": [None] * n}

@@ -45,6 +45,7 @@ EXPECTED_TABLES = {
     "job_stat_durations",
     "job_stat_window",
     "job_stat_state",
+    "queues",
     "alembic_version",
 }
 

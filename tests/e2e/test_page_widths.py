@@ -27,7 +27,8 @@ from tests.helpers.waits import db_now
 
 SHOTS = Path("/tmp/shots/widths")
 WIDTHS = (320, 390, 768, 1024, 1280)
-PAGES = ("/", "/audit", "/slo", "/runs", "/schedules", "/dead-letters", "/workers", "/jobs")
+PAGES = ("/", "/audit", "/slo", "/runs", "/schedules", "/dead-letters", "/workers", "/jobs",
+         "/queues")  # fmt: skip
 LONG = "a-rather-long-name-without-any-space-" * 3
 
 

@@ -5,11 +5,11 @@
 -- A new job definition (alone, or along with a schedule); nothing when the name is taken.
 INSERT INTO job_definitions (
     name, handler, args, execution_model, priority, timeout_seconds, max_retries, max_crashes,
-    id
+    queue, id
 )
 VALUES (
     %(name)s, %(handler)s, %(args)s, %(execution_model)s, %(priority)s, %(timeout_seconds)s,
-    %(max_retries)s, %(max_crashes)s, %(id)s
+    %(max_retries)s, %(max_crashes)s, %(queue)s, %(id)s
 )
 ON CONFLICT (name) DO NOTHING
 RETURNING id;
@@ -21,7 +21,7 @@ SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
 -- One job definition, locked against concurrent edits, and against new schedules and
 -- workflow steps naming it (their inserts key-share lock it) until this transaction ends.
 SELECT j.id, j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries, j.max_crashes
+       j.max_retries, j.max_crashes, j.queue
 FROM job_definitions j
 WHERE j.name = %(name)s
 FOR UPDATE;
@@ -40,7 +40,7 @@ SELECT ARRAY(SELECT s.name FROM schedules s WHERE s.job_id = %(id)s ORDER BY s.n
 -- given; %(q)s (an ILIKE fragment, or null) picks jobs whose name or handler contains it.
 -- `job_definition_count` counts what the same filter matches.
 SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries, j.max_crashes, j.updated_at,
+       j.max_retries, j.max_crashes, j.queue, j.updated_at,
        (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
        (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
 FROM job_definitions j
@@ -69,7 +69,7 @@ LIMIT %(limit)s;
 
 -- name: job_definition_list
 SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries, j.max_crashes, j.updated_at,
+       j.max_retries, j.max_crashes, j.queue, j.updated_at,
        (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
        (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
 FROM job_definitions j
@@ -80,7 +80,7 @@ UPDATE job_definitions
 SET name = %(name)s, handler = %(handler)s, args = %(args)s,
     execution_model = %(execution_model)s, priority = %(priority)s,
     timeout_seconds = %(timeout_seconds)s, max_retries = %(max_retries)s,
-    max_crashes = %(max_crashes)s,
+    max_crashes = %(max_crashes)s, queue = %(queue)s,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s;
 

@@ -3,12 +3,17 @@
 -- an index of finish or fire times: none scans job_runs whole.
 
 -- name: metrics_pending
--- (read) the queue by priority: depth, and the oldest due run's run_at (ix_job_runs_dispatch).
-SELECT priority, count(*) AS n,
+-- (read) each queue by priority: depth, and the oldest due run's run_at
+-- (ix_job_runs_dispatch).
+SELECT queue, priority, count(*) AS n,
        min(run_at) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())) AS oldest_due,
        coalesce(%(now)s::timestamptz, now()) AS now
 FROM job_runs WHERE status = 'pending'
-GROUP BY priority;
+GROUP BY queue, priority;
+
+-- name: metrics_paused_queues
+-- (read) the queues paused now (a handful at most).
+SELECT name FROM queues WHERE paused;
 
 -- name: metrics_finished_recent
 -- (read) runs that ended within the window, by handler and status, with their schedule lag

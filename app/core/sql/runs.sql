@@ -29,9 +29,13 @@ SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = 
 -- then takes it: the suspect keeps its place in line.
 -- The claim marks the attempt begun (began_attempt), since the worker starts it at once;
 -- a process run begins when a pool child takes it (run_mark_begun).
+-- It reads one queue (ix_job_runs_dispatch leads with it), and nothing while that queue is
+-- paused (one primary-key lookup, evaluated once).
 WITH picked AS (
     SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
-    WHERE status = 'pending' AND run_at <= coalesce(%(now)s::timestamptz, now())
+    WHERE status = 'pending' AND queue = %(queue)s
+      AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND NOT EXISTS (SELECT FROM queues q WHERE q.name = %(queue)s AND q.paused)
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -133,13 +137,15 @@ WITH done AS (
     WHERE d.depends_on = ANY(ARRAY(SELECT id FROM done WHERE in_dag) || %(completed_before)s::bigint[])
     GROUP BY d.run_id
 ), locked AS (
-    SELECT r.id, r.upstream_remaining, r.priority, r.run_at FROM job_runs r
+    SELECT r.id, r.upstream_remaining, r.priority, r.run_at, r.queue FROM job_runs r
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
     ORDER BY r.id
     FOR UPDATE
 ), started AS (
+    -- only steps of the finishing worker's queue, and none while it is paused
     SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
     WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
+      AND l.queue = %(queue)s AND NOT EXISTS (SELECT FROM queues WHERE name = l.queue AND paused)
     ORDER BY l.priority DESC, l.run_at
     LIMIT %(claim_limit)s
 ), released AS (
@@ -147,10 +153,9 @@ WITH done AS (
     UPDATE job_runs r
     SET upstream_remaining = r.upstream_remaining - e.n,
         status = CASE WHEN r.upstream_remaining <> e.n THEN 'blocked'
-                      WHEN s.id IS NOT NULL THEN 'running'
-                      ELSE 'pending' END,
+            WHEN s.id IS NOT NULL THEN 'running' ELSE 'pending' END,
         run_at = CASE WHEN r.upstream_remaining = e.n THEN greatest(r.run_at, coalesce(%(now)s::timestamptz, now()))
-                      ELSE r.run_at END,
+            ELSE r.run_at END,
         lease_owner = CASE WHEN s.id IS NOT NULL THEN %(worker)s ELSE r.lease_owner END,
         lease_until = CASE WHEN s.id IS NOT NULL
                            THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)

@@ -24,9 +24,11 @@ WHERE id = %(id)s
 RETURNING pg_notify('sundial_events', 'workers') IS NULL AS notified;
 
 -- name: worker_seconds_until_next_due
--- How long an idle worker may sleep before the earliest pending run is due.
+-- How long an idle worker may sleep before the earliest pending run of its queue is due
+-- (none while the queue is paused: resuming it wakes the workers).
 SELECT extract(epoch FROM min(run_at) - coalesce(%(now)s::timestamptz, now()))::float8 AS wait
-FROM job_runs WHERE status = 'pending';
+FROM job_runs WHERE status = 'pending' AND queue = %(queue)s
+  AND NOT EXISTS (SELECT FROM queues q WHERE q.name = %(queue)s AND q.paused);
 
 -- name: worker_ping
 -- (read) one round trip: proves a connection works before the worker claims more.

@@ -49,7 +49,7 @@ ORDER BY w.name;
 -- Each step of these workflows with the job definition it runs.
 SELECT s.workflow_id, w.name AS workflow_name, s.name AS step, s.args AS step_args,
        j.id AS job_id, j.name AS job_name, j.handler, j.args AS job_args, j.execution_model,
-       j.priority, j.timeout_seconds, j.max_retries
+       j.priority, j.timeout_seconds, j.max_retries, j.queue
 FROM workflow_steps s
 JOIN workflows w ON w.id = s.workflow_id
 JOIN job_definitions j ON j.id = s.job_id

@@ -1,10 +1,10 @@
 """The JSON API under /api/v1: one module per resource (`runs`, `schedules`, `catalog` for
-jobs and workflows), `core` for what they share (tokens, validation, JSON errors),
+jobs and workflows, `queues`), `core` for what they share (tokens, validation, JSON errors),
 `openapi` for the document and its reference page. Handlers are thin: they validate with
 the pydantic models of `schemas` and call the domain functions the CLI and pages call."""
 
 from __future__ import annotations
 
-from app.web.api import catalog, openapi, runs, schedules
+from app.web.api import catalog, openapi, queues, runs, schedules
 
-routes = [*openapi.routes, *runs.routes, *schedules.routes, *catalog.routes]
+routes = [*openapi.routes, *runs.routes, *schedules.routes, *catalog.routes, *queues.routes]

@@ -46,7 +46,7 @@ from app.web.database import call
 
 # What must match for a resubmitted key to name the same run.
 PAYLOAD_FIELDS = ("handler", "args", "priority", "timeout_seconds", "max_retries",
-                  "execution_model", "job_id")  # fmt: skip
+                  "execution_model", "job_id", "queue")  # fmt: skip
 
 
 def _new_run(conn: Conn, given: RunIn) -> NewRun:
@@ -63,10 +63,10 @@ def _new_run(conn: Conn, given: RunIn) -> NewRun:
         except JobError as exc:  # it names no job definition
             raise ApiError(404, str(exc), "job") from None
         base = {k: job[k] for k in ("handler", "args", "priority", "timeout_seconds",
-                                    "max_retries", "execution_model")}  # fmt: skip
+                                    "max_retries", "execution_model", "queue")}  # fmt: skip
         base["job_id"] = job["id"]
     settings = given.model_dump(
-        include={"args", "priority", "timeout_seconds", "max_retries", "execution_model"},
+        include={"args", "priority", "timeout_seconds", "max_retries", "execution_model", "queue"},
         exclude_none=True,
     )
     if "execution_model" in settings:

@@ -37,6 +37,7 @@ from app.core.fields import (
     WholeSeconds,
 )
 from app.handlers.execution_models import ExecutionModel
+from app.runs.queues import QueueRow
 from app.runs.run_fields import AttemptFields, RunRow, RunSettingsFields
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
@@ -93,6 +94,7 @@ class RunSettings(Strict):
     timeout_seconds: Duration | None = left_out(RunSettingsFields, "timeout_seconds")
     max_retries: Retries | None = left_out(RunSettingsFields, "max_retries")
     execution_model: ExecutionModel | None = left_out(RunSettingsFields, "execution_model")
+    queue: Name | None = left_out(RunSettingsFields, "queue")
 
 
 class RunIn(RunSettings):
@@ -243,6 +245,7 @@ class JobChanges(Strict):
     timeout_seconds: Duration | None = left_out(JobFields, "timeout_seconds")
     max_retries: Retries | None = left_out(JobFields, "max_retries")
     max_crashes: Crashes | None = left_out(JobFields, "max_crashes")
+    queue: Name | None = left_out(JobFields, "queue")
 
 
 class JobIn(JobFields, Shape):
@@ -418,3 +421,18 @@ class NextFiresOut(BaseModel):
 
 class NextFiresQuery(Strict):
     count: Annotated[int, Field(ge=1, le=100)] = 10
+
+
+# ---- queues -------------------------------------------------------------------------------
+
+
+class QueueOut(QueueRow):
+    """A named queue: what waits in it, what runs from it, and whether it is paused."""
+
+
+class QueueListOut(BaseModel):
+    queues: list[QueueOut]
+
+
+class QueuePauseIn(Strict):
+    note: Text | None = Field(None, description="Why, shown with the pause.")

@@ -1,0 +1,52 @@
+"""`sundial queue list|pause|resume`: named queues from the shell (operators' business, like
+the dashboard's Queues page; both call `app.runs.queues`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from app.core.config import Settings
+from app.core.db import connect, resolve_database_url
+from app.core.text import safe
+
+
+def cmd_queue(args: argparse.Namespace, settings: Settings) -> int:
+    from app.people import audit
+    from app.runs import queues
+
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        if args.queue_command == "pause":
+            queues.pause(conn, args.name, actor=audit.cli_actor(), note=args.note)
+            print(f"queue {args.name!r} paused: workers start nothing from it until resumed")
+        elif args.queue_command == "resume":
+            queues.resume(conn, args.name, actor=audit.cli_actor())
+            print(f"queue {args.name!r} resumed")
+        else:
+            print("queue\tpending\tdue\trunning\toldest wait\tended (last 15 min)\tstate")
+            for q in queues.overview(conn):
+                wait = f"{q.oldest_wait_seconds:.1f}s" if q.oldest_wait_seconds else "-"
+                state = (f"paused by {safe(q.paused_by or '?')}"
+                         + (f": {safe(q.paused_note)}" if q.paused_note else "")
+                         if q.paused else "open")  # fmt: skip
+                print(f"{safe(q.name)}\t{q.pending}\t{q.due}\t{q.running}\t{wait}\t"
+                      f"{sum(q.ended_per_minute)}\t{state}")  # fmt: skip
+    return 0
+
+
+def add_queue_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "queue",
+        help="list, pause or resume named queues",
+        description="Runs wait in named queues (default unless a job or submit names "
+        "another); each worker serves the queues it is started with (--queues). A paused "
+        "queue starts nothing anywhere in the fleet and loses nothing.",
+    )
+    p.set_defaults(func=cmd_queue, process="queue")
+    commands = p.add_subparsers(dest="queue_command", required=True)
+    commands.add_parser("list", help="every queue in use: depth, running, waits, state")
+    pause = commands.add_parser("pause", help="stop every worker starting runs from a queue")
+    pause.add_argument("name", help="the queue")
+    pause.add_argument("--note", help="why, shown with the pause")
+    resume = commands.add_parser("resume", help="let workers start runs from a queue again")
+    resume.add_argument("name", help="the queue")

@@ -1,0 +1,85 @@
+-- Named queues: their fleet-wide pause, and what the Queues page and /metrics show of them.
+-- A queue exists as soon as a run names it; `queues` holds the ones with settings.
+
+-- name: queue_pause
+-- (no run status change) pause a queue: the claim takes nothing from it while paused.
+INSERT INTO queues (name, paused, paused_by, paused_note, paused_at, updated_at)
+VALUES (%(name)s, true, %(actor)s, %(note)s, coalesce(%(now)s::timestamptz, now()),
+        coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (name) DO UPDATE
+SET paused = true, paused_by = EXCLUDED.paused_by, paused_note = EXCLUDED.paused_note,
+    paused_at = EXCLUDED.paused_at, updated_at = EXCLUDED.updated_at;
+
+-- name: queue_resume
+-- (no run status change) resume a queue, and wake the workers (they sleep while it is
+-- paused).
+WITH resumed AS (
+    UPDATE queues
+    SET paused = false, paused_by = NULL, paused_note = NULL, paused_at = NULL,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE name = %(name)s
+    RETURNING name
+)
+SELECT resumed.name FROM resumed
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: queue_setting
+-- (read) one queue's settings, if it has any.
+SELECT name, paused, paused_by, paused_note, paused_at FROM queues WHERE name = %(name)s;
+
+-- name: queue_overview
+-- (read) every queue that has settings, waiting or running runs, or ended runs in the last
+-- %(minutes)s minutes: depth (pending), due now, running, the oldest due run's wait, and
+-- runs ended per minute (oldest minute first). Pending runs through ix_job_runs_dispatch,
+-- running ones through ix_job_runs_lease, ended ones through the two indexes of ended runs.
+WITH live AS (
+    SELECT queue,
+           count(*) FILTER (WHERE status = 'pending') AS pending,
+           count(*) FILTER (WHERE status = 'pending'
+                            AND run_at <= coalesce(%(now)s::timestamptz, now())) AS due,
+           count(*) FILTER (WHERE status = 'running') AS running,
+           min(run_at) FILTER (WHERE status = 'pending'
+                               AND run_at <= coalesce(%(now)s::timestamptz, now())) AS oldest_due
+    FROM job_runs WHERE status IN ('pending', 'running')
+    GROUP BY queue
+), ended AS (
+    SELECT queue, finished_at FROM job_runs
+    WHERE status IN ('completed', 'cancelled', 'skipped')
+      AND finished_at > coalesce(%(now)s::timestamptz, now()) - make_interval(mins => %(minutes)s)
+    UNION ALL
+    SELECT queue, finished_at FROM job_runs
+    WHERE status IN ('failed', 'timed_out')
+      AND finished_at > coalesce(%(now)s::timestamptz, now()) - make_interval(mins => %(minutes)s)
+), per_minute AS (
+    SELECT queue,
+           array_agg(n ORDER BY minute) AS minutes
+    FROM (
+        SELECT q.queue, m.minute, count(e.finished_at) AS n
+        FROM (SELECT DISTINCT queue FROM ended) q
+        CROSS JOIN generate_series(0, %(minutes)s - 1) AS m(minute)
+        LEFT JOIN ended e ON e.queue = q.queue
+            AND e.finished_at > coalesce(%(now)s::timestamptz, now())
+                                - make_interval(mins => %(minutes)s - m.minute)
+            AND e.finished_at <= coalesce(%(now)s::timestamptz, now())
+                                 - make_interval(mins => %(minutes)s - m.minute - 1)
+        GROUP BY q.queue, m.minute
+    ) counted
+    GROUP BY queue
+), names AS (
+    SELECT queue AS name FROM live
+    UNION SELECT queue FROM per_minute
+    UNION SELECT name FROM queues
+    UNION SELECT 'default'
+)
+SELECT n.name,
+       coalesce(l.pending, 0) AS pending, coalesce(l.due, 0) AS due,
+       coalesce(l.running, 0) AS running,
+       extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - l.oldest_due)::float8
+           AS oldest_wait_seconds,
+       coalesce(p.minutes, array_fill(0, ARRAY[%(minutes)s])) AS ended_per_minute,
+       coalesce(s.paused, false) AS paused, s.paused_by, s.paused_note, s.paused_at
+FROM names n
+LEFT JOIN live l ON l.queue = n.name
+LEFT JOIN per_minute p ON p.queue = n.name
+LEFT JOIN queues s ON s.name = n.name
+ORDER BY n.name;

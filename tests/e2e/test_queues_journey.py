@@ -1,0 +1,80 @@
+"""An operator opens the Queues page in a real browser, sees the depth of each queue, pauses
+one with a reason while a real worker serves it (its runs then wait, the other queue's run),
+and resumes it (its runs then run). The page passes axe-core at 1280 and 390 px;
+screenshots go to /tmp/shots/queues."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+from app.runs.run_inserts import NewRun
+from tests.helpers.axe import violations_with_axe
+from tests.helpers.browser import sign_in_page
+from tests.helpers.people import make_user
+from tests.helpers.processes import services
+from tests.helpers.waits import wait_until
+from tests.helpers.workers import status_of, submit
+
+SHOTS = Path("/tmp/shots/queues")
+
+
+def _check(page: Any, name: str) -> None:
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
+        assert violations_with_axe(page) == [], (name, width)
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 1, (name, width, overflow)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_an_operator_pauses_and_resumes_a_queue_while_a_worker_serves_it(
+    live_server: str, db_url: str, browser: Any, tmp_path: Path
+) -> None:
+    make_user(db_url, "ops", "operator")
+    reports = submit(db_url, *[NewRun("noop", queue="reports")] * 3)
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    try:
+        sign_in_page(page, live_server, "ops")
+        page.get_by_role("link", name="Queues").click()
+        page.wait_for_url("**/queues")
+        row = page.locator('tr[data-queue="reports"]')
+        expect(row).to_contain_text("3")
+        _check(page, "waiting")
+
+        row.get_by_label("Why pause reports? (optional)").fill("the warehouse is moving")
+        row.get_by_role("button", name="Pause reports").click()
+        page.wait_for_url("**done=paused**")
+        expect(page.get_by_role("status")).to_contain_text("Queue paused")
+        expect(row).to_contain_text("Paused by ops")
+        expect(row).to_contain_text("the warehouse is moving")
+        _check(page, "paused")
+
+        with services(db_url, tmp_path) as start:
+            worker = start("worker", "--queues", "default=2,reports=2")
+            worker.wait_for_log("worker started: queue reports")
+            (other,) = submit(db_url, NewRun("noop"))
+            wait_until(lambda: status_of(db_url, other) == "completed", "the default run")
+            assert {status_of(db_url, i) for i in reports} == {"pending"}
+
+            row.get_by_role("button", name="Resume reports").click()
+            page.wait_for_url("**done=resumed**")
+            expect(row).to_contain_text("Open")
+            wait_until(
+                lambda: {status_of(db_url, i) for i in reports} == {"completed"},
+                "the resumed queue's runs",
+                service=worker,
+            )
+            # the page follows by itself: nothing waits in reports any more
+            expect(row.locator('td[data-label="Waiting"]')).to_have_text("0", timeout=15_000)
+        _check(page, "resumed")
+    finally:
+        context.close()

@@ -1,0 +1,96 @@
+"""The Queues page and the queue API: every queue in use with its depth and pause, paused
+and resumed by an operator (audited), refused to a viewer, and the same over the API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from app.core.config import Settings
+from app.runs import submission
+from app.runs.run_inserts import NewRun
+from app.web import create_app
+from tests.helpers.api_client import make_token
+from tests.helpers.web import post
+
+
+def api_as(db_url: str, role: str) -> TestClient:
+    settings = Settings.from_env({"DATABASE_URL": db_url, "SECRET_KEY": "test-secret-key"})
+    client = TestClient(create_app(settings, db_url))
+    client.headers["authorization"] = f"Bearer {make_token(db_url, role, 'write')}"
+    return client
+
+
+def test_the_page_lists_queues_and_an_operator_pauses_and_resumes_one(
+    as_role: Callable[[str], TestClient], conn: Any
+) -> None:
+    for _ in range(3):
+        submission.submit(conn, NewRun("noop", queue="reports"))
+    client = as_role("operator")
+    page = client.get("/queues")
+    assert page.status_code == 200
+    assert 'data-queue="reports"' in page.text and 'data-queue="default"' in page.text
+    assert "Pause reports" in page.text
+
+    paused = post(client, "/queues/reports/pause", {"note": "warehouse migration"})
+    assert paused.status_code == 303 and "done=paused" in paused.headers["location"]
+    page = client.get(paused.headers["location"])
+    assert "Queue paused" in page.text and "Resume reports" in page.text
+    assert "warehouse migration" in page.text
+
+    resumed = post(client, "/queues/reports/resume", {})
+    assert resumed.status_code == 303
+    again = post(client, "/queues/reports/resume", {})
+    assert again.status_code == 422 and "is not paused" in again.text
+    audited = conn.execute(
+        "SELECT actor, action FROM audit_log WHERE target_type = 'queue' ORDER BY id"
+    ).fetchall()
+    assert [(a["actor"], a["action"]) for a in audited] == [
+        ("operator", "queue.pause"),
+        ("operator", "queue.resume"),
+    ]
+
+
+def test_a_viewer_sees_queues_but_cannot_pause_them(
+    as_role: Callable[[str], TestClient], conn: Any
+) -> None:
+    client = as_role("viewer")
+    page = client.get("/queues")
+    assert page.status_code == 200 and "Pause default" not in page.text
+    assert post(client, "/queues/default/pause", {}).status_code == 403
+    assert conn.execute("SELECT count(*) AS n FROM queues").fetchone() == {"n": 0}
+
+
+def test_the_api_lists_pauses_and_resumes_queues(db_url: str, conn: Any) -> None:
+    submission.submit(conn, NewRun("noop", queue="reports"))
+    with api_as(db_url, "operator") as api, api_as(db_url, "viewer") as viewer:
+        _api_pauses_and_resumes(api, viewer)
+
+
+def _api_pauses_and_resumes(api: TestClient, viewer: TestClient) -> None:
+    listed = api.get("/api/v1/queues").json()["queues"]
+    assert {q["name"]: q["pending"] for q in listed} == {"default": 0, "reports": 1}
+
+    paused = api.post("/api/v1/queues/reports/pause", json={"note": "hold"})
+    assert paused.status_code == 200, paused.text
+    assert paused.json()["paused"] is True and paused.json()["paused_note"] == "hold"
+    refused = api.post("/api/v1/queues/default/resume")
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "queue"
+    assert api.post("/api/v1/queues/reports/resume").json()["paused"] is False
+    assert viewer.post("/api/v1/queues/reports/pause", json={}).status_code == 403
+
+
+def test_metrics_give_each_queues_depth_wait_and_pause(db_url: str, conn: Any) -> None:
+    for _ in range(3):
+        submission.submit(conn, NewRun("noop", queue="reports"))
+    submission.submit(conn, NewRun("noop"))
+    with api_as(db_url, "operator") as api:
+        assert api.post("/api/v1/queues/reports/pause", json={}).status_code == 200
+        exposed = api.get("/metrics").text
+    assert 'sundial_queue_pending_runs{queue="reports"} 3.0' in exposed
+    assert 'sundial_queue_pending_runs{queue="default"} 1.0' in exposed
+    assert 'sundial_queue_paused{queue="reports"} 1.0' in exposed
+    assert 'sundial_queue_paused{queue="default"}' not in exposed
+    assert 'sundial_queue_oldest_due_age_seconds{queue="reports"}' in exposed
