@@ -17,16 +17,18 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlmodel import Field, SQLModel
 
 from app.catalog.job_fields import JobFields
+from app.catalog.workflow_fields import WorkflowFields, WorkflowStepFields
 from app.core import limits
 from app.core.fields import moment
 from app.core.sql import sql_in
 from app.handlers.execution_models import ExecutionModel
 from app.people.roles import Role, TokenScope
+from app.runs.queues import QueueFields
 from app.runs.run_fields import AttemptFields, RunFields
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
-from app.scheduling.schedule_fields import FireFields, ScheduleFields
+from app.scheduling.schedule_fields import CalendarFields, FireFields, ScheduleFields
 
 NOW = sa.text("now()")
 
@@ -115,7 +117,7 @@ class JobDefinition(JobFields, table=True):
     updated_at: datetime = moment(nullable=False, now=True)
 
 
-class ExclusionCalendar(SQLModel, table=True):
+class ExclusionCalendar(CalendarFields, table=True):
     """Days and windows when the schedules that name this calendar do not run: a country's
     public holidays (whole local days in each schedule's zone) and blackout windows."""
 
@@ -131,11 +133,8 @@ class ExclusionCalendar(SQLModel, table=True):
         ),
     )
 
+    # Its name, country and subdivision are CalendarFields'.
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
-    # ISO 3166 code and subdivision as the `holidays` library knows them (None: no holidays).
-    country: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    subdivision: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     created_at: datetime = _ts(nullable=False, now=True)
     updated_at: datetime = _ts(nullable=False, now=True)
 
@@ -714,7 +713,7 @@ class ScheduleFire(FireFields, table=True):
     updated_at: datetime = _ts(nullable=False, now=True)
 
 
-class Workflow(SQLModel, table=True):
+class Workflow(WorkflowFields, table=True):
     """A named, reusable DAG over job definitions: its steps and the edges between them."""
 
     __tablename__ = "workflows"
@@ -724,16 +723,13 @@ class Workflow(SQLModel, table=True):
         ),
     )
 
+    # Its name and description are WorkflowFields'.
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
-    description: str = Field(
-        default="", sa_column=sa.Column(sa.Text, nullable=False, server_default="")
-    )
     created_at: datetime = _ts(nullable=False, now=True)
     updated_at: datetime = _ts(nullable=False, now=True)
 
 
-class WorkflowStep(SQLModel, table=True):
+class WorkflowStep(WorkflowStepFields, table=True):
     """A step of a workflow: a job definition, with args merged over the job's own."""
 
     __tablename__ = "workflow_steps"
@@ -753,7 +749,7 @@ class WorkflowStep(SQLModel, table=True):
             index=True,
         )
     )
-    args: dict[str, Any] = _jsonb("{}")
+    # Its args are WorkflowStepFields'.
 
 
 class WorkflowEdge(SQLModel, table=True):
@@ -990,7 +986,7 @@ class JobStatState(SQLModel, table=True):
     window_start: datetime | None = _ts()
 
 
-class Queue(SQLModel, table=True):
+class Queue(QueueFields, table=True):
     """A named queue's fleet-wide settings: whether it is paused, by whom and why. A queue
     without a row here is open (runs name their queue; `default` unless given)."""
 
@@ -1001,11 +997,5 @@ class Queue(SQLModel, table=True):
         ),
     )
 
-    name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
-    paused: bool = Field(
-        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
-    )
-    paused_by: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    paused_note: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
-    paused_at: datetime | None = _ts()
+    # Its name and pause are QueueFields'.
     updated_at: datetime = _ts(nullable=False, now=True)

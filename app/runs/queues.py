@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+import sqlalchemy as sa
+from pydantic import Field
 
 from app.core import limits
 from app.core.db import Conn
 from app.core.errors import UsageError, about
+from app.core.fields import Fields, Name, column, moment
 from app.core.sql import query
 from app.people import audit
 
@@ -26,19 +28,26 @@ class QueueError(UsageError):
     """A queue cannot be changed as asked; the message says why."""
 
 
-class QueueRow(BaseModel):
-    """A queue as the Queues page, the API and the CLI show it."""
+class QueueFields(Fields):
+    """A queue's fleet-wide settings (the `queues` table): whether it is paused, by whom,
+    when and why. A queue without a row there is open."""
 
-    name: str
+    name: Name = column(sa.Text, primary_key=True)
+    paused: bool = column(sa.Boolean, default=False, server_default=sa.false())
+    paused_by: str | None = column(sa.Text, nullable=True)
+    paused_note: str | None = column(sa.Text, nullable=True)
+    paused_at: datetime | None = moment()
+
+
+class QueueRow(QueueFields):
+    """A queue as the Queues page, the API and the CLI show it: its settings, and what
+    waits in it and runs from it."""
+
     pending: int = Field(description="Runs waiting, due or not.")
     due: int = Field(description="Runs waiting and due now.")
     running: int
     oldest_wait_seconds: float | None = Field(description="How long the oldest due run waited.")
     ended_per_minute: list[int] = Field(description="Runs ended per minute, oldest first.")
-    paused: bool
-    paused_by: str | None
-    paused_note: str | None
-    paused_at: datetime | None
 
 
 def check_name(name: str) -> str:

@@ -6,7 +6,7 @@ written then. Every change is written to the audit log in the same transaction. 
 trigger loads calendars with `load_many`; what a calendar excludes is `app.scheduling.exclusions`.
 
     with transaction(url) as conn:
-        create(conn, CalendarSpec("Germany", country="DE"), actor="alice")
+        create(conn, CalendarSpec(name="Germany", country="DE"), actor="alice")
         add_window(conn, "Germany", WindowSpec("quarter close", start, end, "Europe/Berlin"),
                    actor="alice")
         assign(conn, "nightly", "Germany", actor="alice")
@@ -27,6 +27,7 @@ from app.core.sql import query
 from app.people import audit
 from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.exclusions import Blackout, Calendar, supported_countries
+from app.scheduling.schedule_fields import CalendarFields
 from app.scheduling.zones import zone_named
 
 
@@ -34,11 +35,10 @@ class CalendarError(UsageError):
     """A calendar cannot be changed as asked. `field` names the input at fault."""
 
 
-@dataclass(frozen=True, slots=True)
-class CalendarSpec:
-    name: str
-    country: str | None = None
-    subdivision: str | None = None
+class CalendarSpec(CalendarFields):
+    """A calendar to create (its fields). The calendar page builds it without validation
+    (`CalendarSpec.model_construct`): `normalized` checks it, refusing in a person's words
+    and naming the field."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ def normalized(spec: CalendarSpec) -> CalendarSpec:
     if country is None:
         if subdivision is not None:
             raise CalendarError("choose a country before a subdivision", "subdivision")
-        return CalendarSpec(name)
+        return CalendarSpec.model_construct(name=name)
     if country not in known:
         raise CalendarError(
             f"{country!r} is not a country the holidays library knows; use a two-letter "
@@ -92,7 +92,7 @@ def normalized(spec: CalendarSpec) -> CalendarSpec:
                 "subdivision",
             )
         subdivision = by_upper[subdivision.upper()]
-    return CalendarSpec(name, country, subdivision)
+    return CalendarSpec.model_construct(name=name, country=country, subdivision=subdivision)
 
 
 def window_instants(spec: WindowSpec) -> tuple[datetime, datetime]:

@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, PlainSerializer, WithJsonSchema
 from pydantic import Field as Bounds
 
 from app.core import limits
-from app.core.fields import Count, Duration, Fields, WholeSeconds, column, moment
+from app.core.fields import Count, Duration, Fields, Name, WholeSeconds, column, moment
 from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import DEFAULT_SPREAD_SECONDS, OverlapPolicy
 from app.scheduling.zones import iana_zone_names
@@ -82,6 +82,15 @@ class ScheduleFields(ScheduleRuleFields):
     # The next fire not yet decided; NULL once the schedule has ended. Only moves forward.
     next_fire_time: datetime | None = moment()
     paused_until: datetime | None = moment()
+
+
+class CalendarFields(Fields):
+    """An exclusion calendar: its name, and the country (ISO 3166, as the `holidays`
+    library knows it) and subdivision whose public holidays it holds (None: none)."""
+
+    name: Name = column(sa.Text, unique=True)
+    country: str | None = column(sa.Text, nullable=True)
+    subdivision: str | None = column(sa.Text, nullable=True)
 
 
 class FireFields(Fields):

@@ -110,7 +110,9 @@ async def _save(request: Request, name: str | None) -> Response:
     """Create (`name` None) or change a calendar; the form again with the error next to its
     field (422), nothing written."""
     values = await _form(request, CALENDAR_FIELDS)
-    spec = CalendarSpec(values["name"], values["country"], values["subdivision"])
+    spec = CalendarSpec.model_construct(
+        name=values["name"], country=values["country"], subdivision=values["subdivision"]
+    )
     actor = current_user(request).username
     try:
         if name is None:

@@ -26,7 +26,7 @@ def tick_at(trigger: Trigger, conn: Conn, instants: list[datetime]) -> None:
 
 
 def test_fires_on_a_holiday_are_excluded_and_the_next_day_runs(conn: Conn) -> None:
-    calendars.create(conn, CalendarSpec("Germany", country="de"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="Germany", country="de"), actor="alice")
     daily = add(conn, "daily", now=START, cron="0 9 * * *", timezone="Europe/Berlin")
     plain = add(conn, "plain", now=START, cron="0 9 * * *", timezone="Europe/Berlin")
     calendars.assign(conn, "daily", "Germany", actor="alice")
@@ -49,7 +49,7 @@ def test_schedules_sharing_a_rule_and_a_calendar_are_each_excluded_on_its_holida
 ) -> None:
     """Schedules alike in all but their job are locked as one group; with a calendar, each
     is still decided on its own, and each gets its own run on the days that are not off."""
-    calendars.create(conn, CalendarSpec("Germany", country="de"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="Germany", country="de"), actor="alice")
     names = [f"daily-{i}" for i in range(5)]
     ids = [add(conn, n, now=START, cron="0 9 * * *", timezone="Europe/Berlin") for n in names]
     for name in names:
@@ -63,7 +63,7 @@ def test_schedules_sharing_a_rule_and_a_calendar_are_each_excluded_on_its_holida
 
 
 def test_fires_inside_a_blackout_window_are_excluded_up_to_its_end(conn: Conn) -> None:
-    calendars.create(conn, CalendarSpec("quarter"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="quarter"), actor="alice")
     window = WindowSpec("quarter close", "2026-12-23T14:00", "2026-12-23T16:00", "UTC")
     calendars.add_window(conn, "quarter", window, actor="alice")
     hourly = add(conn, "hourly", now=START, cron="0 * * * *")
@@ -81,21 +81,23 @@ def test_fires_inside_a_blackout_window_are_excluded_up_to_its_end(conn: Conn) -
 
 def test_bad_input_writes_nothing_and_each_change_is_audited(conn: Conn) -> None:
     with pytest.raises(CalendarError, match="not a country") as unknown:
-        calendars.create(conn, CalendarSpec("x", country="XX"), actor="alice")
+        calendars.create(conn, CalendarSpec(name="x", country="XX"), actor="alice")
     assert unknown.value.field == "country"
     with pytest.raises(CalendarError, match="no subdivision"):
-        calendars.create(conn, CalendarSpec("x", country="DE", subdivision="ZZ"), actor="a")
-    calendars.create(conn, CalendarSpec("Bavaria", country="DE", subdivision="by"), actor="alice")
+        calendars.create(conn, CalendarSpec(name="x", country="DE", subdivision="ZZ"), actor="a")
+    calendars.create(
+        conn, CalendarSpec(name="Bavaria", country="DE", subdivision="by"), actor="alice"
+    )
     backwards = WindowSpec("oops", "2026-12-02T00:00", "2026-12-01", "UTC")
     with pytest.raises(CalendarError, match="must come after its start") as late:
         calendars.add_window(conn, "Bavaria", backwards, actor="alice")
     assert late.value.field == "ends_at"
     with pytest.raises(CalendarError, match="already exists"):
-        calendars.create(conn, CalendarSpec("Bavaria"), actor="alice")
+        calendars.create(conn, CalendarSpec(name="Bavaria"), actor="alice")
     assert conn.execute("SELECT count(*) AS n FROM blackout_windows").fetchone()["n"] == 0
     row = calendars.get(conn, "Bavaria")
     assert (row["country"], row["subdivision"]) == ("DE", "BY")
-    calendars.update(conn, "Bavaria", CalendarSpec("Bayern", country="DE"), actor="bob")
+    calendars.update(conn, "Bavaria", CalendarSpec(name="Bayern", country="DE"), actor="bob")
     calendars.delete(conn, "Bayern", actor="bob")
     actions = conn.execute("SELECT actor, action FROM audit_log ORDER BY id").fetchall()
     assert [(a["actor"], a["action"]) for a in actions] == [
@@ -104,7 +106,7 @@ def test_bad_input_writes_nothing_and_each_change_is_audited(conn: Conn) -> None
 
 
 def test_deleting_a_calendar_leaves_its_schedules_without_one(conn: Conn) -> None:
-    calendars.create(conn, CalendarSpec("short-lived"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="short-lived"), actor="alice")
     add(conn, "nightly", now=START, cron="0 2 * * *")
     calendars.assign(conn, "nightly", "short-lived", actor="alice")
     assert calendars.get(conn, "short-lived")["schedules"] == ["nightly"]

@@ -37,7 +37,7 @@ TICKS = [
 
 def build_fleet(conn: psycopg.Connection[Any], rng: random.Random) -> None:
     define_etl(conn)
-    calendars.create(conn, CalendarSpec("Germany", country="de"), actor="test")
+    calendars.create(conn, CalendarSpec(name="Germany", country="de"), actor="test")
     for i in range(160):
         spec: dict[str, Any] = {
             "cron": rng.choice(CRONS),

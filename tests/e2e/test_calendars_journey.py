@@ -132,7 +132,7 @@ def test_the_schedule_editor_names_a_calendar_crosses_out_its_fires_and_shows_th
     add_schedules(db_url)
     make_user(db_url, "editor", "editor")
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+        calendars.create(conn, CalendarSpec(name="Germany", country="DE"), actor="test")
     GLUE_SHOTS.mkdir(parents=True, exist_ok=True)
     problems: dict[int, list[str]] = {}
     for width in (1280, 390):

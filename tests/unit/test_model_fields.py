@@ -25,8 +25,10 @@ from sqlmodel import Field, SQLModel
 
 import app.models
 from app.catalog.job_fields import JobFields, JobListRow, JobSpec
+from app.catalog.workflow_fields import WorkflowFields, WorkflowStepFields
 from app.core import fields
 from app.core.fields import Fields, column
+from app.runs.queues import QueueFields
 from app.runs.run_fields import (
     AttemptFields,
     RunDetailRow,
@@ -34,7 +36,13 @@ from app.runs.run_fields import (
     RunRow,
     RunSettingsFields,
 )
-from app.scheduling.schedule_fields import FireFields, ScheduleFields, ScheduleRuleFields
+from app.scheduling.calendars import CalendarSpec
+from app.scheduling.schedule_fields import (
+    CalendarFields,
+    FireFields,
+    ScheduleFields,
+    ScheduleRuleFields,
+)
 from app.scheduling.schedule_spec import ScheduleSpec
 from app.web.api import schemas
 
@@ -176,6 +184,10 @@ def test_tables_inherit_the_domains_fields() -> None:
     assert issubclass(app.models.JobDefinition, JobFields)
     assert issubclass(app.models.Schedule, ScheduleFields)
     assert issubclass(app.models.ScheduleFire, FireFields)
+    assert issubclass(app.models.Workflow, WorkflowFields)
+    assert issubclass(app.models.ExclusionCalendar, CalendarFields)
+    assert issubclass(app.models.Queue, QueueFields)
+    assert issubclass(app.models.WorkflowStep, WorkflowStepFields)
 
 
 # Response shapes are fields classes with what the API adds.
@@ -186,15 +198,23 @@ BUILT_ON = [
     (schemas.JobIn, JobFields),
     (schemas.ScheduleOut, ScheduleFields),
     (schemas.FireOut, FireFields),
+    (schemas.WorkflowOut, WorkflowFields),
+    (schemas.WorkflowSummaryOut, WorkflowFields),
+    (schemas.WorkflowStepOut, WorkflowStepFields),
+    (schemas.QueueOut, QueueFields),
 ]
 # Request and change shapes declare the fields they take as optional: with the same kind.
 DECLARED_LIKE = [
     (schemas.RunSettings, RunSettingsFields),
     (schemas.RunIn, RunFields),
     (schemas.DagNodeIn, RunFields),
+    (schemas.DagRunStepOut, RunFields),
     (schemas.JobChanges, JobFields),
     (schemas.ScheduleRules, ScheduleRuleFields),
     (schemas.ScheduleIn, ScheduleRuleFields),
+    (schemas.WorkflowShapeIn, WorkflowFields),
+    (schemas.WorkflowIn, WorkflowFields),
+    (schemas.WorkflowStepIn, WorkflowStepFields),
 ]
 
 
@@ -238,6 +258,7 @@ def test_request_shapes_take_the_fields_as_declared(
 def test_the_domain_takes_and_gives_the_fields_classes() -> None:
     assert issubclass(JobSpec, JobFields) and issubclass(JobListRow, JobFields)
     assert issubclass(RunRow, RunFields) and issubclass(RunDetailRow, RunRow)
+    assert issubclass(CalendarSpec, CalendarFields)  # the calendar form's
     # the schedule form's, the CLI's and the API's schedule
     assert issubclass(ScheduleSpec, ScheduleRuleFields)
     assert issubclass(ScheduleSpec, RunSettingsFields)

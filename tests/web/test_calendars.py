@@ -26,7 +26,7 @@ def post(client: TestClient, path: str, data: dict[str, str], page: str = "/cale
 def test_a_viewer_sees_every_page_but_cannot_change_a_calendar(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
-    calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="Germany", country="DE"), actor="alice")
     client = as_role("viewer")
     for path in ("/calendars", "/calendars/Germany", "/calendar", "/forecast"):
         page = client.get(path)
@@ -73,7 +73,7 @@ def test_an_editor_applies_a_calendar_to_a_schedule_and_deletes_it(
     as_role: Callable[[str], TestClient], conn: Conn
 ) -> None:
     schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="0 2 * * *", handler="noop"))
-    calendars.create(conn, CalendarSpec("Holidays <b>", country="FR"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="Holidays <b>", country="FR"), actor="alice")
     client = as_role("editor")
     path = "/calendars/Holidays%20%3Cb%3E"
     page = client.get(path).text
@@ -139,7 +139,7 @@ def test_the_week_shows_frequent_schedules_as_bands_and_filters_by_name(
     assert week.count('<span class="what">report</span>') == 7
     filtered = client.get("/calendar", params={"week": "2026-12-02", "q": "REP"}).text
     assert "pulse" not in filtered and "report" in filtered
-    calendars.create(conn, CalendarSpec("France", country="FR"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="France", country="FR"), actor="alice")
     calendars.assign(conn, "report", "France", actor="alice")
     christmas = client.get("/calendar", params={"week": "2026-12-21", "zone": "UTC"}).text
     assert christmas.count('class="excluded"') == 1

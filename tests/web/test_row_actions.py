@@ -45,7 +45,7 @@ def test_revoking_a_token_answers_with_its_row_and_a_message(
 def test_removing_a_blackout_window_removes_its_row_and_says_so(
     as_role: Callable[[str], TestClient], conn: Any
 ) -> None:
-    calendars.create(conn, CalendarSpec("Holidays", country="FR"), actor="alice")
+    calendars.create(conn, CalendarSpec(name="Holidays", country="FR"), actor="alice")
     window = WindowSpec("quarter close", "2026-12-30T18:00", "2027-01-02T09:00", "Europe/Paris")
     first = calendars.add_window(conn, "Holidays", window, actor="alice")
     second = calendars.add_window(conn, "Holidays", window, actor="alice")

@@ -124,7 +124,7 @@ def test_the_preview_flags_the_next_clock_change_beyond_the_fires_it_lists(
 def test_a_schedule_names_an_exclusion_calendar_saved_shown_and_prefilled(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+    calendars.create(conn, CalendarSpec(name="Germany", country="DE"), actor="test")
     client = as_role("editor")
     form = client.get("/schedules/new").text
     assert '<label for="calendar">Exclusion calendar</label>' in form
@@ -162,7 +162,7 @@ def test_an_unknown_calendar_is_refused_next_to_its_field_and_nothing_is_written
 def test_the_preview_crosses_out_fires_the_calendar_excludes(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+    calendars.create(conn, CalendarSpec(name="Germany", country="DE"), actor="test")
     client = as_role("editor")
     # every Christmas Day at noon: the next fire is always a German public holiday
     shown = post(
@@ -370,7 +370,7 @@ def test_rollback_restores_the_exclusion_calendar_of_that_version(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
     for country in ("DE", "FR"):
-        calendars.create(conn, CalendarSpec(country, country=country), actor="test")
+        calendars.create(conn, CalendarSpec(name=country, country=country), actor="test")
     schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *", job=job))
     calendars.assign(conn, "nightly", "DE", actor="alice")  # chosen on the calendar's page
     schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}, actor="alice")
@@ -404,7 +404,7 @@ def test_rollback_restores_the_exclusion_calendar_of_that_version(
 def test_a_version_from_before_calendars_were_recorded_says_it_leaves_the_calendar(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    calendars.create(conn, CalendarSpec("DE", country="DE"), actor="test")
+    calendars.create(conn, CalendarSpec(name="DE", country="DE"), actor="test")
     schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="30 2 * * *", job=job))
     schedules.update_schedule(conn, "nightly", {"cron": "0 4 * * *"}, actor="alice")
     # Versions written before snapshots held the calendar.
@@ -425,7 +425,7 @@ def test_a_version_from_before_calendars_were_recorded_says_it_leaves_the_calend
 def test_saving_the_edit_form_with_another_calendar_is_one_version(
     as_role: Callable[[str], TestClient], conn: Conn, job: str
 ) -> None:
-    calendars.create(conn, CalendarSpec("Germany", country="DE"), actor="test")
+    calendars.create(conn, CalendarSpec(name="Germany", country="DE"), actor="test")
     client = as_role("editor")
     post(client, "/schedules", FORM)
     post(client, "/schedules/morning%20report/edit", {**FORM, "calendar": "Germany"})

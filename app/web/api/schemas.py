@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from app.catalog.job_fields import JobFields
+from app.catalog.workflow_fields import WorkflowFields, WorkflowStepFields
 from app.core import limits
 from app.core.fields import (
     Count,
@@ -268,21 +269,18 @@ class DeletedOut(BaseModel):
     schedules_deleted: list[str]
 
 
-class WorkflowStepOut(BaseModel):
-    job: str
-    args: dict[str, Any]
+class WorkflowStepOut(WorkflowStepFields):
+    job: str = Field(description="The job definition it runs, by name.")
 
 
-class WorkflowOut(BaseModel):
-    name: str
-    description: str
+class WorkflowOut(WorkflowFields):
+    """A workflow (app.catalog.workflow_fields): its steps by name and the edges."""
+
     steps: dict[str, WorkflowStepOut]
     edges: list[list[str]] = Field(description="[upstream, downstream] pairs.")
 
 
-class WorkflowSummaryOut(BaseModel):
-    name: str
-    description: str
+class WorkflowSummaryOut(WorkflowFields):
     steps: int
     schedules: int
 
@@ -293,7 +291,9 @@ class WorkflowListOut(BaseModel):
 
 class WorkflowStepIn(Strict):
     job: Name = Field(description="A job definition's name.")
-    args: dict[str, Any] = Field(default_factory=dict, description="Merged over the job's.")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description=WorkflowStepFields.model_fields["args"].description
+    )
     after: list[Name] = Field(default_factory=list, description="Upstream step names.")
 
 
