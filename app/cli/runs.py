@@ -186,6 +186,7 @@ def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
         since=parse_time(args.since, "--since") if args.since else None,
         until=parse_time(args.until, "--until") if args.until else None,
         error=args.error,
+        queue=args.queue,
         before_id=args.before_id,
         limit=args.limit,
     ).check()
@@ -267,6 +268,7 @@ def add_run_commands(sub: Any) -> None:
     runs.add_argument("--since", help="created at or after this ISO 8601 time with zone")
     runs.add_argument("--until", help="created before this ISO 8601 time with zone")
     runs.add_argument("--error", help="text in the last error (any case)")
+    runs.add_argument("--queue", help="runs of this named queue")
     runs.add_argument("--before-id", type=int, help="runs older than this run id")
     runs.add_argument(
         "--limit",

@@ -35,6 +35,7 @@ class RunFilter:
     since: datetime | None = None  # created at or after
     until: datetime | None = None  # created before
     error: str | None = None  # text in the last error (case-insensitive)
+    queue: str | None = None  # the named queue it waits or waited in
     before_id: int | None = None
     limit: int = DEFAULT_PAGE_SIZE
 
@@ -95,6 +96,7 @@ def list_runs(conn: Conn, where: RunFilter) -> RunPage:
         "since": where.since,
         "until": where.until,
         "error": _like(where.error) if where.error else None,
+        "queue": where.queue,
         "limit": where.limit + 1,  # one more tells whether an older page exists
     }
     rows = conn.execute(query("web", "run_list"), params).fetchall()

@@ -99,6 +99,7 @@ class Heartbeat(WorkerState):
     def _stats_doc(self) -> dict[str, Any]:
         return {
             "in_flight": len(self._in_flight),
+            "queue": self.queue,  # the one it claims from
             "claimed": self.stats.claimed,
             "completed": self.stats.completed,
             "failed": self.stats.failed,

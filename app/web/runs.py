@@ -28,7 +28,7 @@ from app.web.database import call
 from app.web.render import render
 from app.web.viewer_zone import DEFAULT_ZONE, viewer_zone
 
-FILTER_FIELDS = ("status", "job", "schedule", "dag_run", "from", "to", "error")
+FILTER_FIELDS = ("status", "job", "schedule", "dag_run", "from", "to", "error", "queue")
 CANCELLABLE = frozenset({"pending", "blocked", "running"})
 RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
 
@@ -61,6 +61,7 @@ def filter_of(params: QueryParams, zone: str = DEFAULT_ZONE) -> RunFilter:
         since=_moment(params, "from", "From", zone),
         until=_moment(params, "to", "To", zone),
         error=(params.get("error") or "").strip() or None,
+        queue=(params.get("queue") or "").strip() or None,
         before_id=int(before) if before else None,
     ).check()
 

@@ -35,6 +35,7 @@ def saturation(worker: dict[str, Any]) -> dict[str, Any]:
         "processes": f"{stats.get('processes_busy', 0)} of {processes}" if processes else "—",
         "loop_lag_ms": stats.get("loop_lag_ms"),
         "completed": stats.get("completed", 0),
+        "queue": stats.get("queue", "default"),
         "failed": stats.get("failed", 0),
     }
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.zones import (
@@ -96,3 +98,37 @@ def test_a_zone_is_named_exactly_or_refused_with_a_sentence() -> None:
         zone_named("x" * 200)
     assert f"'{'x' * 60}…'" in str(long_name.value) and "x" * 61 not in str(long_name.value)
     assert "posix/Europe/Berlin" not in iana_zone_names()  # files beside the zones are not zones
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        datetime(2026, 3, 1, 0, 0, 7, 500_000, tzinfo=UTC),  # odd seconds: uneven midpoints
+        datetime(2026, 3, 28, 23, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 3, 29, 0, 59, 58, tzinfo=UTC),  # two seconds before
+        datetime(2026, 2, 26, 17, 33, 1, 250_000, tzinfo=UTC),
+    ],
+)
+def test_a_clock_change_is_found_to_the_second_from_any_starting_instant(start: datetime) -> None:
+    assert next_clock_change(BERLIN, start) == SPRING
+
+
+def test_a_zone_name_is_shown_whole_up_to_sixty_characters() -> None:
+    for length, shown in ((60, "x" * 60), (61, "x" * 60 + "…"), (59, "x" * 59)):
+        with pytest.raises(RecurrenceError) as refused:
+            zone_named("x" * length)
+        assert f"'{shown}'" in str(refused.value), length
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.datetimes(
+        min_value=wall(2025, 10, 27),
+        max_value=wall(2026, 3, 29, 0, 59, 59),
+        timezones=st.just(UTC),
+    )
+)
+def test_the_spring_change_is_found_to_the_second_from_any_instant_before_it(
+    start: datetime,
+) -> None:
+    assert next_clock_change(BERLIN, start) == SPRING

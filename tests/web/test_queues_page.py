@@ -94,3 +94,17 @@ def test_metrics_give_each_queues_depth_wait_and_pause(db_url: str, conn: Any) -
     assert 'sundial_queue_paused{queue="reports"} 1.0' in exposed
     assert 'sundial_queue_paused{queue="default"}' not in exposed
     assert 'sundial_queue_oldest_due_age_seconds{queue="reports"}' in exposed
+
+
+def test_the_runs_page_and_the_cli_filter_runs_by_queue(
+    as_role: Callable[[str], TestClient], conn: Any
+) -> None:
+    from app.runs import run_list
+
+    reports = submission.submit(conn, NewRun("noop", queue="reports")).id
+    plain = submission.submit(conn, NewRun("noop")).id
+    page = as_role("viewer").get("/runs?queue=reports")
+    assert page.status_code == 200
+    assert f'href="/runs/{reports}"' in page.text and f'href="/runs/{plain}"' not in page.text
+    listed = run_list.list_runs(conn, run_list.RunFilter(queue="default")).runs
+    assert [r["id"] for r in listed] == [plain]

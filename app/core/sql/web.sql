@@ -119,6 +119,7 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
+  AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 
