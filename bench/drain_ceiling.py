@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.runs import submission
 from app.runs.run_inserts import NewRun
@@ -44,6 +45,7 @@ def _drain(url: str, batch: int, name: str, go: Any, out: Any) -> None:
                     "limit": batch,
                     "lease_seconds": LEASE_SECONDS,
                     "busy": False,
+                    "queue": DEFAULT_QUEUE,
                     "now": None,
                 },
             ).fetchall()
@@ -62,6 +64,7 @@ def _drain(url: str, batch: int, name: str, go: Any, out: Any) -> None:
                     "results": "{}",  # no-op runs have no result
                     "completed_before": "{}",
                     "claim_limit": 0,
+                    "queue": DEFAULT_QUEUE,
                     "lease_seconds": None,
                     "now": None,
                 },

@@ -113,6 +113,7 @@ NO_FILTER: dict[str, Any] = dict.fromkeys(
         "since",
         "until",
         "error",
+        "queue",
     )
 ) | {"limit": 51}
 RUN_LISTS: list[tuple[str, dict[str, Any]]] = [
