@@ -13,7 +13,6 @@ from typing import Any
 from app.core import limits
 from app.core.errors import UsageError
 from app.handlers.execution_models import ExecutionModel
-from app.runs import run_fields
 
 
 def parse_args_json(text: str) -> dict[str, Any]:
@@ -70,20 +69,20 @@ def add_job_settings_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--priority",
         type=int,
-        default=run_fields.DEFAULT_PRIORITY,
-        help=f"higher runs first (default {run_fields.DEFAULT_PRIORITY})",
+        default=limits.DEFAULT_PRIORITY,
+        help=f"higher runs first (default {limits.DEFAULT_PRIORITY})",
     )
     p.add_argument(
         "--timeout",
         type=int,
-        default=run_fields.DEFAULT_TIMEOUT_SECONDS,
-        help=f"seconds (default {run_fields.DEFAULT_TIMEOUT_SECONDS})",
+        default=limits.DEFAULT_TIMEOUT_SECONDS,
+        help=f"seconds (default {limits.DEFAULT_TIMEOUT_SECONDS})",
     )
     p.add_argument(
         "--max-retries",
         type=int,
-        default=run_fields.DEFAULT_MAX_RETRIES,
-        help=f"retries after the first try (default {run_fields.DEFAULT_MAX_RETRIES})",
+        default=limits.DEFAULT_MAX_RETRIES,
+        help=f"retries after the first try (default {limits.DEFAULT_MAX_RETRIES})",
     )
     p.add_argument(
         "--execution-model",
@@ -93,6 +92,6 @@ def add_job_settings_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--queue",
-        default=run_fields.DEFAULT_QUEUE,
-        help=f"the queue its runs wait in (default {run_fields.DEFAULT_QUEUE})",
+        default=limits.DEFAULT_QUEUE,
+        help=f"the queue its runs wait in (default {limits.DEFAULT_QUEUE})",
     )

@@ -19,13 +19,14 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from app.core import fields, limits
 from app.core.fields import Fields, Key, Name, Priority, Retries, column, json_object, moment
+from app.core.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    DEFAULT_TIMEOUT_SECONDS,
+)
 from app.handlers.execution_models import ExecutionModel
 from app.runs.states import RunStatus
-
-DEFAULT_PRIORITY = limits.DEFAULT_PRIORITY
-DEFAULT_TIMEOUT_SECONDS = limits.DEFAULT_TIMEOUT_SECONDS
-DEFAULT_MAX_RETRIES = limits.DEFAULT_MAX_RETRIES
-DEFAULT_QUEUE = limits.DEFAULT_QUEUE
 
 
 class RunSettingsFields(Fields):

@@ -18,11 +18,11 @@ from app.catalog.job_fields import JobSpec
 from app.core import limits
 from app.core.db import Conn
 from app.core.errors import UsageError
+from app.core.limits import DEFAULT_QUEUE
 from app.handlers import handler_args
 from app.handlers.execution_models import ExecutionModel
 from app.people import versions
 from app.people.roles import Role
-from app.runs.run_fields import DEFAULT_QUEUE
 from app.web import history
 from app.web.access import current_user, requires
 from app.web.database import call
