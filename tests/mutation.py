@@ -43,7 +43,11 @@ UNIT = "tests/unit/"
 # The fast, database-free tests that stand behind each pure module.
 TESTS_FOR = {
     "app/scheduling/cron.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
-    "app/scheduling/cron_expressions.py": [UNIT + "test_cron.py", UNIT + "test_cron_policies.py"],
+    "app/scheduling/cron_expressions.py": [
+        UNIT + "test_cron.py",
+        UNIT + "test_cron_fields.py",
+        UNIT + "test_cron_policies.py",
+    ],
     "app/scheduling/zones.py": [UNIT + "test_cron.py", UNIT + "test_zone_names.py"],
     "app/scheduling/fire_decisions.py": [UNIT + "test_cron_policies.py"],
     "app/core/backoff.py": [UNIT + "test_backoff.py"],

@@ -663,6 +663,19 @@ def test_a_start_after_now_counts_from_the_start() -> None:
     assert beyond is not None and beyond.at == utc("2200-01-01T00:00")
 
 
+def test_a_search_from_the_start_itself_looks_past_the_start() -> None:
+    start = utc("2199-01-01T00:00")  # a fire of its own: the bounds are inclusive
+    rule = Recurrence.from_cron("0 0 1 1 *", "UTC", start=start)
+    beyond = cron.fire_past_latest(rule, start)
+    assert beyond is not None and beyond.at == limits.LATEST
+
+
+def test_a_fire_on_the_end_itself_is_within_the_rule() -> None:
+    rule = Recurrence.from_cron("0 0 1 1 *", "UTC", end=limits.LATEST)
+    beyond = cron.fire_past_latest(rule, utc("2199-06-01T00:00"))
+    assert beyond is not None and beyond.at == limits.LATEST
+
+
 @pytest.mark.parametrize(
     ("after", "end"),
     [
