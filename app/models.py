@@ -995,7 +995,23 @@ class Queue(QueueFields, table=True):
         sa.CheckConstraint(
             _between("char_length(name)", 1, limits.MAX_NAME_LENGTH), name="queues_name_length"
         ),
+        sa.CheckConstraint(
+            _between("max_running", 1, limits.MAX_COUNT, nullable=True),
+            name="queues_max_running_range",
+        ),
+        sa.CheckConstraint(
+            _between("key_max_running", 1, limits.MAX_COUNT, nullable=True),
+            name="queues_key_max_running_range",
+        ),
+        sa.CheckConstraint(
+            _between("char_length(key_field)", 1, limits.MAX_NAME_LENGTH, nullable=True),
+            name="queues_key_field_length",
+        ),
+        # A per-key limit needs the field its keys come from, and the field a limit.
+        sa.CheckConstraint(
+            "(key_field IS NULL) = (key_max_running IS NULL)", name="queues_key_limit_whole"
+        ),
     )
 
-    # Its name and pause are QueueFields'.
+    # Its name, pause and limits are QueueFields'.
     updated_at: datetime = _ts(nullable=False, now=True)

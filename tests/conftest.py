@@ -101,6 +101,9 @@ def db_url(server_url: str, template_db: str, pytestconfig: pytest.Config) -> It
     name = f"sundial_t_{worker_tag(pytestconfig)}_{os.getpid()}_{next(_counter)}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}" STRATEGY FILE_COPY')
+    from app.runs import queue_limits
+
+    queue_limits.forget()  # what this process read of an earlier test's queues
     yield with_database(server_url, name)
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -4,6 +4,7 @@ no worker starts anything from it until it is resumed, and nothing in it is lost
 
     pause(conn, "reports", actor="alice", note="the warehouse is being migrated")
     resume(conn, "reports", actor="alice")
+    set_limits(conn, "reports", actor="alice", key_field="customer_id", key_max_running=1)
     [q.name for q in overview(conn)]   # every queue in use, with its depth and its pause
 """
 
@@ -14,12 +15,13 @@ from datetime import datetime
 import sqlalchemy as sa
 from pydantic import Field
 
-from app.core import limits
+from app.core import fields, limits
 from app.core.db import Conn
 from app.core.errors import UsageError, about
-from app.core.fields import Fields, Name, column, moment
+from app.core.fields import Count, Fields, Name, column, moment
 from app.core.sql import query
 from app.people import audit
+from app.runs import queue_limits
 
 THROUGHPUT_MINUTES = 15  # runs ended per minute, over this many minutes
 
@@ -37,6 +39,26 @@ class QueueFields(Fields):
     paused_by: str | None = column(sa.Text, nullable=True)
     paused_note: str | None = column(sa.Text, nullable=True)
     paused_at: datetime | None = moment()
+    max_running: Count | None = column(
+        sa.Integer,
+        nullable=True,
+        default=None,
+        description="At most this many of its runs running at once, fleet-wide (none: no limit).",
+    )
+    key_field: Name | None = column(
+        sa.Text,
+        nullable=True,
+        default=None,
+        description="The args field whose value is a run's key for key_max_running.",
+    )
+    key_max_running: Count | None = column(
+        sa.Integer,
+        nullable=True,
+        default=None,
+        description="At most this many runs of one key running at once, fleet-wide.",
+    )
+    limits_by: str | None = column(sa.Text, nullable=True)
+    limits_at: datetime | None = moment()
 
 
 class QueueRow(QueueFields):
@@ -85,11 +107,59 @@ def resume(conn: Conn, name: str, *, actor: str, now: datetime | None = None) ->
                      after={"paused": False}, now=now)  # fmt: skip
 
 
+def set_limits(
+    conn: Conn,
+    name: str,
+    *,
+    actor: str,
+    max_running: int | None = None,
+    key_field: str | None = None,
+    key_max_running: int | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Set queue `name`'s fleet-wide concurrency limits, replacing the ones it had (None:
+    no limit): at most `max_running` of its runs running at once, and at most
+    `key_max_running` of one key, the value of a run's args field `key_field`. Runs over a
+    limit wait, pending, attempt unspent."""
+    check_name(name)
+    with limits.refused_as(QueueError):
+        if max_running is not None:
+            with about("max_running"):
+                max_running = fields.check_whole(Count, "the most running at once", max_running)
+        if key_max_running is not None:
+            with about("key_max_running"):
+                key_max_running = fields.check_whole(
+                    Count, "the most running at once per key", key_max_running
+                )
+        if key_field is not None:
+            with about("key_field"):
+                key_field = limits.check_name("the key field", key_field)
+    if (key_field is None) != (key_max_running is None):
+        raise QueueError(
+            "a limit per key needs both the args field its keys come from and how many of "
+            "one key may run at once",
+            "key_field" if key_field is None else "key_max_running",
+        )
+    after = {"max_running": max_running, "key_field": key_field,
+             "key_max_running": key_max_running}  # fmt: skip
+    with conn.transaction():
+        before = _setting(conn, name)
+        conn.execute(
+            query("queues", "queue_set_limits"), {"name": name, "actor": actor, "now": now, **after}
+        )
+        audit.record(conn, actor, "queue.limits", "queue", name,
+                     before={k: before[k] for k in after}, after=after, now=now)  # fmt: skip
+    queue_limits.forget(name)
+
+
 def _setting(conn: Conn, name: str) -> dict[str, object]:
     row = conn.execute(query("queues", "queue_setting"), {"name": name}).fetchone()
     if row is None:
-        return {"paused": False, "note": None}
-    return {"paused": row["paused"], "note": row["paused_note"]}
+        return {"paused": False, "note": None, "max_running": None, "key_field": None,
+                "key_max_running": None}  # fmt: skip
+    return {"paused": row["paused"], "note": row["paused_note"],
+            "max_running": row["max_running"], "key_field": row["key_field"],
+            "key_max_running": row["key_max_running"]}  # fmt: skip
 
 
 def overview(conn: Conn, now: datetime | None = None) -> list[QueueRow]:

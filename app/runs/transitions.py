@@ -39,6 +39,7 @@ from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
 from app.runs.counters import FENCE_LOST, TRANSITIONS
+from app.runs import queue_limits
 from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.runs.states import ACTIVE, RunStatus
 
@@ -50,6 +51,10 @@ _decode_json = json.JSONDecoder().decode
 RETRY_BASE_DELAY_SECONDS = 1.0
 RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
+# A limited queue's claim reads this many due runs per run it may start (at least
+# LIMITED_SCAN_MIN), past the keys at their limit: enough to find other keys among them.
+LIMITED_SCAN_FACTOR = 5
+LIMITED_SCAN_MIN = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,21 +99,29 @@ def claim(
     now: datetime | None = None,
 ) -> list[ClaimedRun]:
     """pending -> running for up to `limit` due runs of `queue`, leased to `worker` (none
-    while the queue is paused). A suspect (a run that crashed before) is claimed only alone,
-    by a worker that is not `busy` with others."""
+    while the queue is paused; within its concurrency limits, if it has any). A suspect (a
+    run that crashed before) is claimed only alone, by a worker that is not `busy` with
+    others."""
     if limit <= 0:
         return []
+    params = {
+        "worker": worker,
+        "limit": limit,
+        "lease_seconds": lease_seconds,
+        "busy": busy,
+        "queue": queue,
+        **_now(now),
+    }
     # Plain tuples and JSON decoded here: a drain claims thousands of runs a second.
-    with conn.cursor(row_factory=tuple_row) as cursor:
-        params = {
-            "worker": worker,
-            "limit": limit,
-            "lease_seconds": lease_seconds,
-            "busy": busy,
-            "queue": queue,
-            **_now(now),
-        }
-        rows = cursor.execute(query("runs", "run_claim"), params).fetchall()
+    if queue_limits.limited(conn, queue):
+        # In the queue's turn: the claim's count then sees every run the one before started.
+        with conn.transaction(), conn.cursor(row_factory=tuple_row) as cursor:
+            cursor.execute(query("queues", "queue_claim_turn"), {"queue": queue})
+            params["scan"] = max(limit * LIMITED_SCAN_FACTOR, LIMITED_SCAN_MIN)
+            rows = cursor.execute(query("runs", "run_claim_limited"), params).fetchall()
+    else:
+        with conn.cursor(row_factory=tuple_row) as cursor:
+            rows = cursor.execute(query("runs", "run_claim"), params).fetchall()
     TRANSITIONS.labels("run_claim").inc(len(rows))
     rows.sort(key=_claim_order)  # start in claim order
     return [

@@ -25,7 +25,37 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: queue_setting
 -- (read) one queue's settings, if it has any.
-SELECT name, paused, paused_by, paused_note, paused_at FROM queues WHERE name = %(name)s;
+SELECT name, paused, paused_by, paused_note, paused_at, max_running, key_field, key_max_running
+FROM queues WHERE name = %(name)s;
+
+-- name: queue_set_limits
+-- (no run status change) a queue's concurrency limits (NULL: none), and wake the workers:
+-- runs held back by a limit raised or removed may start now.
+WITH set AS (
+    INSERT INTO queues (name, max_running, key_field, key_max_running, limits_by, limits_at,
+                        updated_at)
+    VALUES (%(name)s, %(max_running)s, %(key_field)s, %(key_max_running)s, %(actor)s,
+            coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
+    ON CONFLICT (name) DO UPDATE
+    SET max_running = EXCLUDED.max_running, key_field = EXCLUDED.key_field,
+        key_max_running = EXCLUDED.key_max_running, limits_by = EXCLUDED.limits_by,
+        limits_at = EXCLUDED.limits_at, updated_at = EXCLUDED.updated_at
+    RETURNING name
+)
+SELECT set.name FROM set
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: queue_limited
+-- (read) whether a queue has a concurrency limit: its workers then claim through
+-- run_claim_limited, one claim at a time.
+SELECT max_running IS NOT NULL OR key_max_running IS NOT NULL AS limited
+FROM queues WHERE name = %(name)s;
+
+-- name: queue_claim_turn
+-- (no run status change) wait for this queue's claim turn, held to the end of the
+-- transaction: claims of a limited queue count its running runs one after another, each
+-- seeing the runs the one before started (the next statement's snapshot is taken after).
+SELECT pg_advisory_xact_lock(hashtextextended('sundial.queue:' || %(queue)s, 0));
 
 -- name: queue_overview
 -- (read) every queue that has settings, waiting or running runs, or ended runs in the last
@@ -77,7 +107,8 @@ SELECT n.name,
        extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - l.oldest_due)::float8
            AS oldest_wait_seconds,
        coalesce(p.minutes, array_fill(0, ARRAY[%(minutes)s])) AS ended_per_minute,
-       coalesce(s.paused, false) AS paused, s.paused_by, s.paused_note, s.paused_at
+       coalesce(s.paused, false) AS paused, s.paused_by, s.paused_note, s.paused_at,
+       s.max_running, s.key_field, s.key_max_running, s.limits_by, s.limits_at
 FROM names n
 LEFT JOIN live l ON l.queue = n.name
 LEFT JOIN per_minute p ON p.queue = n.name

@@ -30,12 +30,17 @@ SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = 
 -- The claim marks the attempt begun (began_attempt), since the worker starts it at once;
 -- a process run begins when a pool child takes it (run_mark_begun).
 -- It reads one queue (ix_job_runs_dispatch leads with it), and nothing while that queue is
--- paused (one primary-key lookup, evaluated once).
+-- paused or has a concurrency limit (one primary-key lookup, evaluated once): a limited
+-- queue's runs are claimed by run_claim_limited.
 WITH picked AS (
     SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
     WHERE status = 'pending' AND queue = %(queue)s
       AND run_at <= coalesce(%(now)s::timestamptz, now())
-      AND NOT EXISTS (SELECT FROM queues q WHERE q.name = %(queue)s AND q.paused)
+      AND NOT EXISTS (
+          SELECT FROM queues q
+          WHERE q.name = %(queue)s
+            AND (q.paused OR q.max_running IS NOT NULL OR q.key_max_running IS NOT NULL)
+      )
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -65,6 +70,91 @@ WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
 RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
           -- A DAG step reads its upstreams' results, by step name (or run id).
+          CASE WHEN r.dag_run_id IS NOT NULL THEN (
+              SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+              FROM job_runs u
+              WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
+          )::text END AS upstream_results
+)
+SELECT claimed.* FROM claimed
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
+
+-- name: run_claim_limited
+-- pending -> running: run_claim for a queue with concurrency limits, sent in the queue's
+-- claim turn (queues.sql queue_claim_turn), so each claim counts the runs the one before
+-- it started. At most max_running of the queue's runs run at once, and at most
+-- key_max_running of one key (the value of the run's args field key_field; a run without
+-- it has no key). A run counts while its lease holds: a worker killed with its runs frees
+-- their places when their leases expire, whether or not the reaper has come. A run over a
+-- limit stays pending, attempt unspent. The due runs are read in order past the keys
+-- already at their limit (up to %(scan)s of them), so one key's backlog holds no other key
+-- up. The clock is the statement's, read after the turn was taken: a run's start is never
+-- before the end of the run whose place it took.
+WITH q AS (  -- one row unless the queue is paused (a queue without settings has no limits)
+    SELECT s.max_running, s.key_field, s.key_max_running
+    FROM (SELECT %(queue)s::text AS name) n LEFT JOIN queues s ON s.name = n.name
+    WHERE NOT coalesce(s.paused, false)
+), running AS (
+    SELECT r.args ->> q.key_field AS key
+    FROM job_runs r CROSS JOIN q
+    WHERE r.status = 'running' AND r.queue = %(queue)s  -- (read) counted, not moved
+      AND r.lease_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+), key_running AS (
+    SELECT key, count(*) AS n FROM running WHERE key IS NOT NULL GROUP BY key
+), room AS (
+    SELECT greatest(0, least(%(limit)s::bigint,
+                             coalesce(q.max_running - (SELECT count(*) FROM running),
+                                      %(limit)s::bigint))) AS n
+    FROM q
+), picked AS (
+    SELECT r.id, r.priority, r.run_at, r.crash_count > 0 AS suspect,
+           r.args ->> q.key_field AS key
+    FROM job_runs r CROSS JOIN q
+    WHERE r.status = 'pending' AND r.queue = %(queue)s
+      AND r.run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+      AND NOT EXISTS (
+          SELECT FROM key_running k
+          WHERE k.key = r.args ->> q.key_field AND k.n >= q.key_max_running
+      )
+    ORDER BY r.priority DESC, r.run_at
+    LIMIT %(scan)s
+    FOR UPDATE OF r SKIP LOCKED
+), fitting AS (
+    SELECT p.id, p.priority, p.run_at, p.suspect
+    FROM (
+        SELECT p.*, row_number() OVER (PARTITION BY p.key
+                                       ORDER BY p.priority DESC, p.run_at, p.id) AS nth
+        FROM picked p
+    ) p
+    CROSS JOIN q
+    LEFT JOIN key_running k ON k.key = p.key
+    WHERE p.key IS NULL OR p.nth + coalesce(k.n, 0) <= q.key_max_running
+    ORDER BY p.priority DESC, p.run_at, p.id
+    LIMIT (SELECT n FROM room)
+), first_suspect AS (
+    SELECT id, priority, run_at FROM fitting WHERE suspect ORDER BY priority DESC, run_at, id LIMIT 1
+), ahead AS (
+    SELECT p.id FROM fitting p
+    WHERE NOT p.suspect AND NOT EXISTS (
+        SELECT FROM first_suspect f
+        WHERE p.priority < f.priority OR (p.priority = f.priority AND p.run_at >= f.run_at)
+    )
+), chosen AS (
+    SELECT id FROM ahead
+    UNION ALL
+    SELECT id FROM first_suspect WHERE NOT %(busy)s AND NOT EXISTS (SELECT FROM ahead)
+), claimed AS (
+UPDATE job_runs r
+SET status = 'running',
+    lease_owner = %(worker)s,
+    lease_until = coalesce(%(now)s::timestamptz, statement_timestamp())
+                  + make_interval(secs => %(lease_seconds)s),
+    attempt = r.attempt + 1,
+    began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
+    started_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
+RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
+          r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
           CASE WHEN r.dag_run_id IS NOT NULL THEN (
               SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
               FROM job_runs u
@@ -142,10 +232,16 @@ WITH done AS (
     ORDER BY r.id
     FOR UPDATE
 ), started AS (
-    -- only steps of the finishing worker's queue, and none while it is paused
+    -- only steps of the finishing worker's queue, none while it is paused or limited
+    -- (a limited queue's runs start through run_claim_limited only)
     SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
     WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
-      AND l.queue = %(queue)s AND NOT EXISTS (SELECT FROM queues WHERE name = l.queue AND paused)
+      AND l.queue = %(queue)s
+      AND NOT EXISTS (
+          SELECT FROM queues
+          WHERE name = l.queue
+            AND (paused OR max_running IS NOT NULL OR key_max_running IS NOT NULL)
+      )
     ORDER BY l.priority DESC, l.run_at
     LIMIT %(claim_limit)s
 ), released AS (

@@ -1,0 +1,196 @@
+"""Fleet-wide concurrency limits against a real PostgreSQL: a queue's `max_running`, and a
+per-key limit whose key is a field of the run's args. A run over a limit waits pending with
+its attempt unspent, one key's backlog holds no other key up, and a place comes free when
+a run ends or its lease expires."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.handlers.jobs import ClaimedRun, Outcome
+from app.runs import queue_limits, queues, submission, transitions
+from app.runs.queues import QueueError
+from app.runs.run_inserts import NewRun
+
+Conn = psycopg.Connection[Any]
+LEASE = 30.0
+
+
+def _submit(
+    conn: Conn, count: int, *, queue: str = "q", priority: int = 0, **args: Any
+) -> list[int]:
+    return [
+        submission.submit(conn, NewRun("noop", args=dict(args), queue=queue, priority=priority)).id
+        for _ in range(count)
+    ]
+
+
+def _claim(
+    conn: Conn, limit: int = 50, *, queue: str = "q", now: datetime | None = None
+) -> list[ClaimedRun]:
+    return transitions.claim(conn, "w", limit, LEASE, queue=queue, now=now)
+
+
+def _complete(conn: Conn, runs: list[ClaimedRun]) -> None:
+    finishes = [transitions.Finish(r.run_id, r.attempt, Outcome.completed()) for r in runs]
+    assert len(transitions.finish_many(conn, "w", finishes)) == len(runs)
+
+
+def _key_of(conn: Conn, run: ClaimedRun) -> Any:
+    return run.args.get("customer")
+
+
+def test_a_queue_limit_holds_across_claims_and_frees_a_place_per_run_ended(conn: Conn) -> None:
+    _submit(conn, 10)
+    queues.set_limits(conn, "q", actor="alice", max_running=3)
+    first = _claim(conn, 2)
+    assert len(first) == 2
+    second = _claim(conn)
+    assert len(second) == 1  # one place left of three
+    assert _claim(conn) == []
+    _complete(conn, first)
+    assert len(_claim(conn)) == 2
+    assert _claim(conn) == []
+    assert _claim(conn, queue="other") == []  # nothing there; other queues are not limited
+    _submit(conn, 4, queue="other")
+    assert len(_claim(conn, queue="other")) == 4
+
+
+def test_a_key_limit_starts_one_run_per_key_and_the_next_when_it_ends(conn: Conn) -> None:
+    for customer in ("a", "b", "c"):
+        _submit(conn, 5, customer=customer)
+    _submit(conn, 2)  # no customer: no key, so no per-key limit
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=1)
+    first = _claim(conn)
+    assert sorted(str(_key_of(conn, r)) for r in first) == ["None", "None", "a", "b", "c"]
+    assert _claim(conn) == []
+    a = [r for r in first if _key_of(conn, r) == "a"]
+    _complete(conn, a)
+    (again,) = _claim(conn)
+    assert _key_of(conn, again) == "a"
+
+
+def test_runs_held_back_stay_pending_with_their_attempt_unspent(conn: Conn) -> None:
+    ids = _submit(conn, 4, customer="a")
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=2)
+    assert len(_claim(conn)) == 2
+    rows = conn.execute(
+        "SELECT status, count(*) AS n, max(attempt) AS attempt FROM job_runs"
+        " WHERE id = ANY(%s) GROUP BY status ORDER BY status",
+        (ids,),
+    ).fetchall()
+    assert [(r["status"], r["n"], r["attempt"]) for r in rows] == [
+        ("pending", 2, 0),
+        ("running", 2, 1),
+    ]
+
+
+def test_one_keys_backlog_does_not_hold_up_another_key(conn: Conn) -> None:
+    # 300 runs of customer a wait longer than customer b's one: with a at its limit, b's run
+    # starts at the next claim rather than after a's backlog.
+    _submit(conn, 300, customer="a")
+    (b,) = _submit(conn, 1, customer="b")
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=1)
+    claimed = _claim(conn, 10) + _claim(conn, 10)
+    assert [_key_of(conn, r) for r in claimed] == ["a", "b"]
+    assert claimed[1].run_id == b
+
+
+def test_priorities_hold_within_a_key(conn: Conn) -> None:
+    _submit(conn, 3, customer="a", priority=1)
+    (urgent,) = _submit(conn, 1, customer="a", priority=9)
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=1)
+    (first,) = _claim(conn)
+    assert first.run_id == urgent
+
+
+def test_both_limits_hold_together(conn: Conn) -> None:
+    for customer in "abcdef":
+        _submit(conn, 3, customer=customer)
+    queues.set_limits(
+        conn, "q", actor="alice", max_running=4, key_field="customer", key_max_running=2
+    )
+    claimed = _claim(conn)
+    assert len(claimed) == 4
+    keys = [_key_of(conn, r) for r in claimed]
+    assert all(keys.count(k) <= 2 for k in keys)
+
+
+def test_an_expired_lease_frees_its_place_before_the_reaper_comes(conn: Conn) -> None:
+    _submit(conn, 2, customer="a")
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=1)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    assert len(_claim(conn, now=now)) == 1
+    assert _claim(conn, now=now + timedelta(seconds=LEASE - 1)) == []
+    assert len(_claim(conn, now=now + timedelta(seconds=LEASE + 1))) == 1
+
+
+def test_a_paused_limited_queue_starts_nothing(conn: Conn) -> None:
+    _submit(conn, 2)
+    queues.set_limits(conn, "q", actor="alice", max_running=5)
+    queues.pause(conn, "q", actor="alice")
+    assert _claim(conn) == []
+    queues.resume(conn, "q", actor="alice")
+    assert len(_claim(conn)) == 2
+
+
+def test_limits_removed_let_the_plain_claim_take_the_queue_again(conn: Conn) -> None:
+    _submit(conn, 3)
+    queues.set_limits(conn, "q", actor="alice", max_running=1)
+    assert queue_limits.limited(conn, "q")
+    assert len(_claim(conn)) == 1
+    queues.set_limits(conn, "q", actor="alice")
+    assert not queue_limits.limited(conn, "q")
+    assert len(_claim(conn)) == 2
+
+
+def test_a_limit_set_elsewhere_holds_before_this_process_reads_it(conn: Conn) -> None:
+    # This process last read the queue as open; the plain claim still refuses a limited one.
+    _submit(conn, 3)
+    assert not queue_limits.limited(conn, "q")
+    conn.execute("INSERT INTO queues (name, max_running) VALUES ('q', 1)")
+    assert _claim(conn) == []
+    queue_limits.forget("q")
+    assert len(_claim(conn)) == 1
+
+
+def test_setting_limits_is_audited(conn: Conn) -> None:
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=2)
+    row = conn.execute(
+        "SELECT actor, details FROM audit_log WHERE action = 'queue.limits'"
+    ).fetchone()
+    assert row is not None
+    assert (row["actor"], row["details"]["before"]["key_max_running"]) == ("alice", None)
+    assert row["details"]["after"] == {
+        "max_running": None,
+        "key_field": "customer",
+        "key_max_running": 2,
+    }
+    (q,) = [q for q in queues.overview(conn) if q.name == "q"]
+    assert (q.key_field, q.key_max_running, q.limits_by) == ("customer", 2, "alice")
+
+
+@pytest.mark.parametrize(
+    ("settings", "field", "message"),
+    [
+        ({"max_running": 0}, "max_running", "the most running at once must be"),
+        ({"max_running": 2.5}, "max_running", "whole number"),
+        ({"key_field": "customer"}, "key_max_running", "a limit per key needs both"),
+        ({"key_max_running": 3}, "key_field", "a limit per key needs both"),
+        ({"key_field": "", "key_max_running": 1}, "key_field", "the key field cannot be empty"),
+        ({"key_field": "a", "key_max_running": -1}, "key_max_running", "per key must be"),
+    ],
+)
+def test_bad_limits_are_refused_with_a_sentence_and_change_nothing(
+    conn: Conn, settings: dict[str, Any], field: str, message: str
+) -> None:
+    queues.set_limits(conn, "q", actor="alice", max_running=7)
+    with pytest.raises(QueueError, match=message) as refused:
+        queues.set_limits(conn, "q", actor="alice", **settings)
+    assert refused.value.field == field
+    (q,) = [q for q in queues.overview(conn) if q.name == "q"]
+    assert (q.max_running, q.key_field, q.key_max_running) == (7, None, None)
