@@ -38,8 +38,8 @@ from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
-from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs import queue_limits
+from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.runs.states import ACTIVE, RunStatus
 
