@@ -53,7 +53,7 @@ from app.executors import Executors
 from app.executors.outcomes import storable
 from app.handlers import default_registry, load_modules
 from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
-from app.runs import run_logs, transitions
+from app.runs import queue_limits, run_logs, transitions
 from app.runs.transitions import Finish
 from app.services.reconnecting import DB_ERRORS, Reconnecting
 from app.services.worker_finisher import Finisher
@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 LOOP_LAG_SAMPLE_SECONDS = 1.0
 MAX_IDLE_SLEEP_SECONDS = 5.0
 MIN_IDLE_SLEEP_SECONDS = 0.005
+LIMITED_RECHECK_SECONDS = 0.25  # idle, in a queue whose due runs a limit holds back
 WORKER_CONNECTIONS = 4  # claim, finish, heartbeat, listener
 CLAIM_PAUSE_SECONDS = 0.5  # between checks while the finish or heartbeat connection is down
 # During a database outage at shutdown, finishes and hand-backs are retried this long past
@@ -291,9 +292,11 @@ class Worker(Finisher, NoticeListener, Heartbeat):
             if not (self._finisher.check(_ping) and self._beat.check(_ping)):
                 return None
             self._checked_claim_conn = conn
-        return transitions.claim(
+        claimed = transitions.claim(
             conn, self.id, free, self.lease_seconds, busy=bool(self._in_flight), queue=self.queue
         )
+        self._queue_limited = queue_limits.limited(conn, self.queue)  # read by that claim
+        return claimed
 
     async def _pause_claims(self) -> None:
         if not self._claims_paused:
@@ -321,14 +324,20 @@ class Worker(Finisher, NoticeListener, Heartbeat):
             return
         if next_at is not None:
             # Due runs that the claim did not get are locked by another worker's claim in
-            # progress: wait a moment (or for a notification) rather than spin.
+            # progress: wait a moment (or for a notification) rather than spin. In a
+            # limited queue they may be held back by its limits: a place comes free when a
+            # run ends, which wakes only its own worker, so the others look again shortly.
             timeout = min(max(next_at, MIN_IDLE_SLEEP_SECONDS), MAX_IDLE_SLEEP_SECONDS)
+            if next_at <= 0 and self._queue_limited:
+                timeout = LIMITED_RECHECK_SECONDS
             if next_at <= 0 and self._in_flight:
                 # Or a suspect waits first in line for a worker with nothing else to do:
                 # this one drains, and claims again when a run of its own ends.
                 self._slot_freed.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(MAX_IDLE_SLEEP_SECONDS):
+                    async with asyncio.timeout(
+                        timeout if self._queue_limited else MAX_IDLE_SLEEP_SECONDS
+                    ):
                         await _first(self._wake.wait(), self._slot_freed.wait())
                 return
         self._fetcher_idle = True
