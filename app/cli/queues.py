@@ -1,4 +1,4 @@
-"""`sundial queue list|pause|resume`: named queues from the shell (operators' business, like
+"""`sundial queue list|pause|resume|limit`: named queues from the shell (operators' business, like
 the dashboard's Queues page; both call `app.runs.queues`)."""
 
 from __future__ import annotations
@@ -22,22 +22,36 @@ def cmd_queue(args: argparse.Namespace, settings: Settings) -> int:
         elif args.queue_command == "resume":
             queues.resume(conn, args.name, actor=audit.cli_actor())
             print(f"queue {args.name!r} resumed")
+        elif args.queue_command == "limit":
+            given = (args.max_running, args.key_field, args.per_key)
+            if args.none == any(v is not None for v in given):
+                raise queues.QueueError(
+                    "give the limits (--max-running, or --key-field with --per-key), or "
+                    "--none to remove them"
+                )
+            queues.set_limits(conn, args.name, actor=audit.cli_actor(),
+                              max_running=args.max_running, key_field=args.key_field,
+                              key_max_running=args.per_key)  # fmt: skip
+            (q,) = [q for q in queues.overview(conn) if q.name == args.name]
+            print(f"queue {args.name!r}: {queues.limits_sentence(q)}")
         else:
-            print("queue\tpending\tdue\trunning\toldest wait\tended (last 15 min)\tstate")
+            print("queue\tpending\tdue\trunning\toldest wait\tended (last 15 min)\tstate"
+                  "\tlimits")  # fmt: skip
             for q in queues.overview(conn):
                 wait = f"{q.oldest_wait_seconds:.1f}s" if q.oldest_wait_seconds else "-"
                 state = (f"paused by {safe(q.paused_by or '?')}"
                          + (f": {safe(q.paused_note)}" if q.paused_note else "")
                          if q.paused else "open")  # fmt: skip
                 print(f"{safe(q.name)}\t{q.pending}\t{q.due}\t{q.running}\t{wait}\t"
-                      f"{sum(q.ended_per_minute)}\t{state}")  # fmt: skip
+                      f"{sum(q.ended_per_minute)}\t{state}\t"
+                      f"{safe(queues.limits_sentence(q))}")  # fmt: skip
     return 0
 
 
 def add_queue_commands(sub: Any) -> None:
     p = sub.add_parser(
         "queue",
-        help="list, pause or resume named queues",
+        help="list, pause, resume or limit named queues",
         description="Runs wait in named queues (default unless a job or submit names "
         "another); each worker serves the queues it is started with (--queues). A paused "
         "queue starts nothing anywhere in the fleet and loses nothing.",
@@ -50,3 +64,16 @@ def add_queue_commands(sub: Any) -> None:
     pause.add_argument("--note", help="why, shown with the pause")
     resume = commands.add_parser("resume", help="let workers start runs from a queue again")
     resume.add_argument("name", help="the queue")
+    limit = commands.add_parser(
+        "limit",
+        help="set how many of a queue's runs may run at once, fleet-wide",
+        description="Set a queue's concurrency limits, replacing the ones it had. Runs over "
+        "a limit wait (pending, no attempt spent); other keys' runs go ahead of them.",
+    )
+    limit.add_argument("name", help="the queue")
+    limit.add_argument("--max-running", type=int, help="at most this many running at once")
+    limit.add_argument(
+        "--key-field", help="the args field whose value is a run's key (e.g. customer_id)"
+    )
+    limit.add_argument("--per-key", type=int, help="at most this many of one key at once")
+    limit.add_argument("--none", action="store_true", help="remove the queue's limits")

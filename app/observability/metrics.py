@@ -56,6 +56,7 @@ class _Reading:
     workers: list[dict[str, Any]]
     dead_man: int
     paused_queues: list[str]
+    queue_limits: list[dict[str, Any]]
 
 
 def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
@@ -73,6 +74,7 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
     return _Reading(
         pending=rows("metrics_pending", {"now": now}),
         paused_queues=[r["name"] for r in rows("metrics_paused_queues", {})],
+        queue_limits=rows("metrics_queue_limits", {}),
         running=counts["running"],
         blocked=counts["blocked"],
         finished=rows(
@@ -198,6 +200,18 @@ class _Fleet(Collector):
         for name in sorted(r.paused_queues):
             paused.add_metric([name], 1)
         yield paused
+        limit = GaugeMetricFamily(
+            "sundial_queue_concurrency_limit",
+            "Each queue's concurrency limits: scope queue (runs at once in the queue) or key "
+            "(runs at once per value of the args field `key`).",
+            labels=["queue", "scope", "key"],
+        )
+        for q in sorted(r.queue_limits, key=lambda q: q["name"]):
+            if q["max_running"] is not None:
+                limit.add_metric([q["name"], "queue", ""], q["max_running"])
+            if q["key_max_running"] is not None:
+                limit.add_metric([q["name"], "key", q["key_field"]], q["key_max_running"])
+        yield limit
         active = GaugeMetricFamily(
             "sundial_active_runs", "Runs running or blocked.", labels=["status"]
         )

@@ -72,6 +72,16 @@ class QueueRow(QueueFields):
     ended_per_minute: list[int] = Field(description="Runs ended per minute, oldest first.")
 
 
+def limits_sentence(queue: QueueFields) -> str:
+    """A queue's limits in a sentence: `at most 5 running, 1 per customer_id`."""
+    parts = []
+    if queue.max_running is not None:
+        parts.append(f"{queue.max_running} running")
+    if queue.key_field is not None:
+        parts.append(f"{queue.key_max_running} per {queue.key_field}")
+    return "at most " + ", ".join(parts) if parts else "no limits"
+
+
 def check_name(name: str) -> str:
     with about("queue"), limits.refused_as(QueueError):
         return limits.check_name("a queue name", name)

@@ -28,3 +28,12 @@ def field_errors(
     if field is not None and form_field is not None:
         field = form_field(field)
     return {field or whole_form: str(exc)}
+
+
+def optional_whole(text: str, field: str, label: str) -> int | None:
+    """A form's whole-number box: None when left empty, or a refusal naming the field."""
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise UsageError(f"{label} must be a whole number, got {text!r}", field)
+    return int(text)

@@ -1,7 +1,7 @@
 """Queues page: every named queue with what waits in it, what runs from it, how many runs
-it ended each minute, and whether it is paused (by whom, why); operators pause and resume
-a queue here, through `app.runs.queues` like the CLI and the API. Live over SSE (`runs`
-and `clock` ticks)."""
+it ended each minute, whether it is paused (by whom, why) and its limits; operators pause
+and resume a queue and set its limits here, through `app.runs.queues` like the CLI and the
+API. Live over SSE (`runs` and `clock` ticks)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,15 @@ from app.people.roles import Role
 from app.runs import queues
 from app.web.access import current_user, requires
 from app.web.database import call
-from app.web.forms import field_errors
+from app.web.forms import field_errors, optional_whole
 from app.web.render import redirect, render
 
 FLASHES = {
     "paused": "Queue paused: no worker starts its runs until you resume it.",
     "resumed": "Queue resumed: workers start its runs again.",
+    "limited": "Limits saved: every worker keeps to them from now on.",
 }
+LIMIT_FIELDS = ("max_running", "key_field", "key_max_running")
 
 
 async def _page(request: Request, errors: dict[str, str] | None = None, status: int = 200,
@@ -70,8 +72,44 @@ async def resume(request: Request) -> Response:
     return redirect(request, f"/queues?done=resumed#queue-{quote(name, safe='')}")
 
 
+@requires(Role.OPERATOR)
+async def limits_form(request: Request) -> Response:
+    name = request.path_params["name"]
+    row = next((q for q in await call(request, queues.overview) if q.name == name), None)
+    values = {f: "" if row is None or getattr(row, f) is None else str(getattr(row, f))
+              for f in LIMIT_FIELDS}  # fmt: skip
+    return _limits_page(request, name, values, {})
+
+
+@requires(Role.OPERATOR)
+async def set_limits(request: Request) -> Response:
+    name = request.path_params["name"]
+    form = await request.form()
+    values = {f: str(form.get(f, "")).strip() for f in LIMIT_FIELDS}
+    actor = current_user(request).username
+    try:
+        most = optional_whole(values["max_running"], "max_running", "The most at once")
+        per_key = optional_whole(
+            values["key_max_running"], "key_max_running", "The most for each key"
+        )
+        await call(request, lambda conn: queues.set_limits(
+            conn, name, actor=actor, max_running=most, key_field=values["key_field"] or None,
+            key_max_running=per_key))  # fmt: skip
+    except UsageError as exc:
+        return _limits_page(request, name, values, field_errors(exc), status=422)
+    return redirect(request, f"/queues?done=limited#queue-{quote(name, safe='')}")
+
+
+def _limits_page(request: Request, name: str, values: dict[str, str], errors: dict[str, str],
+                 status: int = 200) -> Response:  # fmt: skip
+    return render(request, "queues/limits.html", status_code=status, name=name, values=values,
+                  errors=errors)  # fmt: skip
+
+
 routes = [
     Route("/queues", index, methods=["GET"], name="queues_index"),
     Route("/queues/{name}/pause", pause, methods=["POST"], name="queues_pause"),
     Route("/queues/{name}/resume", resume, methods=["POST"], name="queues_resume"),
+    Route("/queues/{name}/limits", limits_form, methods=["GET"], name="queues_limits_form"),
+    Route("/queues/{name}/limits", set_limits, methods=["POST"], name="queues_limits"),
 ]

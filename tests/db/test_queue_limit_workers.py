@@ -4,6 +4,7 @@ places frees them within one lease."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections import defaultdict
@@ -58,7 +59,7 @@ def test_no_two_runs_of_one_key_overlap_across_three_workers(db_url: str, tmp_pa
     for r in rows:
         by_key[r["key"]].append((r["started_at"], r["finished_at"]))
     for key, spans in by_key.items():
-        for (_, ended), (began, _) in zip(spans, spans[1:], strict=False):
+        for (_, ended), (began, _) in itertools.pairwise(spans):
             assert began >= ended, f"two runs of {key} overlapped"
     # ... while different keys ran side by side, on every worker.
     edges = sorted([(r["started_at"], 1) for r in rows] + [(r["finished_at"], -1) for r in rows])

@@ -194,3 +194,31 @@ def test_bad_limits_are_refused_with_a_sentence_and_change_nothing(
     assert refused.value.field == field
     (q,) = [q for q in queues.overview(conn) if q.name == "q"]
     assert (q.max_running, q.key_field, q.key_max_running) == (7, None, None)
+
+
+def test_the_cli_sets_lists_and_removes_limits(db_url: str, conn: Conn) -> None:
+    from tests.helpers.commands import run_sundial
+
+    done = run_sundial(db_url, "queue", "limit", "partner", "--key-field", "customer",
+                       "--per-key", "1", "--max-running", "5")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "queue 'partner': at most 5 running, 1 per customer"
+    listed = run_sundial(db_url, "queue", "list")
+    (line,) = [ln for ln in listed.stdout.splitlines() if ln.startswith("partner\t")]
+    assert line.endswith("\topen\tat most 5 running, 1 per customer")
+
+    for args, message in [
+        ([], "give the limits (--max-running, or --key-field with --per-key), or --none"),
+        (["--per-key", "2"], "a limit per key needs both"),
+        (["--max-running", "0"], "the most running at once must be between 1 and 1,000,000"),
+        (["--none", "--max-running", "3"], "give the limits"),
+    ]:
+        refused = run_sundial(db_url, "queue", "limit", "partner", *args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert refused.stderr.startswith("sundial queue: error:") and message in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    (q,) = [q for q in queues.overview(conn) if q.name == "partner"]
+    assert (q.max_running, q.key_max_running) == (5, 1)  # nothing refused was written
+
+    cleared = run_sundial(db_url, "queue", "limit", "partner", "--none")
+    assert cleared.stdout.strip() == "queue 'partner': no limits"

@@ -108,3 +108,90 @@ def test_the_runs_page_and_the_cli_filter_runs_by_queue(
     assert f'href="/runs/{reports}"' in page.text and f'href="/runs/{plain}"' not in page.text
     listed = run_list.list_runs(conn, run_list.RunFilter(queue="default")).runs
     assert [r["id"] for r in listed] == [plain]
+
+
+def test_an_operator_sets_a_queues_limits_in_plain_words(
+    as_role: Callable[[str], TestClient], conn: Any
+) -> None:
+    submission.submit(conn, NewRun("noop", queue="partner"))
+    client = as_role("operator")
+    assert "Change limits of partner" in client.get("/queues").text
+    form = client.get("/queues/partner/limits")
+    assert form.status_code == 200 and "At most this many of its runs at once" in form.text
+
+    saved = post(
+        client,
+        "/queues/partner/limits",
+        {"max_running": "5", "key_field": "customer_id", "key_max_running": "1"},
+    )
+    assert saved.status_code == 303 and "done=limited" in saved.headers["location"]
+    page = client.get(saved.headers["location"])
+    assert "Limits saved" in page.text
+    assert "At most 5 at once" in page.text and "At most 1 at once per customer_id" in page.text
+    assert 'value="customer_id"' in client.get("/queues/partner/limits").text
+
+    removed = post(client, "/queues/partner/limits", {"max_running": "", "key_field": "",
+                                                      "key_max_running": ""})  # fmt: skip
+    assert removed.status_code == 303
+    row = conn.execute("SELECT max_running, key_field FROM queues WHERE name = 'partner'")
+    assert row.fetchone() == {"max_running": None, "key_field": None}
+
+
+def test_bad_limits_on_the_page_are_refused_beside_their_box_and_change_nothing(
+    as_role: Callable[[str], TestClient], conn: Any
+) -> None:
+    client = as_role("operator")
+    cases = [
+        ({"max_running": "five"}, "max_running", "The most at once must be a whole number"),
+        ({"max_running": "0"}, "max_running", "must be between 1 and 1,000,000"),
+        ({"key_field": "customer_id"}, "key_max_running", "a limit per key needs both"),
+        ({"key_max_running": "2"}, "key_field", "a limit per key needs both"),
+    ]
+    for values, field, message in cases:
+        refused = post(client, "/queues/partner/limits", values)
+        assert refused.status_code == 422, values
+        assert f'id="{field}-error"' in refused.text and message in refused.text, values
+        assert 'aria-invalid="true"' in refused.text
+    assert conn.execute("SELECT count(*) AS n FROM queues").fetchone() == {"n": 0}
+    viewer = as_role("viewer")
+    assert "Change limits" not in viewer.get("/queues").text
+    assert viewer.get("/queues/partner/limits").status_code == 403
+    assert post(viewer, "/queues/partner/limits", {"max_running": "1"}).status_code == 403
+
+
+def test_the_api_sets_limits_and_refuses_half_a_key_limit(db_url: str, conn: Any) -> None:
+    with api_as(db_url, "operator") as api, api_as(db_url, "viewer") as viewer:
+        body = {"max_running": 3, "key_field": "customer_id", "key_max_running": 1}
+        saved = api.put("/api/v1/queues/partner/limits", json=body)
+        assert saved.status_code == 200, saved.text
+        assert {k: saved.json()[k] for k in body} == body
+        assert saved.json()["limits_by"].startswith("operator-write (api token ")
+
+        half = api.put("/api/v1/queues/partner/limits", json={"key_field": "customer_id"})
+        assert half.status_code == 422 and half.json()["error"]["field"] == "key_max_running"
+        for bad in ({"max_running": 0}, {"max_running": "3"}, {"max_running": 2.5},
+                    {"limit": 3}):  # fmt: skip
+            refused = api.put("/api/v1/queues/partner/limits", json=bad)
+            assert refused.status_code == 422, (bad, refused.text)
+        listed = {q["name"]: q for q in api.get("/api/v1/queues").json()["queues"]}
+        assert listed["partner"]["max_running"] == 3  # nothing refused was written
+        cleared = api.put("/api/v1/queues/partner/limits", json={})
+        assert cleared.json()["max_running"] is None and cleared.json()["key_field"] is None
+        assert viewer.put("/api/v1/queues/partner/limits", json={}).status_code == 403
+        assert "/api/v1/queues/{name}/limits" in api.get("/api/v1/openapi.json").json()["paths"]
+
+
+def test_metrics_give_each_queues_limits(db_url: str, conn: Any) -> None:
+    from app.runs import queues
+
+    queues.set_limits(conn, "partner", actor="a", max_running=4, key_field="customer",
+                      key_max_running=1)  # fmt: skip
+    queues.set_limits(conn, "reports", actor="a", max_running=2)
+    with api_as(db_url, "viewer") as api:
+        exposed = api.get("/metrics").text
+    assert 'sundial_queue_concurrency_limit{key="",queue="partner",scope="queue"} 4.0' in exposed
+    assert (
+        'sundial_queue_concurrency_limit{key="customer",queue="partner",scope="key"} 1.0' in exposed
+    )
+    assert 'sundial_queue_concurrency_limit{key="",queue="reports",scope="queue"} 2.0' in exposed
+    assert 'queue="default",scope=' not in exposed

@@ -15,6 +15,11 @@ GROUP BY queue, priority;
 -- (read) the queues paused now (a handful at most).
 SELECT name FROM queues WHERE paused;
 
+-- name: metrics_queue_limits
+-- (read) the queues with concurrency limits (a handful at most).
+SELECT name, max_running, key_field, key_max_running FROM queues
+WHERE max_running IS NOT NULL OR key_max_running IS NOT NULL;
+
 -- name: metrics_finished_recent
 -- (read) runs that ended within the window, by handler and status, with their schedule lag
 -- (started_at - run_at) and attempt count as bucket numbers of the given bounds

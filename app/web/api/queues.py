@@ -1,5 +1,5 @@
-"""Named queues over the API: list them, pause and resume one — through `app.runs.queues`,
-the functions the CLI and the Queues page call."""
+"""Named queues over the API: list them, pause and resume one, set its limits — through
+`app.runs.queues`, the functions the CLI and the Queues page call."""
 
 from __future__ import annotations
 
@@ -10,19 +10,13 @@ from app.core.db import Conn
 from app.people.roles import Role
 from app.runs import queues
 from app.web.api.core import PREFIX, ApiCall, json_response, operation
-from app.web.api.schemas import QueueListOut, QueueOut, QueuePauseIn
+from app.web.api.schemas import QueueLimitsIn, QueueListOut, QueueOut, QueuePauseIn
 from app.web.database import call
 
 
 def _one(conn: Conn, name: str) -> QueueOut:
     (row,) = [q for q in queues.overview(conn) if q.name == name]
     return QueueOut.model_validate(row.model_dump())
-
-
-def _all(conn: Conn) -> QueueListOut:
-    return QueueListOut(
-        queues=[QueueOut.model_validate(q.model_dump()) for q in queues.overview(conn)]
-    )
 
 
 @operation(Role.VIEWER, "List queues: depth, running, waits, pauses", response=QueueListOut)
@@ -56,9 +50,24 @@ async def resume(api: ApiCall) -> Response:
     return json_response(await call(api.request, do))
 
 
+@operation(Role.OPERATOR, "Set a queue's concurrency limits, fleet-wide",
+           path={"name": str}, body=QueueLimitsIn, response=QueueOut)  # fmt: skip
+async def set_limits(api: ApiCall) -> Response:
+    name, body = api.path["name"], api.body
+
+    def do(conn: Conn) -> QueueOut:
+        limits = body.model_dump(include={"max_running", "key_field", "key_max_running"})
+        queues.set_limits(conn, name, actor=api.actor, **limits)
+        return _one(conn, name)
+
+    return json_response(await call(api.request, do))
+
+
 routes = [
     Route(f"{PREFIX}/queues", index, methods=["GET"], name="api_queues_index"),
     Route(f"{PREFIX}/queues/{{name}}/pause", pause, methods=["POST"], name="api_queues_pause"),
     Route(f"{PREFIX}/queues/{{name}}/resume", resume, methods=["POST"],
           name="api_queues_resume"),
+    Route(f"{PREFIX}/queues/{{name}}/limits", set_limits, methods=["PUT"],
+          name="api_queues_limits"),
 ]  # fmt: skip

@@ -436,3 +436,20 @@ class QueueListOut(BaseModel):
 
 class QueuePauseIn(Strict):
     note: Text | None = Field(None, description="Why, shown with the pause.")
+
+
+class QueueLimitsIn(Strict):
+    """A queue's concurrency limits, replacing the ones it had; a limit left out is none.
+    Runs over a limit wait, pending, with no attempt spent."""
+
+    max_running: Count | None = Field(
+        None, description="At most this many of its runs running at once, fleet-wide."
+    )
+    key_field: Name | None = Field(
+        None,
+        description="The args field whose value is a run's key, e.g. customer_id; needs "
+        "key_max_running.",
+    )
+    key_max_running: Count | None = Field(
+        None, description="At most this many runs of one key running at once; needs key_field."
+    )
