@@ -146,8 +146,8 @@ def set_limits(
                 key_field = limits.check_name("the key field", key_field)
     if (key_field is None) != (key_max_running is None):
         raise QueueError(
-            "a limit per key needs both the args field its keys come from and how many of "
-            "one key may run at once",
+            "a limit per key needs both the input field that names a run's key and how "
+            "many runs of one key may run at once",
             "key_field" if key_field is None else "key_max_running",
         )
     after = {"max_running": max_running, "key_field": key_field,

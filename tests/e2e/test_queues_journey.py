@@ -78,3 +78,46 @@ def test_an_operator_pauses_and_resumes_a_queue_while_a_worker_serves_it(
         _check(page, "resumed")
     finally:
         context.close()
+
+
+def test_an_operator_limits_a_queue_per_customer_from_the_page(
+    live_server: str, db_url: str, browser: Any
+) -> None:
+    make_user(db_url, "ops", "operator")
+    submit(db_url, *[NewRun("noop", {"customer_id": "acme"}, queue="partner")] * 2)
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    try:
+        sign_in_page(page, live_server, "ops")
+        page.goto(f"{live_server}/queues")
+        row = page.locator('tr[data-queue="partner"]')
+        expect(row.locator('td[data-label="Limits"]')).to_contain_text("None")
+        row.get_by_role("link", name="Change limits of partner").click()
+        page.wait_for_url("**/queues/partner/limits")
+        _check(page, "limits-form")
+
+        page.get_by_label("Key: the input field that names it").fill("customer_id")
+        page.get_by_role("button", name="Save limits").click()
+        error = page.locator("#key_max_running-error")
+        expect(error).to_contain_text("a limit per key needs both")
+        expect(page.get_by_label("At most, for each key")).to_have_attribute(
+            "aria-invalid", "true"
+        )
+        expect(page.get_by_label("Key: the input field that names it")).to_have_value(
+            "customer_id"
+        )
+        _check(page, "limits-refused")
+
+        page.get_by_label("At most, for each key").fill("1")
+        page.get_by_label("At most this many of its runs at once").fill("10")
+        page.get_by_role("button", name="Save limits").click()
+        page.wait_for_url("**done=limited**")
+        expect(page.get_by_role("status")).to_contain_text("Limits saved")
+        limits = page.locator('tr[data-queue="partner"] td[data-label="Limits"]')
+        expect(limits).to_contain_text("At most 10 at once")
+        expect(limits).to_contain_text("At most 1 at once per customer_id")
+        expect(limits).to_contain_text("Set by ops")
+        _check(page, "limited")
+    finally:
+        context.close()
