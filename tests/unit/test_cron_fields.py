@@ -44,6 +44,7 @@ def refusal(expression: str) -> str:
         ("0 0 * * sun", "weekdays", frozenset({0})),
         ("0 0 * * mon-fri", "weekdays", frozenset({1, 2, 3, 4, 5})),
         ("0 0 * * fri-sun", "weekdays", frozenset({5, 6, 0})),
+        ("0 0 * * sun-tue", "weekdays", frozenset({0, 1, 2})),  # Sunday opens the week too
         ("0 0 * * SAT,Sun", "weekdays", frozenset({6, 0})),
         ("0 0 * * 0-7", "weekdays", frozenset(range(7))),
         ("0 0 9-9 * *", "days", frozenset({9})),
