@@ -1,7 +1,7 @@
 """Queue benchmark: single and bulk submit rates, end-to-end no-op throughput, latency.
 
     .venv/bin/python -m bench.throughput [--runs 20000] [--rounds 3] [--concurrency 1000]
-        [--drain-runs 100000]
+        [--drain-runs 100000] [--limit-keys 1000] [--limits-only]
 
 First lines: the machine's cores and a calibration figure (a plain server-side INSERT of
 generated rows, no Sundial code), so figures from noisy or different machines compare as
@@ -11,7 +11,9 @@ Every figure keeps every guarantee: runs are claimed with leases, finished with 
 conditional updates, and each attempt is recorded in the history table. Throughput is
 measured from the database's own timestamps (first start to last finish of a drain of
 pre-submitted runs), so worker start-up is not counted; a second figure times the drain from
-the moment the worker processes are told to start. Enqueue-to-handler latency is timed from
+the moment the worker processes are told to start. The cost of concurrency limits: drains of
+`--drain-runs` runs over `--limit-keys` customers without and with a limit of 1 running per
+customer, in pairs, with the ratio of each pair. Enqueue-to-handler latency is timed from
 just before `Sundial.submit` to the handler's first line (`bench.handlers`, same machine, same
 clock), p50/p99 printed for every round. Medians over rounds are printed.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -30,7 +33,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from app.client import Sundial
-from app.runs import submission
+from app.runs import queues, submission
 from app.runs.run_inserts import NewRun
 from bench.bench_db import REPO, scratch_database
 from bench.machine import describe
@@ -99,13 +102,21 @@ def wait_for_workers(conn: psycopg.Connection[dict[str, Any]], count: int) -> No
     raise RuntimeError("workers did not start")
 
 
-def drain_rate(url: str, total: int, worker_count: int, concurrency: int) -> float:
+def drain_rate(
+    url: str, total: int, worker_count: int, concurrency: int, keys: int | None = None
+) -> float:
+    """Runs/s of a drain of `total` pre-submitted no-op runs, first start to last finish;
+    with `keys`, each run names one of that many customers in its args (in random order)."""
+    chance = random.Random(total)
     with connect(url) as conn:
         conn.execute("TRUNCATE job_runs, workers CASCADE")
         for offset in range(0, total, SUBMIT_BATCH):
-            submission.submit_many(
-                conn, [NewRun("noop") for _ in range(min(SUBMIT_BATCH, total - offset))]
-            )
+            count = min(SUBMIT_BATCH, total - offset)
+            new = [
+                NewRun("noop", {"customer_id": f"c{chance.randrange(keys)}"} if keys else {})
+                for _ in range(count)
+            ]
+            submission.submit_many(conn, new)
         workers = start_workers(url, worker_count, concurrency)
         try:
             deadline = time.monotonic() + 300
@@ -137,6 +148,35 @@ def steady_drain_line(url: str, total: int, rounds: int, concurrency: int) -> st
         f"{statistics.median(rates):,.0f} runs/s (median of {rounds}; all: "
         f"{', '.join(f'{r:,.0f}' for r in rates)}; load average {os.getloadavg()[0]:.1f})"
     )
+
+
+def limits_lines(
+    url: str, total: int, keys: int, per_key: int, rounds: int, concurrency: int
+) -> list[str]:
+    """The cost of a per-key limit: drains of `total` no-op runs over `keys` customers, 2
+    worker processes, without limits and with at most `per_key` running per customer, in
+    pairs (one of each per round, alternating which goes first)."""
+    plain: list[float] = []
+    limited: list[float] = []
+    with connect(url) as conn:
+        for i in range(rounds):
+            for with_limit in (False, True) if i % 2 == 0 else (True, False):
+                queues.set_limits(conn, "default", actor="bench",
+                                  key_field="customer_id" if with_limit else None,
+                                  key_max_running=per_key if with_limit else None)  # fmt: skip
+                rate = drain_rate(url, total, 2, concurrency, keys=keys)
+                (limited if with_limit else plain).append(rate)
+        queues.set_limits(conn, "default", actor="bench")
+    ratios = [b / a for a, b in zip(plain, limited, strict=True)]
+    return [
+        f"drain of {total:,} no-op runs over {keys:,} customers, 2 worker processes, no "
+        f"limits: {statistics.median(plain):,.0f} runs/s (median of {rounds}; all: "
+        f"{', '.join(f'{r:,.0f}' for r in plain)})",
+        f"the same with at most {per_key} running per customer: "
+        f"{statistics.median(limited):,.0f} "
+        f"runs/s (all: {', '.join(f'{r:,.0f}' for r in limited)}); limited/plain per pair: "
+        f"{', '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f}",
+    ]
 
 
 def first_claim_ms(url: str) -> float:
@@ -296,9 +336,21 @@ def main() -> None:
     parser.add_argument(
         "--drain-runs", type=int, default=100_000, help="runs of the steady 2-worker drain"
     )
+    parser.add_argument(
+        "--limits-only",
+        action="store_true",
+        help="only the paired drains without and with a per-key limit",
+    )
+    parser.add_argument("--limit-keys", type=int, default=1000, help="customers of those drains")
+    parser.add_argument("--per-key", type=int, default=1, help="the limit per customer")
     args = parser.parse_args()
     with scratch_database("sundial_bench") as url:
         print("\n".join(describe(url, args.rounds)))
+        limits = limits_lines(url, args.drain_runs, args.limit_keys, args.per_key, args.rounds,
+                              args.concurrency)  # fmt: skip
+        print("\n".join(limits))
+        if args.limits_only:
+            return
         single = [single_submit_rate(url, args.single_submits) for _ in range(args.rounds)]
         print(
             f"single submit, sequential on one connection: {statistics.median(single):,.0f} "

@@ -53,8 +53,8 @@ RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
 # A limited queue's claim reads this many due runs per run it may start (at least
 # LIMITED_SCAN_MIN), past the keys at their limit: enough to find other keys among them.
-LIMITED_SCAN_FACTOR = 5
-LIMITED_SCAN_MIN = 100
+LIMITED_SCAN_FACTOR = 2
+LIMITED_SCAN_MIN = 50
 
 
 @dataclass(frozen=True, slots=True)

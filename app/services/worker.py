@@ -68,6 +68,7 @@ LOOP_LAG_SAMPLE_SECONDS = 1.0
 MAX_IDLE_SLEEP_SECONDS = 5.0
 MIN_IDLE_SLEEP_SECONDS = 0.005
 LIMITED_RECHECK_SECONDS = 0.25  # idle, in a queue whose due runs a limit holds back
+LIMITED_GATHER_SECONDS = 0.05  # at most, to gather free slots for a limited queue's claim
 WORKER_CONNECTIONS = 4  # claim, finish, heartbeat, listener
 CLAIM_PAUSE_SECONDS = 0.5  # between checks while the finish or heartbeat connection is down
 # During a database outage at shutdown, finishes and hand-backs are retried this long past
@@ -246,7 +247,14 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
+            if self._queue_limited and self._in_flight and free < self.concurrency // 2:
+                # A limited queue's claims take turns and each counts its running runs:
+                # fewer, larger claims. Gather freed slots for a moment first.
+                await self._gather_slots()
+                if (free := self._free_slots()) <= 0:
+                    continue
             self._wake.clear()
+            self._finish_recorded.clear()  # from here on, one cuts a limited queue's wait short
             try:
                 jobs = await self.fetch_once()
             except DB_ERRORS:
@@ -257,6 +265,18 @@ class Worker(Finisher, NoticeListener, Heartbeat):
             if len(jobs) == free or self._stopping:
                 continue  # there may be more due runs: claim again when slots free up
             await self._idle_wait()
+
+    async def _gather_slots(self) -> None:
+        deadline = self._loop.time() + LIMITED_GATHER_SECONDS
+        while (
+            (remaining := deadline - self._loop.time()) > 0
+            and self._in_flight
+            and self._free_slots() < self.concurrency // 2
+        ):
+            self._slot_freed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._slot_freed.wait()
 
     async def fetch_once(self) -> list[ClaimedRun] | None:
         """Claim as many due runs as there are free slots and start executing them. None
@@ -322,22 +342,24 @@ class Worker(Finisher, NoticeListener, Heartbeat):
             )
         except DB_ERRORS:
             return
+        if next_at is not None and next_at <= 0 and self._queue_limited:
+            # Due runs that a limit holds back: a place comes free when a finish is
+            # recorded, this worker's (cleared before the claim) or another's (no
+            # notification: look again shortly).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LIMITED_RECHECK_SECONDS):
+                    await _first(self._wake.wait(), self._finish_recorded.wait())
+            return
         if next_at is not None:
             # Due runs that the claim did not get are locked by another worker's claim in
-            # progress: wait a moment (or for a notification) rather than spin. In a
-            # limited queue they may be held back by its limits: a place comes free when a
-            # run ends, which wakes only its own worker, so the others look again shortly.
+            # progress: wait a moment (or for a notification) rather than spin.
             timeout = min(max(next_at, MIN_IDLE_SLEEP_SECONDS), MAX_IDLE_SLEEP_SECONDS)
-            if next_at <= 0 and self._queue_limited:
-                timeout = LIMITED_RECHECK_SECONDS
             if next_at <= 0 and self._in_flight:
                 # Or a suspect waits first in line for a worker with nothing else to do:
                 # this one drains, and claims again when a run of its own ends.
                 self._slot_freed.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(
-                        timeout if self._queue_limited else MAX_IDLE_SLEEP_SECONDS
-                    ):
+                    async with asyncio.timeout(MAX_IDLE_SLEEP_SECONDS):
                         await _first(self._wake.wait(), self._slot_freed.wait())
                 return
         self._fetcher_idle = True

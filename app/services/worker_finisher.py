@@ -64,6 +64,7 @@ class Finisher(WorkerState):
         finally:
             self._unreserve_slots(reserved)
             self._slot_freed.set()  # the fetcher may wait for the slots reserved here
+        self._finish_recorded.set()
         for job in claim.jobs:
             self._start(job)
         self.stats.claimed += len(claim.jobs)

@@ -111,6 +111,7 @@ class WorkerState:
         self._slots = threading.Lock()
         self._fetcher_idle = False  # the fetcher waits for a notification: the listener claims
         self._queue_limited = False  # as the last claim saw it (app.runs.queue_limits)
+        self._finish_recorded = asyncio.Event()  # a limited queue's places may be free
         self._listener_claiming = 0  # slots the listener reserved and has not handed over
         self._threads: list[threading.Thread] = []  # heartbeat and listener, once running
         self._wake = asyncio.Event()  # a notification came, or the worker is stopping

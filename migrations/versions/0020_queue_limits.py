@@ -30,13 +30,19 @@ def upgrade() -> None:
     op.add_column("queues", sa.Column("limits_by", sa.Text(), nullable=True))
     op.add_column("queues", sa.Column("limits_at", sa.DateTime(timezone=True), nullable=True))
     op.create_check_constraint(
-        "queues_max_running_range", "queues", f"(max_running IS NULL OR max_running BETWEEN 1 AND {MAX_COUNT})"
+        "queues_max_running_range",
+        "queues",
+        f"(max_running IS NULL OR max_running BETWEEN 1 AND {MAX_COUNT})",
     )
     op.create_check_constraint(
-        "queues_key_max_running_range", "queues", f"(key_max_running IS NULL OR key_max_running BETWEEN 1 AND {MAX_COUNT})"
+        "queues_key_max_running_range",
+        "queues",
+        f"(key_max_running IS NULL OR key_max_running BETWEEN 1 AND {MAX_COUNT})",
     )
     op.create_check_constraint(
-        "queues_key_field_length", "queues", "(char_length(key_field) IS NULL OR char_length(key_field) BETWEEN 1 AND 200)"
+        "queues_key_field_length",
+        "queues",
+        "(char_length(key_field) IS NULL OR char_length(key_field) BETWEEN 1 AND 200)",
     )
     # A per-key limit needs the field its keys come from, and the field a limit.
     op.create_check_constraint(

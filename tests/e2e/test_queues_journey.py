@@ -101,12 +101,8 @@ def test_an_operator_limits_a_queue_per_customer_from_the_page(
         page.get_by_role("button", name="Save limits").click()
         error = page.locator("#key_max_running-error")
         expect(error).to_contain_text("a limit per key needs both")
-        expect(page.get_by_label("At most, for each key")).to_have_attribute(
-            "aria-invalid", "true"
-        )
-        expect(page.get_by_label("Key: the input field that names it")).to_have_value(
-            "customer_id"
-        )
+        expect(page.get_by_label("At most, for each key")).to_have_attribute("aria-invalid", "true")
+        expect(page.get_by_label("Key: the input field that names it")).to_have_value("customer_id")
         _check(page, "limits-refused")
 
         page.get_by_label("At most, for each key").fill("1")

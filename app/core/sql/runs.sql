@@ -94,17 +94,18 @@ WITH q AS (  -- one row unless the queue is paused (a queue without settings has
     SELECT s.max_running, s.key_field, s.key_max_running
     FROM (SELECT %(queue)s::text AS name) n LEFT JOIN queues s ON s.name = n.name
     WHERE NOT coalesce(s.paused, false)
-), running AS (
-    SELECT r.args ->> q.key_field AS key
+), running AS (  -- per key (NULL: the runs without one)
+    SELECT r.args ->> q.key_field AS key, count(*) AS n
     FROM job_runs r CROSS JOIN q
     WHERE r.status = 'running' AND r.queue = %(queue)s  -- (read) counted, not moved
       AND r.lease_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+    GROUP BY 1
 ), key_running AS (
-    SELECT key, count(*) AS n FROM running WHERE key IS NOT NULL GROUP BY key
+    SELECT key, n FROM running WHERE key IS NOT NULL
 ), room AS (
     SELECT greatest(0, least(%(limit)s::bigint,
-                             coalesce(q.max_running - (SELECT count(*) FROM running),
-                                      %(limit)s::bigint))) AS n
+                             coalesce(q.max_running - (SELECT sum(n) FROM running),
+                                      q.max_running, %(limit)s::bigint))) AS n
     FROM q
 ), picked AS (
     SELECT r.id, r.priority, r.run_at, r.crash_count > 0 AS suspect,
@@ -112,13 +113,12 @@ WITH q AS (  -- one row unless the queue is paused (a queue without settings has
     FROM job_runs r CROSS JOIN q
     WHERE r.status = 'pending' AND r.queue = %(queue)s
       AND r.run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
-      AND NOT EXISTS (
-          SELECT FROM key_running k
-          WHERE k.key = r.args ->> q.key_field AND k.n >= q.key_max_running
-      )
+      -- (NOT IN over a subquery: one hash of the full keys, not a search per run)
+      AND (r.args ->> q.key_field IS NULL OR r.args ->> q.key_field NOT IN (
+          SELECT k.key FROM key_running k CROSS JOIN q WHERE k.n >= q.key_max_running
+      ))
     ORDER BY r.priority DESC, r.run_at
     LIMIT %(scan)s
-    FOR UPDATE OF r SKIP LOCKED
 ), fitting AS (
     SELECT p.id, p.priority, p.run_at, p.suspect
     FROM (
@@ -152,7 +152,9 @@ SET status = 'running',
     attempt = r.attempt + 1,
     began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
     started_at = coalesce(%(now)s::timestamptz, statement_timestamp())
-WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
+-- Rows read unlocked (no other claim of this queue runs meanwhile; locking every run read
+-- cost a write each): one cancelled since is passed over here, on its new version.
+WHERE r.id = ANY(ARRAY(SELECT id FROM chosen)) AND r.status = 'pending'
 RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
           CASE WHEN r.dag_run_id IS NOT NULL THEN (
