@@ -52,6 +52,7 @@ TESTS_FOR = {
     "app/scheduling/fire_decisions.py": [UNIT + "test_cron_policies.py"],
     "app/core/backoff.py": [UNIT + "test_backoff.py"],
     "app/runs/states.py": [UNIT + "test_state_machine.py"],
+    "app/runs/limit_fit.py": [UNIT + "test_limit_fit.py"],
 }
 # Imported once before forking so each child only pays for the tests themselves.
 WARM_IMPORTS = ("croniter", "zoneinfo", "hashlib", "random", "re", "calendar", "heapq")

@@ -38,7 +38,7 @@ from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
-from app.runs import queue_limits
+from app.runs import limit_fit, queue_limits
 from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.runs.states import ACTIVE, RunStatus
@@ -112,14 +112,10 @@ def claim(
         "queue": queue,
         **_now(now),
     }
-    # Plain tuples and JSON decoded here: a drain claims thousands of runs a second.
     if queue_limits.limited(conn, queue):
-        # In the queue's turn: the claim's count then sees every run the one before started.
-        with conn.transaction(), conn.cursor(row_factory=tuple_row) as cursor:
-            cursor.execute(query("queues", "queue_claim_turn"), {"queue": queue})
-            params["scan"] = max(limit * LIMITED_SCAN_FACTOR, LIMITED_SCAN_MIN)
-            rows = cursor.execute(query("runs", "run_claim_limited"), params).fetchall()
+        rows = _claim_limited(conn, params)
     else:
+        # Plain tuples and JSON decoded here: a drain claims thousands of runs a second.
         with conn.cursor(row_factory=tuple_row) as cursor:
             rows = cursor.execute(query("runs", "run_claim"), params).fetchall()
     TRANSITIONS.labels("run_claim").inc(len(rows))
@@ -230,6 +226,36 @@ def _started_jobs(conn: Conn, started: list[dict[str, Any]]) -> list[ClaimedRun]
         )
         for r in started
     ]
+
+
+def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """`claim` in a queue with limits: in the queue's claim turn, so each claim counts the
+    runs the one before it started. Reads the runs running and the due ones, lets
+    `limit_fit` choose, and claims those (nothing while the queue is paused)."""
+    with conn.transaction(), conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute(query("queues", "queue_claim_turn"), {"queue": params["queue"]})
+        setting = conn.execute(
+            query("queues", "queue_setting"), {"name": params["queue"]}
+        ).fetchone() or {"paused": False, "max_running": None, "key_field": None,
+                         "key_max_running": None}  # fmt: skip
+        if setting["paused"]:
+            return []
+        max_running, key_max_running = setting["max_running"], setting["key_max_running"]
+        read = {**params, "key_field": setting["key_field"]}
+        running: dict[str | None, int] = dict(
+            cursor.execute(query("runs", "run_limited_running"), read).fetchall()
+        )
+        read["full"] = limit_fit.full_keys(running, key_max_running)
+        read["scan"] = max(params["limit"] * LIMITED_SCAN_FACTOR, LIMITED_SCAN_MIN)
+        due = [
+            limit_fit.Due(*row)
+            for row in cursor.execute(query("runs", "run_limited_candidates"), read)
+        ]
+        ids = limit_fit.fit(due, running, limit=params["limit"], max_running=max_running,
+                            key_max_running=key_max_running, busy=params["busy"])  # fmt: skip
+        if not ids:
+            return []
+        return cursor.execute(query("runs", "run_claim_limited"), {**params, "ids": ids}).fetchall()
 
 
 def _claim_order(row: tuple[Any, ...]) -> tuple[int, datetime]:

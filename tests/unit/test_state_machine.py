@@ -46,6 +46,8 @@ NOT_TRANSITIONS = {
     "run_join_dag",
     "run_lock_skipped_downstream",
     "run_dag_edges",
+    "run_limited_running",
+    "run_limited_candidates",
 }
 
 
@@ -117,9 +119,7 @@ def _update_states(sql: str) -> tuple[set[str], set[str]]:
     set_clause, where = update.rsplit("WHERE", 1)
     sources = set()
     condition = STATUS_COLUMN + r"\s*(=\s*'[a-z_]+'|IN\s*\([^)]*\))"
-    # a line marked `-- (read)` reads runs it does not move (the limited claim's count)
-    picking = "\n".join(line for line in sql[:start].splitlines() if "-- (read)" not in line)
-    for match in re.finditer(condition, picking + where):
+    for match in re.finditer(condition, sql[:start] + where):
         sources |= set(QUOTED.findall(match.group(1)))
     assigned = r"(?<![.\w])\(?status\b"
     written = r"(?:THEN|ELSE|(?<![.\w])status\s*=)\s*'([a-z_]+)'"

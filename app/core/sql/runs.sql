@@ -79,71 +79,39 @@ RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
 SELECT claimed.* FROM claimed
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
 
+-- name: run_limited_running
+-- (read) a limited queue's runs running now, by key (the value of args field
+-- %(key_field)s; NULL for the runs without it, or when the queue has no per-key limit).
+-- A run counts while its lease holds: a worker killed with its runs frees their places
+-- when their leases expire, whether or not the reaper has come. Through ix_job_runs_lease.
+SELECT args ->> %(key_field)s::text AS key, count(*)::int AS n
+FROM job_runs
+WHERE status = 'running' AND queue = %(queue)s
+  AND lease_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+GROUP BY 1;
+
+-- name: run_limited_candidates
+-- (read) up to %(scan)s due runs of a limited queue in claim order (highest priority
+-- first, then oldest), read past the keys already at their limit (%(full)s): one key's
+-- backlog holds no other key up. Unlocked: the queue's claims take turns.
+SELECT id, args ->> %(key_field)s::text AS key, crash_count > 0 AS suspect
+FROM job_runs
+WHERE status = 'pending' AND queue = %(queue)s
+  AND run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+  -- (NOT IN over a subquery: one hash of the full keys, not a search per run)
+  AND (args ->> %(key_field)s::text IS NULL
+       OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
+ORDER BY priority DESC, run_at
+LIMIT %(scan)s;
+
 -- name: run_claim_limited
--- pending -> running: run_claim for a queue with concurrency limits, sent in the queue's
--- claim turn (queues.sql queue_claim_turn), so each claim counts the runs the one before
--- it started. At most max_running of the queue's runs run at once, and at most
--- key_max_running of one key (the value of the run's args field key_field; a run without
--- it has no key). A run counts while its lease holds: a worker killed with its runs frees
--- their places when their leases expire, whether or not the reaper has come. A run over a
--- limit stays pending, attempt unspent. The due runs are read in order past the keys
--- already at their limit (up to %(scan)s of them), so one key's backlog holds no other key
--- up. The clock is the statement's, read after the turn was taken: a run's start is never
--- before the end of the run whose place it took.
-WITH q AS (  -- one row unless the queue is paused (a queue without settings has no limits)
-    SELECT s.max_running, s.key_field, s.key_max_running
-    FROM (SELECT %(queue)s::text AS name) n LEFT JOIN queues s ON s.name = n.name
-    WHERE NOT coalesce(s.paused, false)
-), running AS (  -- per key (NULL: the runs without one)
-    SELECT r.args ->> q.key_field AS key, count(*) AS n
-    FROM job_runs r CROSS JOIN q
-    WHERE r.status = 'running' AND r.queue = %(queue)s  -- (read) counted, not moved
-      AND r.lease_until > coalesce(%(now)s::timestamptz, statement_timestamp())
-    GROUP BY 1
-), key_running AS (
-    SELECT key, n FROM running WHERE key IS NOT NULL
-), room AS (
-    SELECT greatest(0, least(%(limit)s::bigint,
-                             coalesce(q.max_running - (SELECT sum(n) FROM running),
-                                      q.max_running, %(limit)s::bigint))) AS n
-    FROM q
-), picked AS (
-    SELECT r.id, r.priority, r.run_at, r.crash_count > 0 AS suspect,
-           r.args ->> q.key_field AS key
-    FROM job_runs r CROSS JOIN q
-    WHERE r.status = 'pending' AND r.queue = %(queue)s
-      AND r.run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
-      -- (NOT IN over a subquery: one hash of the full keys, not a search per run)
-      AND (r.args ->> q.key_field IS NULL OR r.args ->> q.key_field NOT IN (
-          SELECT k.key FROM key_running k CROSS JOIN q WHERE k.n >= q.key_max_running
-      ))
-    ORDER BY r.priority DESC, r.run_at
-    LIMIT %(scan)s
-), fitting AS (
-    SELECT p.id, p.priority, p.run_at, p.suspect
-    FROM (
-        SELECT p.*, row_number() OVER (PARTITION BY p.key
-                                       ORDER BY p.priority DESC, p.run_at, p.id) AS nth
-        FROM picked p
-    ) p
-    CROSS JOIN q
-    LEFT JOIN key_running k ON k.key = p.key
-    WHERE p.key IS NULL OR p.nth + coalesce(k.n, 0) <= q.key_max_running
-    ORDER BY p.priority DESC, p.run_at, p.id
-    LIMIT (SELECT n FROM room)
-), first_suspect AS (
-    SELECT id, priority, run_at FROM fitting WHERE suspect ORDER BY priority DESC, run_at, id LIMIT 1
-), ahead AS (
-    SELECT p.id FROM fitting p
-    WHERE NOT p.suspect AND NOT EXISTS (
-        SELECT FROM first_suspect f
-        WHERE p.priority < f.priority OR (p.priority = f.priority AND p.run_at >= f.run_at)
-    )
-), chosen AS (
-    SELECT id FROM ahead
-    UNION ALL
-    SELECT id FROM first_suspect WHERE NOT %(busy)s AND NOT EXISTS (SELECT FROM ahead)
-), claimed AS (
+-- pending -> running: lease these runs of a limited queue to one worker, the ones
+-- `app.runs.limit_fit` chose within its limits from run_limited_candidates, in the queue's
+-- claim turn (queues.sql queue_claim_turn). A run cancelled since it was read is passed
+-- over (the WHERE clause reads its new version). The lease, fencing token and begun
+-- attempt are run_claim's; the clock is the statement's, read after the turn was taken,
+-- so a run's start is never before the end of the run whose place it took.
+WITH claimed AS (
 UPDATE job_runs r
 SET status = 'running',
     lease_owner = %(worker)s,
@@ -152,9 +120,7 @@ SET status = 'running',
     attempt = r.attempt + 1,
     began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
     started_at = coalesce(%(now)s::timestamptz, statement_timestamp())
--- Rows read unlocked (no other claim of this queue runs meanwhile; locking every run read
--- cost a write each): one cancelled since is passed over here, on its new version.
-WHERE r.id = ANY(ARRAY(SELECT id FROM chosen)) AND r.status = 'pending'
+WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[]))) AND r.status = 'pending'
 RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
           CASE WHEN r.dag_run_id IS NOT NULL THEN (
