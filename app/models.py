@@ -1011,7 +1011,28 @@ class Queue(QueueFields, table=True):
         sa.CheckConstraint(
             "(key_field IS NULL) = (key_max_running IS NULL)", name="queues_key_limit_whole"
         ),
+        sa.CheckConstraint(
+            _between("rate_limit", 1, limits.MAX_COUNT, nullable=True),
+            name="queues_rate_limit_range",
+        ),
+        sa.CheckConstraint(
+            _between("rate_period_seconds", *DURATION_RANGE, nullable=True),
+            name="queues_rate_period_range",
+        ),
+        sa.CheckConstraint(
+            _between("rate_burst", 1, limits.MAX_COUNT, nullable=True),
+            name="queues_rate_burst_range",
+        ),
+        # a rate is a number of starts and its period, and its burst belongs to it
+        sa.CheckConstraint(
+            "(rate_limit IS NULL) = (rate_period_seconds IS NULL) "
+            "AND (rate_limit IS NULL) = (rate_burst IS NULL)",
+            name="queues_rate_whole",
+        ),
     )
 
     # Its name, pause and limits are QueueFields'.
     updated_at: datetime = _ts(nullable=False, now=True)
+    # The rate limit's bucket: the starts left at that moment (refilled as time passes).
+    rate_tokens: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    rate_tokens_at: datetime | None = _ts()

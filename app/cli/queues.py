@@ -23,15 +23,18 @@ def cmd_queue(args: argparse.Namespace, settings: Settings) -> int:
             queues.resume(conn, args.name, actor=audit.cli_actor())
             print(f"queue {args.name!r} resumed")
         elif args.queue_command == "limit":
-            given = (args.max_running, args.key_field, args.per_key)
+            given = (args.max_running, args.key_field, args.per_key, args.rate,
+                     args.per_seconds, args.burst)  # fmt: skip
             if args.none == any(v is not None for v in given):
                 raise queues.QueueError(
-                    "give the limits (--max-running, or --key-field with --per-key), or "
-                    "--none to remove them"
+                    "give the limits (--max-running, --key-field with --per-key, --rate with "
+                    "--per-seconds), or --none to remove them"
                 )
             queues.set_limits(conn, args.name, actor=audit.cli_actor(),
                               max_running=args.max_running, key_field=args.key_field,
-                              key_max_running=args.per_key)  # fmt: skip
+                              key_max_running=args.per_key, rate_limit=args.rate,
+                              rate_period_seconds=args.per_seconds,
+                              rate_burst=args.burst)  # fmt: skip
             (q,) = [q for q in queues.overview(conn) if q.name == args.name]
             print(f"queue {args.name!r}: {queues.limits_sentence(q)}")
         else:
@@ -66,9 +69,10 @@ def add_queue_commands(sub: Any) -> None:
     resume.add_argument("name", help="the queue")
     limit = commands.add_parser(
         "limit",
-        help="set how many of a queue's runs may run at once, fleet-wide",
-        description="Set a queue's concurrency limits, replacing the ones it had. Runs over "
-        "a limit wait (pending, no attempt spent); other keys' runs go ahead of them.",
+        help="set how many of a queue's runs may run at once, or start per period",
+        description="Set a queue's concurrency and rate limits, replacing the ones it had. "
+        "Runs over a limit wait (pending, no attempt spent); other keys' runs go ahead of "
+        "them. A rate spaces starts evenly (--burst lets more start at once).",
     )
     limit.add_argument("name", help="the queue")
     limit.add_argument("--max-running", type=int, help="at most this many running at once")
@@ -76,4 +80,9 @@ def add_queue_commands(sub: Any) -> None:
         "--key-field", help="the args field whose value is a run's key (e.g. customer_id)"
     )
     limit.add_argument("--per-key", type=int, help="at most this many of one key at once")
+    limit.add_argument("--rate", type=int, help="at most this many starts per --per-seconds")
+    limit.add_argument("--per-seconds", type=int, help="the rate's period (for 20 a second: 1)")
+    limit.add_argument(
+        "--burst", type=int, help="how many may start at once after a quiet spell (default 1)"
+    )
     limit.add_argument("--none", action="store_true", help="remove the queue's limits")

@@ -212,6 +212,15 @@ class _Fleet(Collector):
             if q["key_max_running"] is not None:
                 limit.add_metric([q["name"], "key", q["key_field"]], q["key_max_running"])
         yield limit
+        rate = GaugeMetricFamily(
+            "sundial_queue_rate_limit_per_second",
+            "Each rate-limited queue's most starts a second, fleet-wide.",
+            labels=["queue"],
+        )
+        for q in sorted(r.queue_limits, key=lambda q: q["name"]):
+            if q["rate_per_second"] is not None:
+                rate.add_metric([q["name"]], q["rate_per_second"])
+        yield rate
         active = GaugeMetricFamily(
             "sundial_active_runs", "Runs running or blocked.", labels=["status"]
         )

@@ -18,7 +18,7 @@ from pydantic import Field
 from app.core import fields, limits
 from app.core.db import Conn
 from app.core.errors import UsageError, about
-from app.core.fields import Count, Fields, Name, column, moment
+from app.core.fields import Count, Duration, Fields, Name, column, moment
 from app.core.sql import query
 from app.people import audit
 from app.runs import queue_limits
@@ -57,6 +57,21 @@ class QueueFields(Fields):
         default=None,
         description="At most this many runs of one key running at once, fleet-wide.",
     )
+    rate_limit: Count | None = column(
+        sa.Integer,
+        nullable=True,
+        default=None,
+        description="At most this many of its runs start per rate_period_seconds, fleet-wide.",
+    )
+    rate_period_seconds: Duration | None = column(
+        sa.Integer, nullable=True, default=None, description="The period of rate_limit."
+    )
+    rate_burst: Count | None = column(
+        sa.Integer,
+        nullable=True,
+        default=None,
+        description="How many may start at once after a quiet spell (1: evenly spaced).",
+    )
     limits_by: str | None = column(sa.Text, nullable=True)
     limits_at: datetime | None = moment()
 
@@ -73,12 +88,16 @@ class QueueRow(QueueFields):
 
 
 def limits_sentence(queue: QueueFields) -> str:
-    """A queue's limits in a sentence: `at most 5 running, 1 per customer_id`."""
+    """A queue's limits in a sentence: `at most 5 running, 1 per customer_id, 20 starts
+    per 1 s`."""
     parts = []
     if queue.max_running is not None:
         parts.append(f"{queue.max_running} running")
     if queue.key_field is not None:
         parts.append(f"{queue.key_max_running} per {queue.key_field}")
+    if queue.rate_limit is not None:
+        burst = f" (bursts of {queue.rate_burst})" if (queue.rate_burst or 1) > 1 else ""
+        parts.append(f"{queue.rate_limit} starts per {queue.rate_period_seconds} s{burst}")
     return "at most " + ", ".join(parts) if parts else "no limits"
 
 
@@ -125,13 +144,18 @@ def set_limits(
     max_running: int | None = None,
     key_field: str | None = None,
     key_max_running: int | None = None,
+    rate_limit: int | None = None,
+    rate_period_seconds: int | None = None,
+    rate_burst: int | None = None,
     now: datetime | None = None,
 ) -> None:
-    """Set queue `name`'s fleet-wide concurrency limits, replacing the ones it had (None:
-    no limit): at most `max_running` of its runs running at once, and at most
-    `key_max_running` of one key, the value of a run's args field `key_field`. Runs over a
-    limit wait, pending, attempt unspent."""
+    """Set queue `name`'s fleet-wide limits, replacing the ones it had (None: no limit): at
+    most `max_running` of its runs running at once, at most `key_max_running` of one key
+    (the value of a run's args field `key_field`), and at most `rate_limit` starts per
+    `rate_period_seconds`, evenly spaced unless `rate_burst` lets that many start at once.
+    Runs over a limit wait, pending, attempt unspent."""
     check_name(name)
+    rate = _checked_rate(rate_limit, rate_period_seconds, rate_burst)
     with limits.refused_as(QueueError):
         if max_running is not None:
             with about("max_running"):
@@ -151,25 +175,55 @@ def set_limits(
             "key_field" if key_field is None else "key_max_running",
         )
     after = {"max_running": max_running, "key_field": key_field,
-             "key_max_running": key_max_running}  # fmt: skip
+             "key_max_running": key_max_running, **rate}  # fmt: skip
     with conn.transaction():
         before = _setting(conn, name)
         conn.execute(
-            query("queues", "queue_set_limits"), {"name": name, "actor": actor, "now": now, **after}
+            query("queues", "queue_set_limits"),
+            # the bucket starts full: a new rate lets its burst start at once
+            {"name": name, "actor": actor, "now": now, "rate_tokens": rate["rate_burst"], **after},
         )
         audit.record(conn, actor, "queue.limits", "queue", name,
                      before={k: before[k] for k in after}, after=after, now=now)  # fmt: skip
     queue_limits.forget(name)
 
 
+def _checked_rate(
+    rate_limit: int | None, rate_period_seconds: int | None, rate_burst: int | None
+) -> dict[str, int | None]:
+    """A rate limit's settings checked, its burst 1 unless given; all None without one."""
+    if rate_limit is None:
+        if rate_period_seconds is not None or rate_burst is not None:
+            field = "rate_period_seconds" if rate_period_seconds is not None else "rate_burst"
+            raise QueueError("a rate needs how many starts (rate_limit) in its period", field)
+        return dict.fromkeys(RATE_FIELDS)
+    with limits.refused_as(QueueError):
+        with about("rate_limit"):
+            rate_limit = fields.check_whole(Count, "the starts per period", rate_limit)
+        with about("rate_period_seconds"):
+            if rate_period_seconds is None:
+                raise limits.LimitError("a rate needs its period in seconds (for 20 a second: 1)")
+            rate_period_seconds = fields.check_whole(
+                Duration, "the rate's period in seconds", rate_period_seconds
+            )
+        with about("rate_burst"):
+            rate_burst = fields.check_whole(
+                Count, "the burst", 1 if rate_burst is None else rate_burst
+            )
+    return {"rate_limit": rate_limit, "rate_period_seconds": rate_period_seconds,
+            "rate_burst": rate_burst}  # fmt: skip
+
+
+RATE_FIELDS = ("rate_limit", "rate_period_seconds", "rate_burst")
+LIMIT_FIELDS = ("max_running", "key_field", "key_max_running", *RATE_FIELDS)
+
+
 def _setting(conn: Conn, name: str) -> dict[str, object]:
-    row = conn.execute(query("queues", "queue_setting"), {"name": name}).fetchone()
+    row = conn.execute(query("queues", "queue_setting"), {"name": name, "now": None}).fetchone()
     if row is None:
-        return {"paused": False, "note": None, "max_running": None, "key_field": None,
-                "key_max_running": None}  # fmt: skip
+        return {"paused": False, "note": None, **dict.fromkeys(LIMIT_FIELDS)}
     return {"paused": row["paused"], "note": row["paused_note"],
-            "max_running": row["max_running"], "key_field": row["key_field"],
-            "key_max_running": row["key_max_running"]}  # fmt: skip
+            **{f: row[f] for f in LIMIT_FIELDS}}  # fmt: skip
 
 
 def overview(conn: Conn, now: datetime | None = None) -> list[QueueRow]:

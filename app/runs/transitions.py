@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import uuid
 from collections import defaultdict
@@ -230,17 +231,25 @@ def _started_jobs(conn: Conn, started: list[dict[str, Any]]) -> list[ClaimedRun]
 
 def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     """`claim` in a queue with limits: in the queue's claim turn, so each claim counts the
-    runs the one before it started. Reads the runs running and the due ones, lets
-    `limit_fit` choose, and claims those (nothing while the queue is paused)."""
+    runs the one before it started and spends what is left of the rate bucket. Reads the
+    runs running and the due ones, lets `limit_fit` choose, and claims those (nothing while
+    the queue is paused)."""
     with conn.transaction(), conn.cursor(row_factory=tuple_row) as cursor:
         cursor.execute(query("queues", "queue_claim_turn"), {"queue": params["queue"]})
         setting = conn.execute(
-            query("queues", "queue_setting"), {"name": params["queue"]}
+            query("queues", "queue_setting"), {"name": params["queue"], "now": params["now"]}
         ).fetchone() or {"paused": False, "max_running": None, "key_field": None,
                          "key_max_running": None}  # fmt: skip
         if setting["paused"]:
             return []
         max_running, key_max_running = setting["max_running"], setting["key_max_running"]
+        tokens = setting.get("rate_tokens_now")
+        if tokens is not None:  # a rate limit: no more starts than its bucket holds now
+            params = {**params, "limit": min(params["limit"], math.floor(tokens))}
+            per_second = setting["rate_limit"] / setting["rate_period_seconds"]
+            queue_limits.rate_bucket_left(params["queue"], tokens, per_second)
+            if params["limit"] <= 0:
+                return []
         read = {**params, "key_field": setting["key_field"]}
         running: dict[str | None, int] = dict(
             cursor.execute(query("runs", "run_limited_running"), read).fetchall()
@@ -255,7 +264,15 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
                             key_max_running=key_max_running, busy=params["busy"])  # fmt: skip
         if not ids:
             return []
-        return cursor.execute(query("runs", "run_claim_limited"), {**params, "ids": ids}).fetchall()
+        claimed = cursor.execute(
+            query("runs", "run_claim_limited"), {**params, "ids": ids}
+        ).fetchall()
+        if tokens is not None:
+            spent = {"name": params["queue"], "tokens": tokens - len(claimed),
+                     "clock": setting["clock"]}  # fmt: skip
+            cursor.execute(query("queues", "queue_spend_tokens"), spent)
+            queue_limits.rate_bucket_left(params["queue"], spent["tokens"], per_second)
+        return claimed
 
 
 def _claim_order(row: tuple[Any, ...]) -> tuple[int, datetime]:

@@ -345,9 +345,12 @@ class Worker(Finisher, NoticeListener, Heartbeat):
         if next_at is not None and next_at <= 0 and self._queue_limited:
             # Due runs that a limit holds back: a place comes free when a finish is
             # recorded, this worker's (cleared before the claim) or another's (no
-            # notification: look again shortly).
+            # notification: look again shortly), and a rate's next start when it is due.
+            recheck = LIMITED_RECHECK_SECONDS
+            if (next_start := queue_limits.seconds_to_next_start(self.queue)) is not None:
+                recheck = min(recheck, max(MIN_IDLE_SLEEP_SECONDS, next_start))
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(LIMITED_RECHECK_SECONDS):
+                async with asyncio.timeout(recheck):
                     await _first(self._wake.wait(), self._finish_recorded.wait())
             return
         if next_at is not None:

@@ -24,7 +24,13 @@ FLASHES = {
     "resumed": "Queue resumed: workers start its runs again.",
     "limited": "Limits saved: every worker keeps to them from now on.",
 }
-LIMIT_FIELDS = ("max_running", "key_field", "key_max_running")
+NUMBER_LABELS = {
+    "max_running": "The most at once",
+    "key_max_running": "The most for each key",
+    "rate_limit": "The starts",
+    "rate_period_seconds": "The seconds",
+    "rate_burst": "The starts at once",
+}
 
 
 async def _page(request: Request, errors: dict[str, str] | None = None, status: int = 200,
@@ -77,7 +83,7 @@ async def limits_form(request: Request) -> Response:
     name = request.path_params["name"]
     row = next((q for q in await call(request, queues.overview) if q.name == name), None)
     values = {f: "" if row is None or getattr(row, f) is None else str(getattr(row, f))
-              for f in LIMIT_FIELDS}  # fmt: skip
+              for f in queues.LIMIT_FIELDS}  # fmt: skip
     return _limits_page(request, name, values, {})
 
 
@@ -85,16 +91,15 @@ async def limits_form(request: Request) -> Response:
 async def set_limits(request: Request) -> Response:
     name = request.path_params["name"]
     form = await request.form()
-    values = {f: str(form.get(f, "")).strip() for f in LIMIT_FIELDS}
+    values = {f: str(form.get(f, "")).strip() for f in queues.LIMIT_FIELDS}
     actor = current_user(request).username
     try:
-        most = optional_whole(values["max_running"], "max_running", "The most at once")
-        per_key = optional_whole(
-            values["key_max_running"], "key_max_running", "The most for each key"
-        )
+        n = {f: optional_whole(values[f], f, label) for f, label in NUMBER_LABELS.items()}
         await call(request, lambda conn: queues.set_limits(
-            conn, name, actor=actor, max_running=most, key_field=values["key_field"] or None,
-            key_max_running=per_key))  # fmt: skip
+            conn, name, actor=actor, max_running=n["max_running"],
+            key_field=values["key_field"] or None, key_max_running=n["key_max_running"],
+            rate_limit=n["rate_limit"], rate_period_seconds=n["rate_period_seconds"],
+            rate_burst=n["rate_burst"]))  # fmt: skip
     except UsageError as exc:
         return _limits_page(request, name, values, field_errors(exc), status=422)
     return redirect(request, f"/queues?done=limited#queue-{quote(name, safe='')}")

@@ -109,3 +109,27 @@ def test_killed_workers_free_their_places_within_one_lease(db_url: str, tmp_path
         assert all(r["started_at"] >= expired_by for r in new)
         assert waited < LEASE + 5
         second.kill()
+
+
+def test_a_rate_limit_holds_across_three_workers(db_url: str, tmp_path: Path) -> None:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        queues.set_limits(conn, QUEUE, actor="test", rate_limit=20, rate_period_seconds=1)
+    submit(db_url, *[NewRun("noop", queue=QUEUE)] * 600)
+    with services(db_url, tmp_path) as start:
+        workers = [start("worker", "--queues", f"{QUEUE}=8") for _ in range(3)]
+        wait_until(lambda: _count(db_url, "completed") >= 260, "13 s of starts", 60, workers[0])
+        for worker in workers:
+            assert worker.stop() == 0
+    starts = [
+        r["started_at"]
+        for r in query(
+            db_url, "SELECT started_at FROM job_runs WHERE started_at IS NOT NULL ORDER BY 1"
+        )
+    ]
+    # 10 s from the first start: 20 a second, within 10 %, and never a burst
+    window = [t for t in starts if (t - starts[0]).total_seconds() < 10]
+    assert 180 <= len(window) <= 220, len(window)
+    for i in range(len(window) - 4):
+        assert (window[i + 4] - window[i]).total_seconds() >= 0.15, "five starts within 0.15 s"
+    workers_used = query(db_url, "SELECT count(DISTINCT worker) AS n FROM job_run_attempts")
+    assert workers_used[0]["n"] == 3

@@ -169,6 +169,9 @@ def test_setting_limits_is_audited(conn: Conn) -> None:
         "max_running": None,
         "key_field": "customer",
         "key_max_running": 2,
+        "rate_limit": None,
+        "rate_period_seconds": None,
+        "rate_burst": None,
     }
     (q,) = [q for q in queues.overview(conn) if q.name == "q"]
     assert (q.key_field, q.key_max_running, q.limits_by) == ("customer", 2, "alice")
@@ -183,6 +186,12 @@ def test_setting_limits_is_audited(conn: Conn) -> None:
         ({"key_max_running": 3}, "key_field", "a limit per key needs both"),
         ({"key_field": "", "key_max_running": 1}, "key_field", "the key field cannot be empty"),
         ({"key_field": "a", "key_max_running": -1}, "key_max_running", "per key must be"),
+        ({"rate_limit": 20}, "rate_period_seconds", "a rate needs its period in seconds"),
+        ({"rate_period_seconds": 1}, "rate_period_seconds", "a rate needs how many starts"),
+        ({"rate_burst": 3}, "rate_burst", "a rate needs how many starts"),
+        ({"rate_limit": 0, "rate_period_seconds": 1}, "rate_limit", "the starts per period"),
+        ({"rate_limit": 5, "rate_period_seconds": 0}, "rate_period_seconds", "between 1 and"),
+        ({"rate_limit": 5, "rate_period_seconds": 1, "rate_burst": 0}, "rate_burst", "burst"),
     ],
 )
 def test_bad_limits_are_refused_with_a_sentence_and_change_nothing(
@@ -208,7 +217,7 @@ def test_the_cli_sets_lists_and_removes_limits(db_url: str, conn: Conn) -> None:
     assert line.endswith("\topen\tat most 5 running, 1 per customer")
 
     for args, message in [
-        ([], "give the limits (--max-running, or --key-field with --per-key), or --none"),
+        ([], "give the limits (--max-running, --key-field with --per-key, --rate with"),
         (["--per-key", "2"], "a limit per key needs both"),
         (["--max-running", "0"], "the most running at once must be between 1 and 1,000,000"),
         (["--none", "--max-running", "3"], "give the limits"),
@@ -220,5 +229,50 @@ def test_the_cli_sets_lists_and_removes_limits(db_url: str, conn: Conn) -> None:
     (q,) = [q for q in queues.overview(conn) if q.name == "partner"]
     assert (q.max_running, q.key_max_running) == (5, 1)  # nothing refused was written
 
+    rated = run_sundial(db_url, "queue", "limit", "partner", "--rate", "20", "--per-seconds",
+                        "1", "--burst", "4")  # fmt: skip
+    assert rated.stdout.strip() == "queue 'partner': at most 20 starts per 1 s (bursts of 4)"
+    no_period = run_sundial(db_url, "queue", "limit", "partner", "--rate", "20")
+    assert no_period.returncode == 2 and "a rate needs its period" in no_period.stderr
     cleared = run_sundial(db_url, "queue", "limit", "partner", "--none")
     assert cleared.stdout.strip() == "queue 'partner': no limits"
+
+
+def test_a_rate_limit_spaces_starts_evenly_fleet_wide(conn: Conn) -> None:
+    _submit(conn, 50)
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    queues.set_limits(conn, "q", actor="alice", rate_limit=5, rate_period_seconds=1, now=start)
+
+    def claimed_at(seconds: float) -> int:
+        return len(_claim(conn, now=start + timedelta(seconds=seconds)))
+
+    assert claimed_at(0) == 1  # a burst of 1: the bucket holds one start
+    assert claimed_at(0.1) == 0
+    assert claimed_at(0.19) == 0
+    assert claimed_at(0.21) == 1  # one start every 0.2 s
+    assert claimed_at(0.3) == 0
+    assert claimed_at(10) == 1  # a quiet spell saves no more than the burst
+    assert claimed_at(10.5) == 1  # and no more than the burst after it either
+
+
+def test_a_rate_burst_lets_that_many_start_at_once(conn: Conn) -> None:
+    _submit(conn, 50)
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    queues.set_limits(conn, "q", actor="alice", rate_limit=60, rate_period_seconds=60,
+                      rate_burst=10, now=start)  # fmt: skip
+    assert len(_claim(conn, now=start)) == 10
+    assert len(_claim(conn, now=start + timedelta(seconds=2.5))) == 2
+    (q,) = [q for q in queues.overview(conn) if q.name == "q"]
+    assert queues.limits_sentence(q) == "at most 60 starts per 60 s (bursts of 10)"
+
+
+def test_a_rate_limit_and_a_key_limit_hold_together(conn: Conn) -> None:
+    _submit(conn, 5, customer="a")
+    _submit(conn, 5, customer="b")
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=1,
+                      rate_limit=1, rate_period_seconds=1, rate_burst=5, now=start)  # fmt: skip
+    # five starts in the bucket, but one run per customer
+    assert len(_claim(conn, now=start)) == 2
+    # the bucket kept what was not spent
+    assert len(_claim(conn, now=start + timedelta(seconds=LEASE + 1))) == 2

@@ -130,6 +130,13 @@ def test_an_operator_sets_a_queues_limits_in_plain_words(
     assert "At most 5 at once" in page.text and "At most 1 at once per customer_id" in page.text
     assert 'value="customer_id"' in client.get("/queues/partner/limits").text
 
+    rated = post(client, "/queues/partner/limits",
+                 {"rate_limit": "20", "rate_period_seconds": "1", "rate_burst": "5"})  # fmt: skip
+    assert rated.status_code == 303
+    page = client.get("/queues")
+    assert "At most 20 starts every 1 s (5 at once after a quiet spell)" in page.text
+    assert "At most 5 at once" not in page.text  # the form replaces every limit
+
     removed = post(client, "/queues/partner/limits", {"max_running": "", "key_field": "",
                                                       "key_max_running": ""})  # fmt: skip
     assert removed.status_code == 303
@@ -146,6 +153,13 @@ def test_bad_limits_on_the_page_are_refused_beside_their_box_and_change_nothing(
         ({"max_running": "0"}, "max_running", "must be between 1 and 1,000,000"),
         ({"key_field": "customer_id"}, "key_max_running", "a limit per key needs both"),
         ({"key_max_running": "2"}, "key_field", "a limit per key needs both"),
+        ({"rate_limit": "20"}, "rate_period_seconds", "a rate needs its period in seconds"),
+        ({"rate_period_seconds": "60"}, "rate_period_seconds", "a rate needs how many starts"),
+        (
+            {"rate_limit": "2", "rate_period_seconds": "1", "rate_burst": "x"},
+            "rate_burst",
+            "The starts at once must be a whole number",
+        ),
     ]
     for values, field, message in cases:
         refused = post(client, "/queues/partner/limits", values)
@@ -175,6 +189,15 @@ def test_the_api_sets_limits_and_refuses_half_a_key_limit(db_url: str, conn: Any
             assert refused.status_code == 422, (bad, refused.text)
         listed = {q["name"]: q for q in api.get("/api/v1/queues").json()["queues"]}
         assert listed["partner"]["max_running"] == 3  # nothing refused was written
+        rated = api.put(
+            "/api/v1/queues/partner/limits", json={"rate_limit": 600, "rate_period_seconds": 60}
+        )
+        assert rated.status_code == 200, rated.text
+        assert (rated.json()["rate_limit"], rated.json()["rate_burst"]) == (600, 1)
+        assert rated.json()["max_running"] is None
+        no_period = api.put("/api/v1/queues/partner/limits", json={"rate_limit": 5})
+        assert no_period.status_code == 422
+        assert no_period.json()["error"]["field"] == "rate_period_seconds"
         cleared = api.put("/api/v1/queues/partner/limits", json={})
         assert cleared.json()["max_running"] is None and cleared.json()["key_field"] is None
         assert viewer.put("/api/v1/queues/partner/limits", json={}).status_code == 403
@@ -187,6 +210,7 @@ def test_metrics_give_each_queues_limits(db_url: str, conn: Any) -> None:
     queues.set_limits(conn, "partner", actor="a", max_running=4, key_field="customer",
                       key_max_running=1)  # fmt: skip
     queues.set_limits(conn, "reports", actor="a", max_running=2)
+    queues.set_limits(conn, "partner-api", actor="a", rate_limit=30, rate_period_seconds=60)
     with api_as(db_url, "viewer") as api:
         exposed = api.get("/metrics").text
     assert 'sundial_queue_concurrency_limit{key="",queue="partner",scope="queue"} 4.0' in exposed
@@ -195,3 +219,5 @@ def test_metrics_give_each_queues_limits(db_url: str, conn: Any) -> None:
     )
     assert 'sundial_queue_concurrency_limit{key="",queue="reports",scope="queue"} 2.0' in exposed
     assert 'queue="default",scope=' not in exposed
+    assert 'sundial_queue_rate_limit_per_second{queue="partner-api"} 0.5' in exposed
+    assert 'sundial_queue_rate_limit_per_second{queue="partner"}' not in exposed

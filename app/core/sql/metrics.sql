@@ -16,9 +16,11 @@ GROUP BY queue, priority;
 SELECT name FROM queues WHERE paused;
 
 -- name: metrics_queue_limits
--- (read) the queues with concurrency limits (a handful at most).
-SELECT name, max_running, key_field, key_max_running FROM queues
-WHERE max_running IS NOT NULL OR key_max_running IS NOT NULL;
+-- (read) the queues with concurrency or rate limits (a handful at most).
+SELECT name, max_running, key_field, key_max_running,
+       rate_limit::float8 / rate_period_seconds AS rate_per_second
+FROM queues
+WHERE max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL;
 
 -- name: metrics_finished_recent
 -- (read) runs that ended within the window, by handler and status, with their schedule lag

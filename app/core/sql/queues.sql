@@ -24,31 +24,52 @@ SELECT resumed.name FROM resumed
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: queue_setting
--- (read) one queue's settings, if it has any.
-SELECT name, paused, paused_by, paused_note, paused_at, max_running, key_field, key_max_running
+-- (read) one queue's settings, if it has any, with its rate limit's starts available now
+-- (the bucket refilled by the time passed, up to its burst) and the clock that says so.
+SELECT name, paused, paused_by, paused_note, paused_at, max_running, key_field, key_max_running,
+       rate_limit, rate_period_seconds, rate_burst,
+       least(rate_burst::float8,
+             coalesce(rate_tokens, rate_burst)
+             + greatest(0, extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())
+                                              - rate_tokens_at))
+               * rate_limit / rate_period_seconds) AS rate_tokens_now,
+       coalesce(%(now)s::timestamptz, statement_timestamp()) AS clock
 FROM queues WHERE name = %(name)s;
 
+-- name: queue_spend_tokens
+-- (no run status change) what is left of a queue's rate-limit bucket after a claim, at
+-- the clock queue_setting read (in the same claim turn).
+UPDATE queues SET rate_tokens = %(tokens)s, rate_tokens_at = %(clock)s WHERE name = %(name)s;
+
 -- name: queue_set_limits
--- (no run status change) a queue's concurrency limits (NULL: none), and wake the workers:
+-- (no run status change) a queue's concurrency and rate limits (NULL: none), its rate
+-- bucket full (its burst), and wake the workers:
 -- runs held back by a limit raised or removed may start now.
 WITH set AS (
-    INSERT INTO queues (name, max_running, key_field, key_max_running, limits_by, limits_at,
-                        updated_at)
-    VALUES (%(name)s, %(max_running)s, %(key_field)s, %(key_max_running)s, %(actor)s,
+    INSERT INTO queues (name, max_running, key_field, key_max_running, rate_limit,
+                        rate_period_seconds, rate_burst, rate_tokens, rate_tokens_at,
+                        limits_by, limits_at, updated_at)
+    VALUES (%(name)s, %(max_running)s, %(key_field)s, %(key_max_running)s, %(rate_limit)s,
+            %(rate_period_seconds)s, %(rate_burst)s, %(rate_tokens)s,
+            coalesce(%(now)s::timestamptz, now()), %(actor)s,
             coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
     ON CONFLICT (name) DO UPDATE
     SET max_running = EXCLUDED.max_running, key_field = EXCLUDED.key_field,
-        key_max_running = EXCLUDED.key_max_running, limits_by = EXCLUDED.limits_by,
-        limits_at = EXCLUDED.limits_at, updated_at = EXCLUDED.updated_at
+        key_max_running = EXCLUDED.key_max_running, rate_limit = EXCLUDED.rate_limit,
+        rate_period_seconds = EXCLUDED.rate_period_seconds, rate_burst = EXCLUDED.rate_burst,
+        rate_tokens = EXCLUDED.rate_tokens, rate_tokens_at = EXCLUDED.rate_tokens_at,
+        limits_by = EXCLUDED.limits_by, limits_at = EXCLUDED.limits_at,
+        updated_at = EXCLUDED.updated_at
     RETURNING name
 )
 SELECT set.name FROM set
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: queue_limited
--- (read) whether a queue has a concurrency limit: its workers then claim through
+-- (read) whether a queue has a concurrency or rate limit: its workers then claim through
 -- run_claim_limited, one claim at a time.
-SELECT max_running IS NOT NULL OR key_max_running IS NOT NULL AS limited
+SELECT max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL
+       AS limited
 FROM queues WHERE name = %(name)s;
 
 -- name: queue_claim_turn
@@ -108,7 +129,8 @@ SELECT n.name,
            AS oldest_wait_seconds,
        coalesce(p.minutes, array_fill(0, ARRAY[%(minutes)s])) AS ended_per_minute,
        coalesce(s.paused, false) AS paused, s.paused_by, s.paused_note, s.paused_at,
-       s.max_running, s.key_field, s.key_max_running, s.limits_by, s.limits_at
+       s.max_running, s.key_field, s.key_max_running, s.rate_limit, s.rate_period_seconds,
+       s.rate_burst, s.limits_by, s.limits_at
 FROM names n
 LEFT JOIN live l ON l.queue = n.name
 LEFT JOIN per_minute p ON p.queue = n.name

@@ -30,8 +30,8 @@ SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = 
 -- The claim marks the attempt begun (began_attempt), since the worker starts it at once;
 -- a process run begins when a pool child takes it (run_mark_begun).
 -- It reads one queue (ix_job_runs_dispatch leads with it), and nothing while that queue is
--- paused or has a concurrency limit (one primary-key lookup, evaluated once): a limited
--- queue's runs are claimed by run_claim_limited.
+-- paused or has a concurrency or rate limit (one primary-key lookup, evaluated once): a
+-- limited queue's runs are claimed by run_claim_limited.
 WITH picked AS (
     SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
     WHERE status = 'pending' AND queue = %(queue)s
@@ -39,7 +39,8 @@ WITH picked AS (
       AND NOT EXISTS (
           SELECT FROM queues q
           WHERE q.name = %(queue)s
-            AND (q.paused OR q.max_running IS NOT NULL OR q.key_max_running IS NOT NULL)
+            AND (q.paused OR q.max_running IS NOT NULL OR q.key_max_running IS NOT NULL
+                 OR q.rate_limit IS NOT NULL)
       )
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
@@ -208,7 +209,8 @@ WITH done AS (
       AND NOT EXISTS (
           SELECT FROM queues
           WHERE name = l.queue
-            AND (paused OR max_running IS NOT NULL OR key_max_running IS NOT NULL)
+            AND (paused OR max_running IS NOT NULL OR key_max_running IS NOT NULL
+                 OR rate_limit IS NOT NULL)
       )
     ORDER BY l.priority DESC, l.run_at
     LIMIT %(claim_limit)s

@@ -50,13 +50,13 @@ async def resume(api: ApiCall) -> Response:
     return json_response(await call(api.request, do))
 
 
-@operation(Role.OPERATOR, "Set a queue's concurrency limits, fleet-wide",
+@operation(Role.OPERATOR, "Set a queue's concurrency and rate limits, fleet-wide",
            path={"name": str}, body=QueueLimitsIn, response=QueueOut)  # fmt: skip
 async def set_limits(api: ApiCall) -> Response:
     name, body = api.path["name"], api.body
 
     def do(conn: Conn) -> QueueOut:
-        limits = body.model_dump(include={"max_running", "key_field", "key_max_running"})
+        limits = body.model_dump(include=set(queues.LIMIT_FIELDS))
         queues.set_limits(conn, name, actor=api.actor, **limits)
         return _one(conn, name)
 

@@ -453,3 +453,12 @@ class QueueLimitsIn(Strict):
     key_max_running: Count | None = Field(
         None, description="At most this many runs of one key running at once; needs key_field."
     )
+    rate_limit: Count | None = Field(
+        None, description="At most this many starts per rate_period_seconds, evenly spaced."
+    )
+    rate_period_seconds: Duration | None = Field(
+        None, description="The rate's period in seconds (for 20 a second: 1); needs rate_limit."
+    )
+    rate_burst: Count | None = Field(
+        None, description="How many may start at once after a quiet spell (default 1)."
+    )

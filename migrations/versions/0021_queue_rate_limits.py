@@ -1,0 +1,52 @@
+"""fleet-wide rate limits per queue: at most `rate_limit` starts per `rate_period_seconds`,
+refilled smoothly (a token every period / rate_limit seconds), with bursts up to
+`rate_burst` starts (1 unless asked for). The bucket itself: `rate_tokens` left at
+`rate_tokens_at`.
+
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-12-04 16:00:00.000000
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0021"
+down_revision: str | None = "0020"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+MAX_COUNT = 1_000_000
+MAX_DURATION_SECONDS = 10 * 365 * 86400
+CHECKS = {
+    "queues_rate_limit_range": f"(rate_limit IS NULL OR rate_limit BETWEEN 1 AND {MAX_COUNT})",
+    "queues_rate_period_range": (
+        f"(rate_period_seconds IS NULL OR rate_period_seconds BETWEEN 1 AND {MAX_DURATION_SECONDS})"
+    ),
+    "queues_rate_burst_range": f"(rate_burst IS NULL OR rate_burst BETWEEN 1 AND {MAX_COUNT})",
+    # a rate is a number of starts and its period, and its burst belongs to it
+    "queues_rate_whole": "(rate_limit IS NULL) = (rate_period_seconds IS NULL) "
+    "AND (rate_limit IS NULL) = (rate_burst IS NULL)",
+}
+
+
+def upgrade() -> None:
+    op.add_column("queues", sa.Column("rate_limit", sa.Integer(), nullable=True))
+    op.add_column("queues", sa.Column("rate_period_seconds", sa.Integer(), nullable=True))
+    op.add_column("queues", sa.Column("rate_burst", sa.Integer(), nullable=True))
+    op.add_column("queues", sa.Column("rate_tokens", sa.Float(), nullable=True))
+    op.add_column("queues", sa.Column("rate_tokens_at", sa.DateTime(timezone=True), nullable=True))
+    for name, check in CHECKS.items():
+        op.create_check_constraint(name, "queues", check)
+
+
+def downgrade() -> None:
+    for name in CHECKS:
+        op.drop_constraint(name, "queues", type_="check")
+    for column in ("rate_tokens_at", "rate_tokens", "rate_burst", "rate_period_seconds",
+                   "rate_limit"):  # fmt: skip
+        op.drop_column("queues", column)
