@@ -349,6 +349,7 @@ class JobRun(RunFields, table=True):
             ),
             name="job_runs_times_supported",
         ),
+        sa.CheckConstraint(_times_supported("deadline"), name="job_runs_deadline_supported"),
         # A running run is always leased (the reaper frees it when the lease expires), and
         # a blocked one always waits for an upstream (the last one to complete releases it).
         sa.CheckConstraint(
@@ -386,6 +387,12 @@ class JobRun(RunFields, table=True):
         # Reaper: leases that may have expired.
         sa.Index(
             "ix_job_runs_lease", "lease_until", postgresql_where=sa.text("status = 'running'")
+        ),
+        # Reaper: runs whose deadline may have passed before they started.
+        sa.Index(
+            "ix_job_runs_expiring",
+            "deadline",
+            postgresql_where=sa.text("status = 'pending' AND deadline IS NOT NULL"),
         ),
         # History of a job definition's runs, newest first (ids grow with time).
         sa.Index("ix_job_runs_job", "job_id", "id", postgresql_where=sa.text("job_id IS NOT NULL")),

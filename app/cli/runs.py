@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.cli.inputs import add_job_settings_options, parse_args_json, read_json, whole_number
@@ -39,6 +39,18 @@ def parse_time(text: str, option: str = "--at") -> datetime:
     return limits.check_instant(option, moment)
 
 
+def _deadline(args: argparse.Namespace) -> datetime | None:
+    if args.deadline:
+        return parse_time(args.deadline, "--deadline")
+    if args.expire_after is None:
+        return None
+    seconds = limits.check_seconds("--expire-after", args.expire_after, 1)
+    start = (
+        parse_time(args.at) if args.at else datetime.now(UTC) + timedelta(seconds=args.delay or 0)
+    )
+    return start + timedelta(seconds=seconds)
+
+
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
 
     new_run = run_inserts.NewRun(
@@ -47,6 +59,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         priority=args.priority,
         delay=args.delay,
         run_at=parse_time(args.at) if args.at else None,
+        deadline=_deadline(args),
         idempotency_key=args.idempotency_key,
         timeout_seconds=args.timeout,
         max_retries=args.max_retries,
@@ -230,6 +243,16 @@ def add_run_commands(sub: Any) -> None:
     when = submit.add_mutually_exclusive_group()
     when.add_argument("--delay", type=float, help="seconds from now before it may start")
     when.add_argument("--at", help="ISO 8601 time with zone at which it may start")
+    expiry = submit.add_mutually_exclusive_group()
+    expiry.add_argument(
+        "--deadline", help="ISO 8601 time with zone: not started by then, it is skipped"
+    )
+    expiry.add_argument(
+        "--expire-after",
+        type=float,
+        metavar="SECONDS",
+        help="not started within this many seconds, it is skipped",
+    )
     submit.add_argument("--idempotency-key", help="resubmitting with this key is safe")
     submit.add_argument(
         "--strict",

@@ -99,6 +99,12 @@ class RunFields(RunSettingsFields):
     created_at: datetime = moment(nullable=False, now=True)
     started_at: datetime | None = moment()
     finished_at: datetime | None = moment()
+    deadline: AwareDatetime | None = column(
+        sa.DateTime(timezone=True),
+        nullable=True,
+        default=None,
+        description="Not started by then, it ends skipped, as expired.",
+    )
     last_error: str | None = column(sa.Text, nullable=True)
     result: Any | None = column(JSONB, nullable=True)
 

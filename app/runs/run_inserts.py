@@ -66,6 +66,7 @@ class NewRun:
     execution_model: str = ExecutionModel.ASYNC.value
     job_id: uuid.UUID | None = None
     queue: str = DEFAULT_QUEUE
+    deadline: datetime | None = None  # not started by then: skipped, as expired
 
     def validate(self) -> None:
         """Refuse, with one sentence, anything outside the ranges of `app.core.limits`."""
@@ -87,6 +88,7 @@ class NewRun:
             and RETRIES[0] <= self.max_retries <= RETRIES[1]
             and self.delay is None
             and self.run_at is None
+            and self.deadline is None
             and self.idempotency_key is None
             and self.execution_model in EXECUTION_MODELS
             and limits.plain_name(self.handler)
@@ -124,6 +126,11 @@ class NewRun:
         if self.run_at is not None:
             with about("run_at"):
                 limits.check_instant("the time to run at", self.run_at)
+        if self.deadline is not None:
+            with about("deadline"):
+                limits.check_instant("the deadline", self.deadline)
+            if self.run_at is not None and self.deadline <= self.run_at:
+                raise SubmitError("the deadline must come after the time to run at", "deadline")
         with about("queue"):
             limits.check_name("the queue name", self.queue)
         if self.idempotency_key is not None:
@@ -148,6 +155,8 @@ class NewRun:
             row["run_at"] = self.run_at.isoformat()
         if self.delay is not None:
             row["delay"] = self.delay
+        if self.deadline is not None:
+            row["deadline"] = self.deadline.isoformat()
         if self.idempotency_key is not None:
             row["idempotency_key"] = self.idempotency_key
         if self.job_id is not None:
@@ -200,6 +209,7 @@ def copy_runs(conn: Conn, new_runs: list[NewRun], now: datetime | None) -> list[
                     run.timeout_seconds,
                     run.job_id,
                     run.queue,
+                    run.deadline,
                 )
             )
     cursor = conn.cursor(row_factory=tuple_row)
@@ -261,6 +271,7 @@ def insert_one(conn: Conn, run: NewRun, now: datetime | None) -> list[tuple[int,
         "idempotency_key": run.idempotency_key,
         "job_id": run.job_id,
         "queue": run.queue,
+        "deadline": run.deadline,
         "now": now,
     }
     with conn.cursor(row_factory=tuple_row) as cursor:

@@ -37,7 +37,8 @@ class RunStatus(StrEnum):
     """Terminal: a person or the API cancelled it."""
 
     SKIPPED = "skipped"
-    """Terminal: a policy decided not to run it (overlap, upstream failure)."""
+    """Terminal: a policy decided not to run it (overlap, upstream failure, its deadline
+    passed before it started)."""
 
 
 TERMINAL = frozenset(
@@ -99,6 +100,8 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
         frozenset({RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.RUNNING}),
     ),
     "run_skip": (frozenset({RunStatus.BLOCKED}), frozenset({RunStatus.SKIPPED})),
+    # a run not started by its deadline
+    "run_expire": (frozenset({RunStatus.PENDING}), frozenset({RunStatus.SKIPPED})),
     "run_retry": (
         frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}),
         frozenset({RunStatus.PENDING}),

@@ -545,6 +545,16 @@ class Reaped:
     crash_count: int = 0
 
 
+def expire(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[int]:
+    """pending -> skipped for runs not started by their deadline (up to `limit`): their
+    ids. A DAG step's dependents are skipped with it."""
+    with conn.transaction():
+        rows = conn.execute(query("runs", "run_expire"), {"limit": limit, **_now(now)}).fetchall()
+        _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
+    TRANSITIONS.labels("run_expire").inc(len(rows))
+    return [r["id"] for r in rows]
+
+
 def reap(conn: Conn, *, limit: int = 1000, now: datetime | None = None) -> list[Reaped]:
     """running -> pending | failed | cancelled for runs whose lease has expired: handed
     back when the attempt never began, else a crash, quarantined at the job's limit."""

@@ -60,6 +60,7 @@ class ReaperReport:
     reaped: list[transitions.Reaped]
     aged: int
     pruned: PrunedHistory | None  # None: no prune pass this tick
+    expired: int = 0  # runs not started by their deadline, skipped
 
 
 class Reaper:
@@ -77,6 +78,15 @@ class Reaper:
                 break
         for r in reaped:
             LEASE_EXPIRIES.labels(r.status).inc()
+        expired = 0
+        while True:
+            ended = transitions.expire(conn, limit=REAP_BATCH, now=now)
+            expired += len(ended)
+            if len(ended) < REAP_BATCH:
+                break
+        if expired:
+            log.info("%d runs not started by their deadline: skipped", expired,
+                     extra={"count": expired})  # fmt: skip
         aged = transitions.age_priorities(
             conn,
             age_seconds=self.settings.priority_aging_seconds,
@@ -91,7 +101,7 @@ class Reaper:
         if self._prune_due(at):
             self._last_prune = at
             pruned = self.prune(conn, at)
-        return ReaperReport(reaped, aged, pruned)
+        return ReaperReport(reaped, aged, pruned, expired)
 
     def _prune_due(self, at: datetime) -> bool:
         """A pass every PRUNE_INTERVAL_SECONDS; also when the clock went back (a test moved

@@ -14,7 +14,7 @@ WITH new AS (
         handler, args, execution_model, priority, base_priority, run_at,
         max_retries, timeout_seconds, idempotency_key, job_id, status,
         dag_run_id, dag_node, upstream_remaining, finished_at, skip_reason, last_error,
-        schedule_id, fire_time, queue
+        schedule_id, fire_time, queue, deadline
     )
     SELECT
         s.handler, s.args, s.execution_model, s.priority, s.priority,
@@ -25,12 +25,12 @@ WITH new AS (
         coalesce(s.upstream_remaining, 0),
         CASE WHEN s.status = 'skipped' THEN coalesce(%(now)s::timestamptz, now()) END, s.skip_reason,
         CASE WHEN s.status = 'skipped' THEN 'not run: an upstream run did not complete' END,
-        s.schedule_id, s.fire_time, coalesce(s.queue, 'default')
+        s.schedule_id, s.fire_time, coalesce(s.queue, 'default'), s.deadline
     FROM ROWS FROM (jsonb_to_recordset(%(runs)s::jsonb) AS (
         handler text, args jsonb, execution_model text, priority smallint, run_at timestamptz,
         delay float8, max_retries int, timeout_seconds int, idempotency_key text, job_id uuid,
         status text, dag_run_id uuid, dag_node text, upstream_remaining int, skip_reason text,
-        schedule_id uuid, fire_time timestamptz, queue text
+        schedule_id uuid, fire_time timestamptz, queue text, deadline timestamptz
     )) WITH ORDINALITY AS s
     ORDER BY s.ordinality
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -46,14 +46,14 @@ ORDER BY new.id;
 WITH new AS (
     INSERT INTO job_runs (
         handler, args, execution_model, priority, base_priority, run_at,
-        max_retries, timeout_seconds, idempotency_key, job_id, queue, status
+        max_retries, timeout_seconds, idempotency_key, job_id, queue, deadline, status
     )
     VALUES (
         %(handler)s, %(args)s::jsonb, %(execution_model)s, %(priority)s, %(priority)s,
         coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())
                  + make_interval(secs => coalesce(%(delay)s::float8, 0))),
         %(max_retries)s, %(timeout_seconds)s, %(idempotency_key)s, %(job_id)s::uuid, %(queue)s,
-        'pending'
+        %(deadline)s::timestamptz, 'pending'
     )
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, idempotency_key
@@ -111,22 +111,22 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- staged runs in may hold that release's table.)
 DO $$
 BEGIN
-    IF to_regclass('pg_temp.run_stage_queued') IS NULL THEN
-        CREATE TEMP TABLE run_stage_queued (
+    IF to_regclass('pg_temp.run_stage_deadlines') IS NULL THEN
+        CREATE TEMP TABLE run_stage_deadlines (
             n int, handler text, args jsonb, execution_model text, priority smallint,
             run_at timestamptz, delay float8, max_retries int, timeout_seconds int, job_id uuid,
-            queue text
+            queue text, deadline timestamptz
         ) ON COMMIT DELETE ROWS;
     END IF;
-    DELETE FROM run_stage_queued;  -- empty already, unless a transaction submits twice
+    DELETE FROM run_stage_deadlines;  -- empty already, unless a transaction submits twice
 END
 $$;
 
 -- name: run_stage_copy
 -- (no status change) the staged runs, in input order.
-COPY run_stage_queued (
+COPY run_stage_deadlines (
     n, handler, args, execution_model, priority, run_at, delay, max_retries, timeout_seconds,
-    job_id, queue
+    job_id, queue, deadline
 ) FROM STDIN;
 
 -- name: run_submit_staged
@@ -135,14 +135,14 @@ COPY run_stage_queued (
 WITH new AS (
     INSERT INTO job_runs (
         handler, args, execution_model, priority, base_priority, run_at,
-        max_retries, timeout_seconds, job_id, queue, status
+        max_retries, timeout_seconds, job_id, queue, deadline, status
     )
     SELECT
         s.handler, s.args, s.execution_model, s.priority, s.priority,
         coalesce(s.run_at, coalesce(%(now)s::timestamptz, now())
                            + make_interval(secs => coalesce(s.delay, 0))),
-        s.max_retries, s.timeout_seconds, s.job_id, s.queue, 'pending'
-    FROM run_stage_queued s
+        s.max_retries, s.timeout_seconds, s.job_id, s.queue, s.deadline, 'pending'
+    FROM run_stage_deadlines s
     ORDER BY s.n
     RETURNING id
 )

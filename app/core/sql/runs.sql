@@ -36,6 +36,8 @@ WITH picked AS (
     SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
     WHERE status = 'pending' AND queue = %(queue)s
       AND run_at <= coalesce(%(now)s::timestamptz, now())
+      -- a run past its deadline never starts: the reaper ends it (run_expire)
+      AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, now()))
       AND NOT EXISTS (
           SELECT FROM queues q
           WHERE q.name = %(queue)s
@@ -99,6 +101,7 @@ SELECT id, args ->> %(key_field)s::text AS key, crash_count > 0 AS suspect
 FROM job_runs
 WHERE status = 'pending' AND queue = %(queue)s
   AND run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+  AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
   -- (NOT IN over a subquery: one hash of the full keys, not a search per run)
   AND (args ->> %(key_field)s::text IS NULL
        OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
@@ -132,6 +135,28 @@ RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
 )
 SELECT claimed.* FROM claimed
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
+
+-- name: run_expire
+-- pending -> skipped: runs not started by their deadline, up to %(limit)s, the earliest
+-- deadline first (through ix_job_runs_expiring), with reason `expired`. Rows a claim or a
+-- cancel holds are left to the next sweep (a claim never starts a run past its deadline).
+WITH due AS (
+    SELECT id FROM job_runs
+    WHERE status = 'pending' AND deadline IS NOT NULL
+      AND deadline <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY deadline
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), expired AS (
+UPDATE job_runs r
+SET status = 'skipped', skip_reason = 'expired', finished_at = coalesce(%(now)s::timestamptz, now()),
+    last_error = 'not run: not started by its deadline, '
+                 || to_char(r.deadline AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
+WHERE r.id IN (SELECT id FROM due) AND r.status = 'pending'
+RETURNING r.id, r.status, r.dag_run_id IS NOT NULL AS in_dag
+)
+SELECT expired.* FROM expired
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM expired)) AS seen ON true;
 
 -- name: run_heartbeat
 -- running -> running: extend every lease this worker still holds, in one statement.

@@ -75,6 +75,7 @@ def _new_run(conn: Conn, given: RunIn) -> NewRun:
         **{**base, **settings},
         delay=given.delay_seconds,
         run_at=given.run_at,
+        deadline=given.deadline,
         idempotency_key=given.idempotency_key,
     )
 

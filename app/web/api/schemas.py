@@ -112,6 +112,11 @@ class RunIn(RunSettings):
     job: Name | None = Field(None, description="A job definition's name (or give `handler`).")
     run_at: AwareDatetime | None = Field(None, description="Do not start before this time.")
     delay_seconds: Seconds | None = Field(None, description="Do not start before now + this.")
+    deadline: AwareDatetime | None = Field(
+        None,
+        description="Not started by this time, the run ends skipped, as expired (for work "
+        "only useful for a while).",
+    )
     idempotency_key: Key | None = Field(
         None,
         description="Submitting again with this key and the same payload returns the same "
