@@ -220,6 +220,10 @@ class Schedule(ScheduleFields, table=True):
             name="schedules_catchup_window_range",
         ),
         sa.CheckConstraint(
+            _between("expire_after_seconds", *DURATION_RANGE, nullable=True),
+            name="schedules_expire_after_range",
+        ),
+        sa.CheckConstraint(
             _between("auto_pause_after", 1, limits.MAX_COUNT, nullable=True),
             name="schedules_auto_pause_range",
         ),
@@ -1040,6 +1044,17 @@ class Queue(QueueFields, table=True):
 
     # Its name, pause and limits are QueueFields'.
     updated_at: datetime = _ts(nullable=False, now=True)
+    # Whether any limit is set: the plain claims leave such a queue to the limited claim.
+    limited: bool | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Boolean,
+            sa.Computed(
+                "max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL",
+                persisted=True,
+            ),
+        ),
+    )
     # The rate limit's bucket: the starts left at that moment (refilled as time passes).
     rate_tokens: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
     rate_tokens_at: datetime | None = _ts()

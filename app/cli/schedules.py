@@ -59,6 +59,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
             dst_skipped=DstSkipped(args.dst_skipped),
             dst_repeated=DstRepeated(args.dst_repeated),
             auto_pause_after=args.auto_pause_after,
+            expire_after_seconds=args.expire_after,
             job=args.job,
             workflow=args.workflow,
             handler=args.handler,
@@ -134,6 +135,8 @@ def _changes(args: argparse.Namespace, zone: str, now: datetime) -> dict[str, An
         changes["dst_repeated"] = DstRepeated(args.dst_repeated)
     if args.auto_pause_after is not None:
         changes["auto_pause_after"] = _count(args.auto_pause_after, "--auto-pause-after")
+    if args.expire_after is not None:
+        changes["expire_after_seconds"] = _count(args.expire_after, "--expire-after")
     return changes
 
 
@@ -405,4 +408,11 @@ def _add_timing_options(p: argparse.ArgumentParser, *, updating: bool) -> None:
         type=count,
         metavar="N",
         help=f"pause after N failed runs{' (off: never)' if updating else ''}",
+    )
+    p.add_argument(
+        "--expire-after",
+        type=count,
+        metavar="SECONDS",
+        help="skip a fire's run not started within SECONDS of its time"
+        + (" (off: never)" if updating else ""),
     )

@@ -73,6 +73,13 @@ class ScheduleRuleFields(Fields):
     )
     # Pause by itself after this many consecutive failed runs (NULL: never).
     auto_pause_after: Count | None = column(sa.Integer, nullable=True)
+    expire_after_seconds: Duration | None = column(
+        sa.Integer,
+        nullable=True,
+        default=None,
+        description="A fire's run not started within this many seconds of its time is "
+        "skipped, as expired (none: it waits as long as it takes).",
+    )
 
 
 class ScheduleFields(ScheduleRuleFields):

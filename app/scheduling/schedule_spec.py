@@ -143,6 +143,7 @@ EDITABLE = frozenset(
         "dst_skipped",
         "dst_repeated",
         "auto_pause_after",
+        "expire_after_seconds",
     }
 )
 
@@ -175,6 +176,7 @@ def spec_of(row: Mapping[str, Any]) -> ScheduleSpec:
         dst_skipped=DstSkipped(row["dst_skipped"]),
         dst_repeated=DstRepeated(row["dst_repeated"]),
         auto_pause_after=row["auto_pause_after"],
+        expire_after_seconds=row["expire_after_seconds"],
     )
 
 
@@ -237,6 +239,8 @@ def _check_fields(spec: ScheduleSpec) -> list[str]:
         ("catchup_limit", "the catch-up limit", spec.catchup_limit, Count),
         ("catchup_window_seconds", "the catch-up window", spec.catchup_window_seconds, Duration),
         ("auto_pause_after", "auto-pause after", spec.auto_pause_after, Count),
+        ("expire_after_seconds", "the time a fire may wait to start", spec.expire_after_seconds,
+         Duration),
     ):  # fmt: skip
         if optional is not None:  # None: off
             with about(input_name):
@@ -284,6 +288,7 @@ def schedule_row(spec: ScheduleSpec, created_at: datetime) -> dict[str, Any]:
         "exact_minute": spec.exact_minute,
         "spread_seconds": spec.spread_seconds,
         "auto_pause_after": spec.auto_pause_after,
+        "expire_after_seconds": spec.expire_after_seconds,
         "created_at": created_at,
     }
 

@@ -265,7 +265,8 @@ def _audit_change(
 SNAPSHOT_COLUMNS = (
     "cron", "interval_seconds", "timezone", "start_at", "end_at", "overlap", "catchup",
     "catchup_limit", "catchup_window_seconds", "exact_minute", "spread_seconds",
-    "dst_skipped", "dst_repeated", "auto_pause_after", "active", "paused_note", "paused_until",
+    "dst_skipped", "dst_repeated", "auto_pause_after", "expire_after_seconds", "active",
+    "paused_note", "paused_until",
 )  # fmt: skip
 
 

@@ -5,6 +5,7 @@ belongs to. Pure: the pages in `app.web.schedules` call it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from starlette.datastructures import FormData
@@ -32,7 +33,7 @@ from app.web.forms import WHOLE_FORM
 TEXT_FIELDS = ("name", "target_kind", "job", "workflow", "handler", "args", "preset",
                "every_minutes", "minute", "at", "cron", "every", "unit", "timezone", "catchup",
                "overlap", "spread_seconds", "dst_skipped", "dst_repeated",
-               "auto_pause_after", "calendar")  # fmt: skip
+               "auto_pause_after", "expire_after_minutes", "calendar")  # fmt: skip
 
 
 DEFAULTS = {
@@ -53,7 +54,8 @@ TARGET_FIELDS = {"job": "job", "workflow": "workflow", "new": "handler"}
 
 # Domain fields the form calls otherwise (the rest keep their names).
 FORM_NAMES = {"every_seconds": "every", "catchup_limit": "catchup",
-              "catchup_window_seconds": "catchup"}  # fmt: skip
+              "catchup_window_seconds": "catchup",
+              "expire_after_seconds": "expire_after_minutes"}  # fmt: skip
 
 
 CHOICE_FIELDS = ("preset", "every_minutes", "minute", "at", "cron", "every", "unit")
@@ -79,6 +81,7 @@ def values_of_row(row: dict[str, Any]) -> dict[str, Any]:
         overlap=row["overlap"], exact_minute=row["exact_minute"],
         spread_seconds=str(row["spread_seconds"]), dst_skipped=row["dst_skipped"],
         dst_repeated=row["dst_repeated"], auto_pause_after=str(row["auto_pause_after"] or ""),
+        expire_after_minutes=_minutes(row["expire_after_seconds"]),
         target_kind="workflow" if row["workflow_name"] else "job",
         job=row["job_name"] or "", workflow=row["workflow_name"] or "",
         calendar=row["calendar_name"] or "",
@@ -90,6 +93,27 @@ def kept_on_edit(row: dict[str, Any]) -> dict[str, Any]:
     """The form values an edit does not change (name and target), from the stored row."""
     stored = values_of_row(row)
     return {f: stored[f] for f in ("name", "target_kind", "job", "workflow")}
+
+
+def _minutes(seconds: int | None) -> str:
+    """Seconds as the form's minutes: `90` is `1.5`."""
+    return "" if seconds is None else f"{seconds / 60:g}"
+
+
+def _seconds_of_minutes(text: str) -> int | None:
+    """The form's minutes (a decimal allowed) as whole seconds; empty: none."""
+    if not text:
+        return None
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = math.nan
+    if not math.isfinite(minutes) or minutes * 60 < 1:
+        raise UsageError(
+            f"the minutes a run may wait must be a number of at least 1 second, got {text!r}",
+            "expire_after_minutes",
+        )
+    return round(minutes * 60)
 
 
 def _whole(text: str, field: str, label: str) -> int:
@@ -142,6 +166,7 @@ def spec_of(values: dict[str, Any]) -> ScheduleSpec:
         auto_pause_after=(
             _whole(auto_pause, "auto_pause_after", "auto-pause after") if auto_pause else None
         ),
+        expire_after_seconds=_seconds_of_minutes(values["expire_after_minutes"]),
         job=values["job"] if kind == "job" else None,
         workflow=values["workflow"] if kind == "workflow" else None,
         handler=values["handler"] if kind == "new" else None,

@@ -42,9 +42,24 @@ def upgrade() -> None:
     op.add_column("queues", sa.Column("rate_tokens_at", sa.DateTime(timezone=True), nullable=True))
     for name, check in CHECKS.items():
         op.create_check_constraint(name, "queues", check)
+    # Whether any limit is set: the plain claim and the finish's claim of released DAG
+    # steps leave such a queue to the limited claim (a short test in statements that must
+    # stay small).
+    op.add_column(
+        "queues",
+        sa.Column(
+            "limited",
+            sa.Boolean(),
+            sa.Computed(
+                "max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL",
+                persisted=True,
+            ),
+        ),
+    )
 
 
 def downgrade() -> None:
+    op.drop_column("queues", "limited")
     for name in CHECKS:
         op.drop_constraint(name, "queues", type_="check")
     for column in ("rate_tokens_at", "rate_tokens", "rate_burst", "rate_period_seconds",

@@ -13,6 +13,7 @@ from app.core.config import Settings
 from app.runs import queues, submission, transitions
 from app.runs.run_inserts import COPY_THRESHOLD, NewRun, SubmitError
 from app.services.reaper import Reaper
+from tests.helpers.api_client import api_as
 from tests.helpers.commands import run_sundial
 
 Conn = psycopg.Connection[Any]
@@ -111,7 +112,6 @@ def test_a_bad_deadline_is_refused_with_a_sentence(
 
 
 def test_the_api_and_the_cli_set_deadlines(db_url: str, conn: Conn) -> None:
-    from tests.web.test_queues_page import api_as
 
     with api_as(db_url, "operator") as api:
         made = api.post(
@@ -138,3 +138,55 @@ def test_the_api_and_the_cli_set_deadlines(db_url: str, conn: Conn) -> None:
     ]:
         refused = run_sundial(db_url, "submit", "noop", *args)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+
+
+def test_a_schedules_fires_expire_when_not_started_in_time(conn: Conn) -> None:
+    from app.services.trigger import Trigger
+    from tests.helpers.schedules import T0, add, settings
+
+    late = add(conn, "reminders", cron="* * * * *", expire_after_seconds=300)
+    patient = add(conn, "reports", cron="* * * * *")
+    fired_at = T0 + timedelta(seconds=31)  # 10:00:01, past the 10:00 fire
+    Trigger(settings(), holder="t").run_once(conn, now=fired_at)
+    rows = conn.execute(
+        "SELECT schedule_id, run_at, deadline FROM job_runs ORDER BY schedule_id = %s",
+        (late,),
+    ).fetchall()
+    deadlines = {r["schedule_id"]: (r["run_at"], r["deadline"]) for r in rows}
+    run_at, deadline = deadlines[late]
+    assert deadline == run_at + timedelta(seconds=300)
+    assert deadlines[patient][1] is None
+
+    assert transitions.claim(conn, "w", 10, LEASE, now=deadline)[0].fire_time is not None
+    ids = transitions.expire(conn, now=deadline + timedelta(seconds=1))
+    assert len(ids) <= 1  # the claim took one of the two; a run past its deadline waits no more
+
+
+def test_the_expiry_of_a_schedule_is_set_changed_and_cleared_at_every_door(
+    db_url: str, conn: Conn
+) -> None:
+    from tests.helpers.schedules import add
+
+    add(conn, "reminders", cron="0 9 * * *", expire_after_seconds=600)
+
+    def expiry() -> Any:
+        row = conn.execute(
+            "SELECT expire_after_seconds AS s FROM schedules WHERE name = 'reminders'"
+        ).fetchone()
+        return row["s"] if row else None
+
+    assert expiry() == 600
+    with api_as(db_url, "editor") as api:
+        changed = api.patch("/api/v1/schedules/reminders", json={"expire_after_seconds": 120})
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["schedule"]["expire_after_seconds"] == 120
+        refused = api.patch("/api/v1/schedules/reminders", json={"expire_after_seconds": 0})
+        assert refused.status_code == 422
+    assert expiry() == 120
+    done = run_sundial(db_url, "schedule", "update", "reminders", "--expire-after", "none")
+    assert done.returncode == 0, done.stderr
+    assert expiry() is None
+    refused_cli = run_sundial(db_url, "schedule", "update", "reminders", "--expire-after", "soon")
+    assert (
+        refused_cli.returncode == 2 and "--expire-after takes a whole number" in refused_cli.stderr
+    )

@@ -74,3 +74,17 @@ def make_token(
             conn, name, scope, name="test", actor="test", lifetime=lifetime, now=now
         )
     return made.secret
+
+
+def api_as(db_url: str, role: str) -> Any:
+    """An in-process client of the whole app (a Starlette TestClient) holding a write token
+    of a new user of `role`."""
+    from starlette.testclient import TestClient
+
+    from app.core.config import Settings
+    from app.web import create_app
+
+    settings = Settings.from_env({"DATABASE_URL": db_url, "SECRET_KEY": "test-secret-key"})
+    client = TestClient(create_app(settings, db_url))
+    client.headers["authorization"] = f"Bearer {make_token(db_url, role, 'write')}"
+    return client

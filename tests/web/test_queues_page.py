@@ -8,19 +8,10 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from app.core.config import Settings
 from app.runs import submission
 from app.runs.run_inserts import NewRun
-from app.web import create_app
-from tests.helpers.api_client import make_token
+from tests.helpers.api_client import api_as
 from tests.helpers.web import post
-
-
-def api_as(db_url: str, role: str) -> TestClient:
-    settings = Settings.from_env({"DATABASE_URL": db_url, "SECRET_KEY": "test-secret-key"})
-    client = TestClient(create_app(settings, db_url))
-    client.headers["authorization"] = f"Bearer {make_token(db_url, role, 'write')}"
-    return client
 
 
 def test_the_page_lists_queues_and_an_operator_pauses_and_resumes_one(

@@ -202,6 +202,8 @@ def test_the_editor_embeds_the_load_forecast_of_the_rule_being_typed(
         ({"name": ""}, "name", "give the schedule a name"),
         ({"spread_seconds": "lots"}, "spread_seconds", "whole number"),
         ({"catchup": "sometimes"}, "catchup", "catch-up must be"),
+        ({"expire_after_minutes": "soon"}, "expire_after_minutes", "the minutes a run may wait"),
+        ({"expire_after_minutes": "0"}, "expire_after_minutes", "at least 1 second"),
         (
             {"target_kind": "new", "handler": "noop", "args": "{oops"},
             "args",
@@ -233,6 +235,18 @@ def test_bad_input_gets_its_message_next_to_the_field_and_nothing_is_saved(
     assert refused.status_code == 422
     assert f'id="{field}-error"' in refused.text and message in refused.text
     assert count(conn, "schedules") == 0 and actions(conn) == []
+
+
+def test_a_schedule_skips_runs_not_started_within_its_minutes(
+    as_role: Callable[[str], TestClient], conn: Conn, job: str
+) -> None:
+    client = as_role("editor")
+    assert post(client, "/schedules", {**FORM, "expire_after_minutes": "1.5"}).status_code == 303
+    row = conn.execute("SELECT expire_after_seconds AS s FROM schedules").fetchone()
+    assert row == {"s": 90}
+    page = client.get("/schedules/morning%20report")
+    assert "skipped when not started within" in page.text
+    assert 'value="1.5"' in client.get("/schedules/morning%20report/edit").text
 
 
 def test_a_schedule_may_make_its_own_job_from_a_handler_and_arguments(

@@ -20,7 +20,7 @@ SELECT name FROM queues WHERE paused;
 SELECT name, max_running, key_field, key_max_running,
        rate_limit::float8 / rate_period_seconds AS rate_per_second
 FROM queues
-WHERE max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL;
+WHERE limited;
 
 -- name: metrics_finished_recent
 -- (read) runs that ended within the window, by handler and status, with their schedule lag

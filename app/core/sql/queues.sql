@@ -68,9 +68,7 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- name: queue_limited
 -- (read) whether a queue has a concurrency or rate limit: its workers then claim through
 -- run_claim_limited, one claim at a time.
-SELECT max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL
-       AS limited
-FROM queues WHERE name = %(name)s;
+SELECT limited FROM queues WHERE name = %(name)s;
 
 -- name: queue_claim_turn
 -- (no run status change) wait for this queue's claim turn, held to the end of the

@@ -66,16 +66,17 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- the schedule's `job_id`: the trigger's batch of fire rows also holds rows that only move
 -- a schedule), and one per schedule of each shared fire (`%(shared)s`, the trigger's fires
 -- that a group of schedules makes alike: at its `run_at` plus each schedule's own spread
--- offset), from the job definition as it is now; a fire that already has a run is left
--- alone.
+-- offset), from the job definition as it is now, with a deadline when the schedule has
+-- `expire_after_seconds`; a fire that already has a run is left alone.
 WITH new AS (
     INSERT INTO job_runs (
         schedule_id, job_id, fire_time, run_at, handler, args, execution_model,
-        priority, base_priority, timeout_seconds, max_retries, queue, status
+        priority, base_priority, timeout_seconds, max_retries, queue, deadline, status
     )
     SELECT
         f.schedule_id, j.id, f.fire_time, f.run_at, j.handler, j.args, j.execution_model,
-        j.priority, j.priority, j.timeout_seconds, j.max_retries, j.queue, 'pending'
+        j.priority, j.priority, j.timeout_seconds, j.max_retries, j.queue,
+        f.run_at + make_interval(secs => s.expire_after_seconds), 'pending'
     FROM (
         SELECT f.schedule_id, f.job_id, f.fire_time, f.run_at
         FROM jsonb_to_recordset(%(fires)s::jsonb)
@@ -96,6 +97,10 @@ WITH new AS (
     CROSS JOIN LATERAL (
         SELECT j.* FROM job_definitions j WHERE j.id = f.job_id OFFSET 0
     ) AS j
+    -- and its schedule's expiry, the same way (none: the run waits as long as it takes)
+    LEFT JOIN LATERAL (
+        SELECT s.expire_after_seconds FROM schedules s WHERE s.id = f.schedule_id OFFSET 0
+    ) AS s ON true
     WHERE f.run_at IS NOT NULL
     ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL AND dag_run_id IS NULL
     DO NOTHING

@@ -38,12 +38,7 @@ WITH picked AS (
       AND run_at <= coalesce(%(now)s::timestamptz, now())
       -- a run past its deadline never starts: the reaper ends it (run_expire)
       AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, now()))
-      AND NOT EXISTS (
-          SELECT FROM queues q
-          WHERE q.name = %(queue)s
-            AND (q.paused OR q.max_running IS NOT NULL OR q.key_max_running IS NOT NULL
-                 OR q.rate_limit IS NOT NULL)
-      )
+      AND NOT EXISTS (SELECT FROM queues q WHERE q.name = %(queue)s AND (q.paused OR q.limited))
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -231,12 +226,7 @@ WITH done AS (
     SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
     WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
       AND l.queue = %(queue)s
-      AND NOT EXISTS (
-          SELECT FROM queues
-          WHERE name = l.queue
-            AND (paused OR max_running IS NOT NULL OR key_max_running IS NOT NULL
-                 OR rate_limit IS NOT NULL)
-      )
+      AND NOT EXISTS (SELECT FROM queues WHERE name = l.queue AND (paused OR limited))
     ORDER BY l.priority DESC, l.run_at
     LIMIT %(claim_limit)s
 ), released AS (

@@ -95,13 +95,15 @@ SELECT (SELECT max(id::text)::uuid FROM slice) AS last, (SELECT count(*) FROM go
 INSERT INTO schedules (
     id, job_id, workflow_id, name, cron, interval_seconds, timezone, start_at, end_at, next_fire_time,
     overlap, catchup, catchup_limit, catchup_window_seconds, dst_skipped, dst_repeated,
-    exact_minute, spread_seconds, auto_pause_after, owns_job, created_at, updated_at
+    exact_minute, spread_seconds, auto_pause_after, expire_after_seconds, owns_job, created_at,
+    updated_at
 )
 VALUES (
     %(id)s, %(job_id)s, %(workflow_id)s, %(name)s, %(cron)s, %(interval_seconds)s, %(timezone)s, %(start_at)s,
     %(end_at)s, %(next_fire_time)s, %(overlap)s, %(catchup)s, %(catchup_limit)s,
     %(catchup_window_seconds)s, %(dst_skipped)s, %(dst_repeated)s, %(exact_minute)s,
-    %(spread_seconds)s, %(auto_pause_after)s, %(owns_job)s, %(created_at)s, %(created_at)s
+    %(spread_seconds)s, %(auto_pause_after)s, %(expire_after_seconds)s, %(owns_job)s,
+    %(created_at)s, %(created_at)s
 )
 ON CONFLICT (name) WHERE name <> '' DO NOTHING
 RETURNING id;
@@ -124,7 +126,8 @@ SET cron = %(cron)s, interval_seconds = %(interval_seconds)s, timezone = %(timez
     catchup_limit = %(catchup_limit)s, catchup_window_seconds = %(catchup_window_seconds)s,
     dst_skipped = %(dst_skipped)s, dst_repeated = %(dst_repeated)s,
     exact_minute = %(exact_minute)s, spread_seconds = %(spread_seconds)s,
-    auto_pause_after = %(auto_pause_after)s, next_fire_time = %(next_fire_time)s,
+    auto_pause_after = %(auto_pause_after)s, expire_after_seconds = %(expire_after_seconds)s,
+    next_fire_time = %(next_fire_time)s,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s;
 

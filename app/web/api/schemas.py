@@ -353,6 +353,7 @@ class ScheduleRules(Strict):
     dst_skipped: DstSkipped | None = None
     dst_repeated: DstRepeated | None = None
     auto_pause_after: Count | None = None
+    expire_after_seconds: Duration | None = None
 
 
 class ScheduleIn(ScheduleRules, RunSettings):
