@@ -1018,9 +1018,17 @@ class Queue(QueueFields, table=True):
             _between("char_length(key_field)", 1, limits.MAX_NAME_LENGTH, nullable=True),
             name="queues_key_field_length",
         ),
-        # A per-key limit needs the field its keys come from, and the field a limit.
+        # A per-key limit needs the field its keys come from; that field serves a per-key
+        # limit or a rate per key, and a rate per key needs a rate.
         sa.CheckConstraint(
-            "(key_field IS NULL) = (key_max_running IS NULL)", name="queues_key_limit_whole"
+            "key_max_running IS NULL OR key_field IS NOT NULL", name="queues_key_limit_keyed"
+        ),
+        sa.CheckConstraint(
+            "(key_field IS NULL) = (key_max_running IS NULL AND NOT rate_per_key)",
+            name="queues_key_field_used",
+        ),
+        sa.CheckConstraint(
+            "NOT rate_per_key OR rate_limit IS NOT NULL", name="queues_rate_per_key_rated"
         ),
         sa.CheckConstraint(
             _between("rate_limit", 1, limits.MAX_COUNT, nullable=True),
@@ -1058,3 +1066,15 @@ class Queue(QueueFields, table=True):
     # The rate limit's bucket: the starts left at that moment (refilled as time passes).
     rate_tokens: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
     rate_tokens_at: datetime | None = _ts()
+
+
+class QueueKeyRate(SQLModel, table=True):
+    """A key's rate bucket, for a queue whose rate applies to each key: the starts it had
+    left at `at`. A key without a row has a full bucket; the reaper drops refilled rows."""
+
+    __tablename__ = "queue_key_rates"
+
+    queue: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    key: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    tokens: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
+    at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))

@@ -24,7 +24,7 @@ def cmd_queue(args: argparse.Namespace, settings: Settings) -> int:
             print(f"queue {args.name!r} resumed")
         elif args.queue_command == "limit":
             given = (args.max_running, args.key_field, args.per_key, args.rate,
-                     args.per_seconds, args.burst)  # fmt: skip
+                     args.per_seconds, args.burst, args.rate_per_key or None)  # fmt: skip
             if args.none == any(v is not None for v in given):
                 raise queues.QueueError(
                     "give the limits (--max-running, --key-field with --per-key, --rate with "
@@ -34,7 +34,7 @@ def cmd_queue(args: argparse.Namespace, settings: Settings) -> int:
                               max_running=args.max_running, key_field=args.key_field,
                               key_max_running=args.per_key, rate_limit=args.rate,
                               rate_period_seconds=args.per_seconds,
-                              rate_burst=args.burst)  # fmt: skip
+                              rate_burst=args.burst, rate_per_key=args.rate_per_key)  # fmt: skip
             (q,) = [q for q in queues.overview(conn) if q.name == args.name]
             print(f"queue {args.name!r}: {queues.limits_sentence(q)}")
         else:
@@ -84,5 +84,10 @@ def add_queue_commands(sub: Any) -> None:
     limit.add_argument("--per-seconds", type=int, help="the rate's period (for 20 a second: 1)")
     limit.add_argument(
         "--burst", type=int, help="how many may start at once after a quiet spell (default 1)"
+    )
+    limit.add_argument(
+        "--rate-per-key",
+        action="store_true",
+        help="the rate applies to each key (--key-field) rather than the whole queue",
     )
     limit.add_argument("--none", action="store_true", help="remove the queue's limits")

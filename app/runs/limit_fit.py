@@ -1,7 +1,8 @@
 """Which due runs of a limited queue a claim may start: pure, so every rule is tested alone.
 
 A queue's limits (`app.runs.queues.set_limits`): at most `max_running` of its runs running
-at once, at most `key_max_running` per key. Given the runs running now by key and the due
+at once, at most `key_max_running` per key, and, for a rate per key, at most the starts each
+key's bucket holds now (`key_starts`). Given the runs running now by key and the due
 runs in claim order (highest priority first, then oldest), `fit` takes them in that order,
 passing over a run whose key is at its limit (it stays pending, attempt unspent, and the
 runs behind it go ahead), until the claim or the queue is full. A suspect (a run whose
@@ -35,25 +36,32 @@ def fit(
     limit: int,
     max_running: int | None = None,
     key_max_running: int | None = None,
+    key_starts: Mapping[str, int] | None = None,
     busy: bool = False,
 ) -> list[int]:
     """The ids of `due` to claim, in claim order: at most `limit`, within the limits.
-    `running` counts the queue's runs running now by key (None: those without one)."""
+    `running` counts the queue's runs running now by key (None: those without one);
+    `key_starts`, for a rate per key, how many runs of each key may start now."""
     room = limit
     if max_running is not None:
         room = min(room, max_running - sum(running.values()))
     held = dict(running)
+    started: dict[str, int] = {}
     taken: list[int] = []
     for run in due:
         if len(taken) >= room:
             break
-        if key_max_running is not None and run.key is not None:
-            if held.get(run.key, 0) >= key_max_running:
+        if run.key is not None:
+            if key_max_running is not None and held.get(run.key, 0) >= key_max_running:
+                continue
+            if key_starts is not None and started.get(run.key, 0) >= key_starts[run.key]:
                 continue
         if run.suspect:
             return [run.id] if not taken and not busy else taken
         taken.append(run.id)
         held[run.key] = held.get(run.key, 0) + 1
+        if run.key is not None:
+            started[run.key] = started.get(run.key, 0) + 1
     return taken
 
 

@@ -66,6 +66,12 @@ class QueueFields(Fields):
     rate_period_seconds: Duration | None = column(
         sa.Integer, nullable=True, default=None, description="The period of rate_limit."
     )
+    rate_per_key: bool = column(
+        sa.Boolean,
+        default=False,
+        server_default=sa.false(),
+        description="The rate applies to each key (key_field) rather than the whole queue.",
+    )
     rate_burst: Count | None = column(
         sa.Integer,
         nullable=True,
@@ -93,11 +99,13 @@ def limits_sentence(queue: QueueFields) -> str:
     parts = []
     if queue.max_running is not None:
         parts.append(f"{queue.max_running} running")
-    if queue.key_field is not None:
+    if queue.key_max_running is not None:
         parts.append(f"{queue.key_max_running} per {queue.key_field}")
     if queue.rate_limit is not None:
         burst = f" (bursts of {queue.rate_burst})" if (queue.rate_burst or 1) > 1 else ""
-        parts.append(f"{queue.rate_limit} starts per {queue.rate_period_seconds} s{burst}")
+        each = f" for each {queue.key_field}" if queue.rate_per_key else ""
+        starts = "start" if queue.rate_limit == 1 else "starts"
+        parts.append(f"{queue.rate_limit} {starts} per {queue.rate_period_seconds} s{each}{burst}")
     return "at most " + ", ".join(parts) if parts else "no limits"
 
 
@@ -147,13 +155,15 @@ def set_limits(
     rate_limit: int | None = None,
     rate_period_seconds: int | None = None,
     rate_burst: int | None = None,
+    rate_per_key: bool = False,
     now: datetime | None = None,
 ) -> None:
     """Set queue `name`'s fleet-wide limits, replacing the ones it had (None: no limit): at
     most `max_running` of its runs running at once, at most `key_max_running` of one key
     (the value of a run's args field `key_field`), and at most `rate_limit` starts per
-    `rate_period_seconds`, evenly spaced unless `rate_burst` lets that many start at once.
-    Runs over a limit wait, pending, attempt unspent."""
+    `rate_period_seconds`, evenly spaced unless `rate_burst` lets that many start at once;
+    with `rate_per_key`, that rate for each key. Runs over a limit wait, pending, attempt
+    unspent."""
     check_name(name)
     rate = _checked_rate(rate_limit, rate_period_seconds, rate_burst)
     with limits.refused_as(QueueError):
@@ -168,14 +178,20 @@ def set_limits(
         if key_field is not None:
             with about("key_field"):
                 key_field = limits.check_name("the key field", key_field)
-    if (key_field is None) != (key_max_running is None):
+    if not isinstance(rate_per_key, bool):
+        raise QueueError(
+            f"rate_per_key must be true or false, got {rate_per_key!r}", "rate_per_key"
+        )
+    if rate_per_key and rate["rate_limit"] is None:
+        raise QueueError("a rate for each key needs a rate (rate_limit)", "rate_limit")
+    if (key_field is None) != (key_max_running is None and not rate_per_key):
         raise QueueError(
             "a limit per key needs both the input field that names a run's key and how "
-            "many runs of one key may run at once",
+            "many runs of one key may run at once (or a rate for each key)",
             "key_field" if key_field is None else "key_max_running",
         )
     after = {"max_running": max_running, "key_field": key_field,
-             "key_max_running": key_max_running, **rate}  # fmt: skip
+             "key_max_running": key_max_running, **rate, "rate_per_key": rate_per_key}  # fmt: skip
     with conn.transaction():
         before = _setting(conn, name)
         conn.execute(
@@ -186,6 +202,12 @@ def set_limits(
         audit.record(conn, actor, "queue.limits", "queue", name,
                      before={k: before[k] for k in after}, after=after, now=now)  # fmt: skip
     queue_limits.forget(name)
+
+
+def prune_key_rates(conn: Conn, now: datetime | None = None) -> int:
+    """Drop the key rate buckets that have refilled (a key without one has a full bucket):
+    how many."""
+    return conn.execute(query("queues", "queue_key_rates_prune"), {"now": now}).rowcount
 
 
 def _checked_rate(
@@ -215,13 +237,13 @@ def _checked_rate(
 
 
 RATE_FIELDS = ("rate_limit", "rate_period_seconds", "rate_burst")
-LIMIT_FIELDS = ("max_running", "key_field", "key_max_running", *RATE_FIELDS)
+LIMIT_FIELDS = ("max_running", "key_field", "key_max_running", *RATE_FIELDS, "rate_per_key")
 
 
 def _setting(conn: Conn, name: str) -> dict[str, object]:
     row = conn.execute(query("queues", "queue_setting"), {"name": name, "now": None}).fetchone()
     if row is None:
-        return {"paused": False, "note": None, **dict.fromkeys(LIMIT_FIELDS)}
+        return {"paused": False, "note": None, **dict.fromkeys(LIMIT_FIELDS), "rate_per_key": False}
     return {"paused": row["paused"], "note": row["paused_note"],
             **{f: row[f] for f in LIMIT_FIELDS}}  # fmt: skip
 

@@ -243,7 +243,8 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         if setting["paused"]:
             return []
         max_running, key_max_running = setting["max_running"], setting["key_max_running"]
-        tokens = setting.get("rate_tokens_now")
+        per_key_rate = bool(setting.get("rate_per_key"))
+        tokens = None if per_key_rate else setting.get("rate_tokens_now")
         if tokens is not None:  # a rate limit: no more starts than its bucket holds now
             params = {**params, "limit": min(params["limit"], math.floor(tokens))}
             per_second = setting["rate_limit"] / setting["rate_period_seconds"]
@@ -255,13 +256,18 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
             cursor.execute(query("runs", "run_limited_running"), read).fetchall()
         )
         read["full"] = limit_fit.full_keys(running, key_max_running)
+        key_rate = _KeyRate(conn, setting) if per_key_rate else None
+        if key_rate is not None:
+            read["full"] += key_rate.starved()
         read["scan"] = max(params["limit"] * LIMITED_SCAN_FACTOR, LIMITED_SCAN_MIN)
         due = [
             limit_fit.Due(*row)
             for row in cursor.execute(query("runs", "run_limited_candidates"), read)
         ]
+        key_starts = key_rate.starts_for(due) if key_rate is not None else None
         ids = limit_fit.fit(due, running, limit=params["limit"], max_running=max_running,
-                            key_max_running=key_max_running, busy=params["busy"])  # fmt: skip
+                            key_max_running=key_max_running, key_starts=key_starts,
+                            busy=params["busy"])  # fmt: skip
         if not ids:
             return []
         claimed = cursor.execute(
@@ -272,7 +278,51 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
                      "clock": setting["clock"]}  # fmt: skip
             cursor.execute(query("queues", "queue_spend_tokens"), spent)
             queue_limits.rate_bucket_left(params["queue"], spent["tokens"], per_second)
+        if key_rate is not None:
+            key_rate.spend(due, {row[0] for row in claimed})
         return claimed
+
+
+class _KeyRate:
+    """A limited claim's rate per key: the keys whose buckets are empty, the starts each
+    candidate key may make, and what the keys that started runs have left."""
+
+    def __init__(self, conn: Conn, setting: Mapping[str, Any]) -> None:
+        self.conn, self.queue, self.clock = conn, setting["name"], setting["clock"]
+        self.burst = float(setting["rate_burst"])
+        self.tokens: dict[str, float] = {}
+        # the worker looks again when a key's next start may be due
+        per_second = setting["rate_limit"] / setting["rate_period_seconds"]
+        queue_limits.rate_bucket_left(self.queue, 0.0, per_second)
+
+    def starved(self) -> list[str]:
+        rows = self.conn.execute(
+            query("queues", "queue_key_rates_starved"), {"queue": self.queue, "clock": self.clock}
+        )
+        return [r["key"] for r in rows]
+
+    def starts_for(self, due: Sequence[limit_fit.Due]) -> dict[str, int]:
+        keys = sorted({d.key for d in due if d.key is not None})
+        read = {"queue": self.queue, "clock": self.clock, "keys": keys}
+        self.tokens = dict.fromkeys(keys, self.burst)
+        self.tokens.update(
+            (r["key"], r["tokens"])
+            for r in self.conn.execute(query("queues", "queue_key_rates_of"), read)
+        )
+        return {key: math.floor(left) for key, left in self.tokens.items()}
+
+    def spend(self, due: Sequence[limit_fit.Due], claimed: set[int]) -> None:
+        left = dict(self.tokens)
+        for d in due:
+            if d.id in claimed and d.key is not None:
+                left[d.key] -= 1
+        spent = {k: v for k, v in left.items() if v != self.tokens[k]}
+        if spent:
+            self.conn.execute(
+                query("queues", "queue_key_rates_spend"),
+                {"queue": self.queue, "clock": self.clock, "keys": list(spent),
+                 "tokens": list(spent.values())},
+            )  # fmt: skip
 
 
 def _claim_order(row: tuple[Any, ...]) -> tuple[int, datetime]:

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from app.core.config import Settings
 from app.core.db import Conn
 from app.observability import job_stats
-from app.runs import retention, transitions
+from app.runs import queues, retention, transitions
 from app.runs.counters import LEASE_EXPIRIES
 from app.scheduling import schedule_rules, schedules
 from app.services.periodic import run_periodic
@@ -87,6 +87,7 @@ class Reaper:
         if expired:
             log.info("%d runs not started by their deadline: skipped", expired,
                      extra={"count": expired})  # fmt: skip
+        queues.prune_key_rates(conn, now=now)
         aged = transitions.age_priorities(
             conn,
             age_seconds=self.settings.priority_aging_seconds,

@@ -84,6 +84,7 @@ async def limits_form(request: Request) -> Response:
     row = next((q for q in await call(request, queues.overview) if q.name == name), None)
     values = {f: "" if row is None or getattr(row, f) is None else str(getattr(row, f))
               for f in queues.LIMIT_FIELDS}  # fmt: skip
+    values["rate_per_key"] = "yes" if row is not None and row.rate_per_key else ""
     return _limits_page(request, name, values, {})
 
 
@@ -99,7 +100,7 @@ async def set_limits(request: Request) -> Response:
             conn, name, actor=actor, max_running=n["max_running"],
             key_field=values["key_field"] or None, key_max_running=n["key_max_running"],
             rate_limit=n["rate_limit"], rate_period_seconds=n["rate_period_seconds"],
-            rate_burst=n["rate_burst"]))  # fmt: skip
+            rate_burst=n["rate_burst"], rate_per_key=values["rate_per_key"] == "yes"))  # fmt: skip
     except UsageError as exc:
         return _limits_page(request, name, values, field_errors(exc), status=422)
     return redirect(request, f"/queues?done=limited#queue-{quote(name, safe='')}")

@@ -46,6 +46,7 @@ EXPECTED_TABLES = {
     "job_stat_window",
     "job_stat_state",
     "queues",
+    "queue_key_rates",
     "alembic_version",
 }
 

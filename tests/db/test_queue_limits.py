@@ -172,6 +172,7 @@ def test_setting_limits_is_audited(conn: Conn) -> None:
         "rate_limit": None,
         "rate_period_seconds": None,
         "rate_burst": None,
+        "rate_per_key": False,
     }
     (q,) = [q for q in queues.overview(conn) if q.name == "q"]
     assert (q.key_field, q.key_max_running, q.limits_by) == ("customer", 2, "alice")
@@ -276,3 +277,39 @@ def test_a_rate_limit_and_a_key_limit_hold_together(conn: Conn) -> None:
     assert len(_claim(conn, now=start)) == 2
     # the bucket kept what was not spent
     assert len(_claim(conn, now=start + timedelta(seconds=LEASE + 1))) == 2
+
+
+def test_a_rate_per_key_spaces_each_keys_starts_and_lets_other_keys_go(conn: Conn) -> None:
+    _submit(conn, 5, customer="a")
+    _submit(conn, 5, customer="b")
+    _submit(conn, 2)  # no key: not rate-limited per key
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", rate_limit=2,
+                      rate_period_seconds=1, rate_per_key=True, now=start)  # fmt: skip
+
+    def keys_at(seconds: float) -> list[Any]:
+        return sorted(
+            str(r.args.get("customer"))
+            for r in _claim(conn, now=start + timedelta(seconds=seconds))
+        )
+
+    assert keys_at(0) == ["None", "None", "a", "b"]  # one start each: a burst of 1
+    assert keys_at(0.2) == []
+    assert keys_at(0.55) == ["a", "b"]  # one start per key every 0.5 s
+    assert keys_at(0.6) == []
+    (q,) = [q for q in queues.overview(conn) if q.name == "q"]
+    assert queues.limits_sentence(q) == "at most 2 starts per 1 s for each customer"
+    # the reaper drops the buckets that have refilled
+    assert queues.prune_key_rates(conn, now=start + timedelta(seconds=0.7)) == 0
+    assert queues.prune_key_rates(conn, now=start + timedelta(seconds=5)) == 2
+
+
+def test_a_rate_per_key_needs_a_rate_and_a_key(conn: Conn) -> None:
+    for settings, field in [
+        ({"rate_per_key": True, "key_field": "c"}, "rate_limit"),
+        ({"rate_per_key": True, "rate_limit": 1, "rate_period_seconds": 1}, "key_field"),
+        ({"key_field": "c", "rate_limit": 1, "rate_period_seconds": 1}, "key_max_running"),
+    ]:
+        with pytest.raises(QueueError) as refused:
+            queues.set_limits(conn, "q", actor="alice", **settings)
+        assert refused.value.field == field, settings

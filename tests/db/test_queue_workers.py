@@ -18,9 +18,13 @@ from tests.helpers.workers import status_of, submit
 
 
 def _overlap(db_url: str, queue: str) -> int:
-    """The most runs of `queue` that ran at the same moment."""
-    rows = query(db_url, "SELECT started_at, finished_at FROM job_runs WHERE queue = %s", queue)
-    edges = sorted([(r["started_at"], 1) for r in rows] + [(r["finished_at"], -1) for r in rows])
+    """The most runs of `queue` whose handlers ran at the same moment (a `span` handler's
+    own times: a finish is recorded a moment after its handler ends, when the slot is
+    already taken again)."""
+    rows = [
+        r["result"] for r in query(db_url, "SELECT result FROM job_runs WHERE queue = %s", queue)
+    ]
+    edges = sorted([(r["began"], 1) for r in rows] + [(r["ended"], -1) for r in rows])
     most = now = 0
     for _, step in edges:
         now += step
@@ -36,8 +40,8 @@ def test_a_worker_serves_each_queue_with_its_own_concurrency_and_pauses_hold(
     with services(db_url, tmp_path) as start:
         worker = start("worker", "--queues", "default=4,reports=1,held=2")
         worker.wait_for_log("worker started: queue held")
-        reports = submit(db_url, *[NewRun("sleep", {"seconds": 0.2}, queue="reports")] * 4)
-        plain = submit(db_url, *[NewRun("sleep", {"seconds": 0.2})] * 8)
+        reports = submit(db_url, *[NewRun("span", {"seconds": 0.2}, queue="reports")] * 4)
+        plain = submit(db_url, *[NewRun("span", {"seconds": 0.2})] * 8)
         held = submit(db_url, *[NewRun("noop", queue="held")] * 3)
         elsewhere = submit(db_url, NewRun("noop", queue="nobody-serves-this"))
 

@@ -26,6 +26,15 @@ def busy(ctx: JobContext, seconds: float) -> dict[str, Any]:
     return {"spins": spins, "attempt": ctx.attempt}
 
 
+@handler("span")
+async def span(ctx: JobContext, seconds: float, **_key: Any) -> dict[str, float]:
+    """Sleep `seconds`; the result is when the handler itself began and ended (unix time):
+    how many ran at once, told apart from when their claims and finishes were recorded."""
+    began = time.time()
+    await asyncio.sleep(seconds)
+    return {"began": began, "ended": time.time()}
+
+
 @handler("block_loop")
 async def block_loop(ctx: JobContext, seconds: float) -> str:
     """An async handler that wrongly blocks the event loop (a sync call inside async)."""

@@ -68,3 +68,11 @@ def test_the_keys_at_their_limit() -> None:
     assert full_keys(running, 2) == ["a"]
     assert full_keys(running, 3) == []
     assert full_keys(running, None) == []
+
+
+def test_a_rate_per_key_lets_each_key_start_what_its_bucket_holds() -> None:
+    runs = due("a", "a", "b", "b", "b", None, "c")
+    starts = {"a": 1, "b": 2, "c": 0}
+    assert fit(runs, {}, limit=10, key_starts=starts) == [1, 3, 4, 6]
+    # with a key limit too, the tighter one holds
+    assert fit(runs, {"b": 1}, limit=10, key_max_running=2, key_starts=starts) == [1, 3, 6]

@@ -127,6 +127,12 @@ def test_an_operator_sets_a_queues_limits_in_plain_words(
     page = client.get("/queues")
     assert "At most 20 starts every 1 s (5 at once after a quiet spell)" in page.text
     assert "At most 5 at once" not in page.text  # the form replaces every limit
+    per_key = post(client, "/queues/partner/limits",
+                   {"key_field": "customer_id", "rate_limit": "1", "rate_period_seconds": "60",
+                    "rate_per_key": "yes"})  # fmt: skip
+    assert per_key.status_code == 303
+    assert "At most 1 start every 1 min for each customer_id" in client.get("/queues").text
+    assert "checked" in client.get("/queues/partner/limits").text
 
     removed = post(client, "/queues/partner/limits", {"max_running": "", "key_field": "",
                                                       "key_max_running": ""})  # fmt: skip

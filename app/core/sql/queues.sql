@@ -27,7 +27,7 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- (read) one queue's settings, if it has any, with its rate limit's starts available now
 -- (the bucket refilled by the time passed, up to its burst) and the clock that says so.
 SELECT name, paused, paused_by, paused_note, paused_at, max_running, key_field, key_max_running,
-       rate_limit, rate_period_seconds, rate_burst,
+       rate_limit, rate_period_seconds, rate_burst, rate_per_key,
        least(rate_burst::float8,
              coalesce(rate_tokens, rate_burst)
              + greatest(0, extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())
@@ -47,16 +47,17 @@ UPDATE queues SET rate_tokens = %(tokens)s, rate_tokens_at = %(clock)s WHERE nam
 -- runs held back by a limit raised or removed may start now.
 WITH set AS (
     INSERT INTO queues (name, max_running, key_field, key_max_running, rate_limit,
-                        rate_period_seconds, rate_burst, rate_tokens, rate_tokens_at,
-                        limits_by, limits_at, updated_at)
+                        rate_period_seconds, rate_burst, rate_per_key, rate_tokens,
+                        rate_tokens_at, limits_by, limits_at, updated_at)
     VALUES (%(name)s, %(max_running)s, %(key_field)s, %(key_max_running)s, %(rate_limit)s,
-            %(rate_period_seconds)s, %(rate_burst)s, %(rate_tokens)s,
+            %(rate_period_seconds)s, %(rate_burst)s, %(rate_per_key)s, %(rate_tokens)s,
             coalesce(%(now)s::timestamptz, now()), %(actor)s,
             coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
     ON CONFLICT (name) DO UPDATE
     SET max_running = EXCLUDED.max_running, key_field = EXCLUDED.key_field,
         key_max_running = EXCLUDED.key_max_running, rate_limit = EXCLUDED.rate_limit,
         rate_period_seconds = EXCLUDED.rate_period_seconds, rate_burst = EXCLUDED.rate_burst,
+        rate_per_key = EXCLUDED.rate_per_key,
         rate_tokens = EXCLUDED.rate_tokens, rate_tokens_at = EXCLUDED.rate_tokens_at,
         limits_by = EXCLUDED.limits_by, limits_at = EXCLUDED.limits_at,
         updated_at = EXCLUDED.updated_at
@@ -69,6 +70,43 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- (read) whether a queue has a concurrency or rate limit: its workers then claim through
 -- run_claim_limited, one claim at a time.
 SELECT limited FROM queues WHERE name = %(name)s;
+
+-- name: queue_key_rates_starved
+-- (read) the keys of a queue whose rate buckets hold less than one start now: the read of
+-- due runs passes over theirs. (A refilled key's row is dropped by the reaper, so these
+-- are the keys that started runs lately.)
+SELECT b.key
+FROM queue_key_rates b JOIN queues q ON q.name = b.queue
+WHERE b.queue = %(queue)s
+  AND b.tokens + greatest(0, extract(epoch FROM %(clock)s::timestamptz - b.at))
+                 * q.rate_limit / q.rate_period_seconds < 1;
+
+-- name: queue_key_rates_of
+-- (read) these keys' starts available now (their buckets refilled by the time passed, up
+-- to the burst); a key without a row has a full bucket.
+SELECT b.key,
+       least(q.rate_burst::float8,
+             b.tokens + greatest(0, extract(epoch FROM %(clock)s::timestamptz - b.at))
+                        * q.rate_limit / q.rate_period_seconds) AS tokens
+FROM queue_key_rates b JOIN queues q ON q.name = b.queue
+WHERE b.queue = %(queue)s AND b.key = ANY(%(keys)s::text[]);
+
+-- name: queue_key_rates_spend
+-- (no run status change) what the keys that started runs have left, at the claim's clock.
+INSERT INTO queue_key_rates (queue, key, tokens, at)
+SELECT %(queue)s, k.key, k.tokens, %(clock)s
+FROM unnest(%(keys)s::text[], %(tokens)s::float8[]) AS k(key, tokens)
+ON CONFLICT (queue, key) DO UPDATE SET tokens = EXCLUDED.tokens, at = EXCLUDED.at;
+
+-- name: queue_key_rates_prune
+-- (no run status change) the key buckets refilled to their burst (a key without a row has
+-- a full one), and those of queues whose rate no longer applies per key.
+DELETE FROM queue_key_rates b
+USING queues q
+WHERE q.name = b.queue
+  AND (NOT q.rate_per_key
+       OR b.tokens + extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - b.at)
+                     * q.rate_limit / q.rate_period_seconds >= q.rate_burst);
 
 -- name: queue_claim_turn
 -- (no run status change) wait for this queue's claim turn, held to the end of the
@@ -128,7 +166,7 @@ SELECT n.name,
        coalesce(p.minutes, array_fill(0, ARRAY[%(minutes)s])) AS ended_per_minute,
        coalesce(s.paused, false) AS paused, s.paused_by, s.paused_note, s.paused_at,
        s.max_running, s.key_field, s.key_max_running, s.rate_limit, s.rate_period_seconds,
-       s.rate_burst, s.limits_by, s.limits_at
+       s.rate_burst, coalesce(s.rate_per_key, false) AS rate_per_key, s.limits_by, s.limits_at
 FROM names n
 LEFT JOIN live l ON l.queue = n.name
 LEFT JOIN per_minute p ON p.queue = n.name

@@ -468,3 +468,6 @@ class QueueLimitsIn(Strict):
     rate_burst: Count | None = Field(
         None, description="How many may start at once after a quiet spell (default 1)."
     )
+    rate_per_key: bool = Field(
+        False, description="The rate applies to each key (key_field), not the whole queue."
+    )
