@@ -39,7 +39,7 @@ from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
-from app.runs import limit_fit, queue_limits
+from app.runs import key_rates, limit_fit, queue_limits
 from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.runs.states import ACTIVE, RunStatus
@@ -256,7 +256,7 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
             cursor.execute(query("runs", "run_limited_running"), read).fetchall()
         )
         read["full"] = limit_fit.full_keys(running, key_max_running)
-        key_rate = _KeyRate(conn, setting) if per_key_rate else None
+        key_rate = key_rates.KeyRates(conn, setting) if per_key_rate else None
         if key_rate is not None:
             read["full"] += key_rate.starved()
         read["scan"] = max(params["limit"] * LIMITED_SCAN_FACTOR, LIMITED_SCAN_MIN)
@@ -281,48 +281,6 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         if key_rate is not None:
             key_rate.spend(due, {row[0] for row in claimed})
         return claimed
-
-
-class _KeyRate:
-    """A limited claim's rate per key: the keys whose buckets are empty, the starts each
-    candidate key may make, and what the keys that started runs have left."""
-
-    def __init__(self, conn: Conn, setting: Mapping[str, Any]) -> None:
-        self.conn, self.queue, self.clock = conn, setting["name"], setting["clock"]
-        self.burst = float(setting["rate_burst"])
-        self.tokens: dict[str, float] = {}
-        # the worker looks again when a key's next start may be due
-        per_second = setting["rate_limit"] / setting["rate_period_seconds"]
-        queue_limits.rate_bucket_left(self.queue, 0.0, per_second)
-
-    def starved(self) -> list[str]:
-        rows = self.conn.execute(
-            query("queues", "queue_key_rates_starved"), {"queue": self.queue, "clock": self.clock}
-        )
-        return [r["key"] for r in rows]
-
-    def starts_for(self, due: Sequence[limit_fit.Due]) -> dict[str, int]:
-        keys = sorted({d.key for d in due if d.key is not None})
-        read = {"queue": self.queue, "clock": self.clock, "keys": keys}
-        self.tokens = dict.fromkeys(keys, self.burst)
-        self.tokens.update(
-            (r["key"], r["tokens"])
-            for r in self.conn.execute(query("queues", "queue_key_rates_of"), read)
-        )
-        return {key: math.floor(left) for key, left in self.tokens.items()}
-
-    def spend(self, due: Sequence[limit_fit.Due], claimed: set[int]) -> None:
-        left = dict(self.tokens)
-        for d in due:
-            if d.id in claimed and d.key is not None:
-                left[d.key] -= 1
-        spent = {k: v for k, v in left.items() if v != self.tokens[k]}
-        if spent:
-            self.conn.execute(
-                query("queues", "queue_key_rates_spend"),
-                {"queue": self.queue, "clock": self.clock, "keys": list(spent),
-                 "tokens": list(spent.values())},
-            )  # fmt: skip
 
 
 def _claim_order(row: tuple[Any, ...]) -> tuple[int, datetime]:

@@ -50,7 +50,12 @@ def test_an_operator_pauses_and_resumes_a_queue_while_a_worker_serves_it(
         expect(row).to_contain_text("3")
         _check(page, "waiting")
 
-        row.get_by_label("Why pause reports? (optional)").fill("the warehouse is moving")
+        note = row.get_by_label("Why pause reports? (optional)")
+        note.fill("the warehouse is moving")
+        # a run arrives meanwhile: the table refreshes itself, and what was typed stays
+        reports += submit(db_url, NewRun("noop", queue="reports"))
+        expect(row.locator('td[data-label="Waiting"]')).to_contain_text("4")
+        expect(note).to_have_value("the warehouse is moving")
         row.get_by_role("button", name="Pause reports").click()
         page.wait_for_url("**done=paused**")
         expect(page.get_by_role("status")).to_contain_text("Queue paused")
