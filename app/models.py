@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlmodel import Field, SQLModel
 
 from app.catalog.job_fields import JobFields
@@ -1024,7 +1024,8 @@ class Queue(QueueFields, table=True):
             "key_max_running IS NULL OR key_field IS NOT NULL", name="queues_key_limit_keyed"
         ),
         sa.CheckConstraint(
-            "(key_field IS NULL) = (key_max_running IS NULL AND NOT rate_per_key)",
+            "(key_field IS NULL) = "
+            "(key_max_running IS NULL AND NOT rate_per_key AND NOT fair_share)",
             name="queues_key_field_used",
         ),
         sa.CheckConstraint(
@@ -1048,6 +1049,9 @@ class Queue(QueueFields, table=True):
             "AND (rate_limit IS NULL) = (rate_burst IS NULL)",
             name="queues_rate_whole",
         ),
+        sa.CheckConstraint(
+            "jsonb_typeof(key_weights) = 'object'", name="queues_key_weights_object"
+        ),
     )
 
     # Its name, pause and limits are QueueFields'.
@@ -1058,7 +1062,8 @@ class Queue(QueueFields, table=True):
         sa_column=sa.Column(
             sa.Boolean,
             sa.Computed(
-                "max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL",
+                "max_running IS NOT NULL OR key_max_running IS NOT NULL OR rate_limit IS NOT NULL"
+                " OR fair_share",
                 persisted=True,
             ),
         ),
@@ -1078,3 +1083,17 @@ class QueueKeyRate(SQLModel, table=True):
     key: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
     tokens: float = Field(sa_column=sa.Column(sa.Float, nullable=False))
     at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
+
+
+class QueueFairTurn(SQLModel, table=True):
+    """A fairly shared queue's due runs in turn order, as its claims last read them: each
+    claim takes its runs off the front, and reads them afresh once `read_at` is a second
+    old (`app.runs.fair_turns`)."""
+
+    __tablename__ = "queue_fair_turns"
+
+    queue: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    ids: list[int] = Field(sa_column=sa.Column(ARRAY(sa.BigInteger), nullable=False))
+    keys: list[str | None] = Field(sa_column=sa.Column(ARRAY(sa.Text), nullable=False))
+    suspects: list[bool] = Field(sa_column=sa.Column(ARRAY(sa.Boolean), nullable=False))
+    read_at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))

@@ -24,17 +24,20 @@ def cmd_queue(args: argparse.Namespace, settings: Settings) -> int:
             print(f"queue {args.name!r} resumed")
         elif args.queue_command == "limit":
             given = (args.max_running, args.key_field, args.per_key, args.rate,
-                     args.per_seconds, args.burst, args.rate_per_key or None)  # fmt: skip
+                     args.per_seconds, args.burst, args.rate_per_key or None,
+                     args.fair_share or None, args.weight)  # fmt: skip
             if args.none == any(v is not None for v in given):
                 raise queues.QueueError(
-                    "give the limits (--max-running, --key-field with --per-key, --rate with "
-                    "--per-seconds), or --none to remove them"
+                    "give the limits (--max-running, --key-field with --per-key or "
+                    "--fair-share, --rate with --per-seconds), or --none to remove them"
                 )
             queues.set_limits(conn, args.name, actor=audit.cli_actor(),
                               max_running=args.max_running, key_field=args.key_field,
                               key_max_running=args.per_key, rate_limit=args.rate,
                               rate_period_seconds=args.per_seconds,
-                              rate_burst=args.burst, rate_per_key=args.rate_per_key)  # fmt: skip
+                              rate_burst=args.burst, rate_per_key=args.rate_per_key,
+                              fair_share=args.fair_share,
+                              key_weights=_weights(args.weight or []))  # fmt: skip
             (q,) = [q for q in queues.overview(conn) if q.name == args.name]
             print(f"queue {args.name!r}: {queues.limits_sentence(q)}")
         else:
@@ -90,4 +93,29 @@ def add_queue_commands(sub: Any) -> None:
         action="store_true",
         help="the rate applies to each key (--key-field) rather than the whole queue",
     )
+    limit.add_argument(
+        "--fair-share",
+        action="store_true",
+        help="start runs key by key in turns (--key-field), so that no key's backlog holds "
+        "another's runs up",
+    )
+    limit.add_argument(
+        "--weight",
+        action="append",
+        metavar="KEY=N",
+        help="with --fair-share: N starts per turn for KEY (1 unless given); repeat for more",
+    )
     limit.add_argument("--none", action="store_true", help="remove the queue's limits")
+
+
+def _weights(given: list[str]) -> dict[str, int]:
+    """`--weight acme=3 --weight globex=2` as {"acme": 3, "globex": 2}."""
+    from app.runs.queues import QueueError
+
+    weights = {}
+    for item in given:
+        key, sep, number = item.rpartition("=")
+        if not sep or not key or not number.strip().isdigit():
+            raise QueueError(f"--weight takes KEY=N with N a whole number, got {item!r}")
+        weights[key] = int(number)
+    return weights

@@ -42,9 +42,7 @@ def fit(
     """The ids of `due` to claim, in claim order: at most `limit`, within the limits.
     `running` counts the queue's runs running now by key (None: those without one);
     `key_starts`, for a rate per key, how many runs of each key may start now."""
-    room = limit
-    if max_running is not None:
-        room = min(room, max_running - sum(running.values()))
+    room = limit_room(running, limit=limit, max_running=max_running)
     held = dict(running)
     started: dict[str, int] = {}
     taken: list[int] = []
@@ -63,6 +61,13 @@ def fit(
         if run.key is not None:
             started[run.key] = started.get(run.key, 0) + 1
     return taken
+
+
+def limit_room(running: Mapping[str | None, int], *, limit: int, max_running: int | None) -> int:
+    """How many runs a claim of at most `limit` may start within the queue's `max_running`."""
+    if max_running is None:
+        return limit
+    return min(limit, max_running - sum(running.values()))
 
 
 def full_keys(running: Mapping[str | None, int], key_max_running: int | None) -> list[str]:

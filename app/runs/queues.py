@@ -10,9 +10,11 @@ no worker starts anything from it until it is resumed, and nothing in it is lost
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import sqlalchemy as sa
+from psycopg.types.json import Jsonb
 from pydantic import Field
 
 from app.core import fields, limits
@@ -78,6 +80,16 @@ class QueueFields(Fields):
         default=None,
         description="How many may start at once after a quiet spell (1: evenly spaced).",
     )
+    fair_share: bool = column(
+        sa.Boolean,
+        default=False,
+        server_default=sa.false(),
+        description="Its runs start key by key in turns (key_field), so that no key's "
+        "backlog holds another key's runs up.",
+    )
+    key_weights: dict[str, int] = fields.json_object(
+        "With fair_share: the keys that get more than one start per turn, and how many."
+    )
     limits_by: str | None = column(sa.Text, nullable=True)
     limits_at: datetime | None = moment()
 
@@ -95,7 +107,7 @@ class QueueRow(QueueFields):
 
 def limits_sentence(queue: QueueFields) -> str:
     """A queue's limits in a sentence: `at most 5 running, 1 per customer_id, 20 starts
-    per 1 s`."""
+    per 1 s; fair turns per tenant (weights: acme 3)`."""
     parts = []
     if queue.max_running is not None:
         parts.append(f"{queue.max_running} running")
@@ -106,7 +118,12 @@ def limits_sentence(queue: QueueFields) -> str:
         each = f" for each {queue.key_field}" if queue.rate_per_key else ""
         starts = "start" if queue.rate_limit == 1 else "starts"
         parts.append(f"{queue.rate_limit} {starts} per {queue.rate_period_seconds} s{each}{burst}")
-    return "at most " + ", ".join(parts) if parts else "no limits"
+    sentence = ["at most " + ", ".join(parts)] if parts else []
+    if queue.fair_share:
+        weights = ", ".join(f"{k} {w}" for k, w in sorted(queue.key_weights.items()))
+        sentence.append(f"fair turns per {queue.key_field}"
+                        + (f" (weights: {weights})" if weights else ""))  # fmt: skip
+    return "; ".join(sentence) or "no limits"
 
 
 def check_name(name: str) -> str:
@@ -156,6 +173,8 @@ def set_limits(
     rate_period_seconds: int | None = None,
     rate_burst: int | None = None,
     rate_per_key: bool = False,
+    fair_share: bool = False,
+    key_weights: Mapping[str, int] | None = None,
     now: datetime | None = None,
 ) -> None:
     """Set queue `name`'s fleet-wide limits, replacing the ones it had (None: no limit): at
@@ -163,7 +182,8 @@ def set_limits(
     (the value of a run's args field `key_field`), and at most `rate_limit` starts per
     `rate_period_seconds`, evenly spaced unless `rate_burst` lets that many start at once;
     with `rate_per_key`, that rate for each key. Runs over a limit wait, pending, attempt
-    unspent."""
+    unspent. With `fair_share`, runs start key by key in turns, `key_weights[key]` of a
+    key's per turn (1 unless listed), its own runs in priority order."""
     check_name(name)
     rate = _checked_rate(rate_limit, rate_period_seconds, rate_burst)
     with limits.refused_as(QueueError):
@@ -178,27 +198,29 @@ def set_limits(
         if key_field is not None:
             with about("key_field"):
                 key_field = limits.check_name("the key field", key_field)
-    if not isinstance(rate_per_key, bool):
-        raise QueueError(
-            f"rate_per_key must be true or false, got {rate_per_key!r}", "rate_per_key"
-        )
+    for flag, value in (("rate_per_key", rate_per_key), ("fair_share", fair_share)):
+        if not isinstance(value, bool):
+            raise QueueError(f"{flag} must be true or false, got {value!r}", flag)
+    weights = _checked_weights(key_weights or {})
+    if weights and not fair_share:
+        raise QueueError("weights apply to fair turns between keys (fair_share)", "key_weights")
     if rate_per_key and rate["rate_limit"] is None:
         raise QueueError("a rate for each key needs a rate (rate_limit)", "rate_limit")
-    if (key_field is None) != (key_max_running is None and not rate_per_key):
+    if (key_field is None) != (key_max_running is None and not rate_per_key and not fair_share):
         raise QueueError(
             "a limit per key needs both the input field that names a run's key and how "
-            "many runs of one key may run at once (or a rate for each key)",
+            "many runs of one key may run at once (or a rate for each key, or fair turns)",
             "key_field" if key_field is None else "key_max_running",
         )
     after = {"max_running": max_running, "key_field": key_field,
-             "key_max_running": key_max_running, **rate, "rate_per_key": rate_per_key}  # fmt: skip
+             "key_max_running": key_max_running, **rate, "rate_per_key": rate_per_key,
+             "fair_share": fair_share, "key_weights": weights}  # fmt: skip
     with conn.transaction():
         before = _setting(conn, name)
-        conn.execute(
-            query("queues", "queue_set_limits"),
-            # the bucket starts full: a new rate lets its burst start at once
-            {"name": name, "actor": actor, "now": now, "rate_tokens": rate["rate_burst"], **after},
-        )
+        # the bucket starts full: a new rate lets its burst start at once
+        setting = {"name": name, "actor": actor, "now": now, "rate_tokens": rate["rate_burst"],
+                   **after, "key_weights": Jsonb(weights)}  # fmt: skip
+        conn.execute(query("queues", "queue_set_limits"), setting)
         audit.record(conn, actor, "queue.limits", "queue", name,
                      before={k: before[k] for k in after}, after=after, now=now)  # fmt: skip
     queue_limits.forget(name)
@@ -236,14 +258,32 @@ def _checked_rate(
             "rate_burst": rate_burst}  # fmt: skip
 
 
+def _checked_weights(weights: Mapping[str, int]) -> dict[str, int]:
+    """Fair share's weights per key, checked: at most MAX_WEIGHTS keys, each 1 to MAX_WEIGHT."""
+    if not isinstance(weights, Mapping):
+        raise QueueError("the weights must map keys to whole numbers", "key_weights")
+    if len(weights) > MAX_WEIGHTS:
+        raise QueueError(f"at most {MAX_WEIGHTS:,} keys may have a weight", "key_weights")
+    checked = {}
+    with limits.refused_as(QueueError), about("key_weights"):
+        for key, weight in weights.items():
+            key = limits.check_text("a weighted key", key, limits.MAX_KEY_LENGTH)
+            checked[key] = limits.check_whole(f"the weight of {key!r}", weight, 1, MAX_WEIGHT)
+    return checked
+
+
+MAX_WEIGHT = 1000  # a key's starts per turn, with fair share
+MAX_WEIGHTS = 1000  # keys with a weight of their own, per queue
 RATE_FIELDS = ("rate_limit", "rate_period_seconds", "rate_burst")
-LIMIT_FIELDS = ("max_running", "key_field", "key_max_running", *RATE_FIELDS, "rate_per_key")
+LIMIT_FIELDS = ("max_running", "key_field", "key_max_running", *RATE_FIELDS, "rate_per_key",
+                "fair_share", "key_weights")  # fmt: skip
 
 
 def _setting(conn: Conn, name: str) -> dict[str, object]:
     row = conn.execute(query("queues", "queue_setting"), {"name": name, "now": None}).fetchone()
     if row is None:
-        return {"paused": False, "note": None, **dict.fromkeys(LIMIT_FIELDS), "rate_per_key": False}
+        return {"paused": False, "note": None, **dict.fromkeys(LIMIT_FIELDS), "rate_per_key": False,
+                "fair_share": False, "key_weights": {}}  # fmt: skip
     return {"paused": row["paused"], "note": row["paused_note"],
             **{f: row[f] for f in LIMIT_FIELDS}}  # fmt: skip
 

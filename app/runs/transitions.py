@@ -39,7 +39,7 @@ from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
-from app.runs import key_rates, limit_fit, queue_limits
+from app.runs import fair_turns, key_rates, limit_fit, queue_limits
 from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.runs.states import ACTIVE, RunStatus
@@ -260,19 +260,34 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         if key_rate is not None:
             read["full"] += key_rate.starved()
         read["scan"] = max(params["limit"] * LIMITED_SCAN_FACTOR, LIMITED_SCAN_MIN)
-        due = [
-            limit_fit.Due(*row)
-            for row in cursor.execute(query("runs", "run_limited_candidates"), read)
-        ]
-        key_starts = key_rate.starts_for(due) if key_rate is not None else None
-        ids = limit_fit.fit(due, running, limit=params["limit"], max_running=max_running,
-                            key_max_running=key_max_running, key_starts=key_starts,
-                            busy=params["busy"])  # fmt: skip
+
+        def choose(due: list[limit_fit.Due]) -> list[int]:
+            key_starts = key_rate.starts_for(due) if key_rate is not None else None
+            return limit_fit.fit(due, running, limit=params["limit"], max_running=max_running,
+                                 key_max_running=key_max_running, key_starts=key_starts,
+                                 busy=params["busy"])  # fmt: skip
+
+        turns = fair_turns.FairTurns(conn, read, setting) if setting.get("fair_share") else None
+        if turns is None:
+            candidates = cursor.execute(query("runs", "run_limited_candidates"), read)
+            due = [limit_fit.Due(*row) for row in candidates]
+            ids = choose(due)
+        else:  # key by key in turns
+            due = turns.due()
+            ids = choose(due)
+            room = limit_fit.limit_room(running, limit=params["limit"], max_running=max_running)
+            if turns.kept and len(ids) < room:  # the kept turns fall short: read them afresh
+                due = turns.read()
+                ids = choose(due)
         if not ids:
+            if turns is not None and not turns.kept:
+                turns.keep(due, set())
             return []
         claimed = cursor.execute(
             query("runs", "run_claim_limited"), {**params, "ids": ids}
         ).fetchall()
+        if turns is not None:  # off the turns: the runs claimed, and those no longer due
+            turns.keep(due, set(ids))
         if tokens is not None:
             spent = {"name": params["queue"], "tokens": tokens - len(claimed),
                      "clock": setting["clock"]}  # fmt: skip

@@ -85,6 +85,10 @@ async def limits_form(request: Request) -> Response:
     values = {f: "" if row is None or getattr(row, f) is None else str(getattr(row, f))
               for f in queues.LIMIT_FIELDS}  # fmt: skip
     values["rate_per_key"] = "yes" if row is not None and row.rate_per_key else ""
+    values["fair_share"] = "yes" if row is not None and row.fair_share else ""
+    values["key_weights"] = "\n".join(
+        f"{key} = {weight}" for key, weight in sorted((row.key_weights if row else {}).items())
+    )
     return _limits_page(request, name, values, {})
 
 
@@ -100,10 +104,28 @@ async def set_limits(request: Request) -> Response:
             conn, name, actor=actor, max_running=n["max_running"],
             key_field=values["key_field"] or None, key_max_running=n["key_max_running"],
             rate_limit=n["rate_limit"], rate_period_seconds=n["rate_period_seconds"],
-            rate_burst=n["rate_burst"], rate_per_key=values["rate_per_key"] == "yes"))  # fmt: skip
+            rate_burst=n["rate_burst"], rate_per_key=values["rate_per_key"] == "yes",
+            fair_share=values["fair_share"] == "yes",
+            key_weights=_weights(values["key_weights"])))  # fmt: skip
     except UsageError as exc:
         return _limits_page(request, name, values, field_errors(exc), status=422)
     return redirect(request, f"/queues?done=limited#queue-{quote(name, safe='')}")
+
+
+def _weights(text: str) -> dict[str, int]:
+    """The weights box, one `key = number` a line, as {key: number}."""
+    weights = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, sep, number = line.rpartition("=")
+        if not sep or not key.strip() or not number.strip().isdigit():
+            raise queues.QueueError(
+                f"line {n} of the weights: write a key, '=' and a whole number, like acme = 3",
+                "key_weights",
+            )
+        weights[key.strip()] = int(number)
+    return weights
 
 
 def _limits_page(request: Request, name: str, values: dict[str, str], errors: dict[str, str],

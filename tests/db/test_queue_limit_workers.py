@@ -133,3 +133,35 @@ def test_a_rate_limit_holds_across_three_workers(db_url: str, tmp_path: Path) ->
         assert (window[i + 4] - window[i]).total_seconds() >= 0.15, "five starts within 0.15 s"
     workers_used = query(db_url, "SELECT count(DISTINCT worker) AS n FROM job_run_attempts")
     assert workers_used[0]["n"] == 3
+
+
+def test_fair_share_starts_a_small_tenant_within_a_bounded_wait(
+    db_url: str, tmp_path: Path
+) -> None:
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        queues.set_limits(conn, QUEUE, actor="test", key_field="tenant", fair_share=True)
+    submit(db_url, *[NewRun("noop", {"tenant": "a"}, queue=QUEUE)] * 10_000)
+    submit(db_url, *[NewRun("noop", {"tenant": "b"}, queue=QUEUE)] * 10)
+    with services(db_url, tmp_path) as start:
+        workers = [start("worker", "--queues", f"{QUEUE}=8") for _ in range(3)]
+        wait_until(lambda: _count(db_url, "completed") == 10_010, "every run to end", 240,
+                   workers[0])  # fmt: skip
+        for worker in workers:
+            assert worker.stop() == 0
+    rows = query(
+        db_url,
+        "SELECT args ->> 'tenant' AS tenant, started_at, created_at FROM job_runs"
+        " ORDER BY started_at",
+    )
+    b_starts = [r["started_at"] for r in rows if r["tenant"] == "b"]
+    a_before_b = sum(r["started_at"] < b_starts[-1] for r in rows if r["tenant"] == "a")
+    # b's runs all started within its first turns, not after a's backlog: a started at
+    # most a few claims' worth of runs before b's last one
+    assert a_before_b <= 100, a_before_b
+    drain = (rows[-1]["started_at"] - rows[0]["started_at"]).total_seconds()
+    b_waits = sorted((r["started_at"] - rows[0]["started_at"]).total_seconds()
+                     for r in rows if r["tenant"] == "b")  # fmt: skip
+    print(
+        f"a's backlog drained in {drain:.1f} s; b's slowest start {b_waits[-1]:.2f} s after the first"
+    )
+    assert b_waits[-1] < drain / 10

@@ -173,6 +173,8 @@ def test_setting_limits_is_audited(conn: Conn) -> None:
         "rate_period_seconds": None,
         "rate_burst": None,
         "rate_per_key": False,
+        "fair_share": False,
+        "key_weights": {},
     }
     (q,) = [q for q in queues.overview(conn) if q.name == "q"]
     assert (q.key_field, q.key_max_running, q.limits_by) == ("customer", 2, "alice")
@@ -218,7 +220,7 @@ def test_the_cli_sets_lists_and_removes_limits(db_url: str, conn: Conn) -> None:
     assert line.endswith("\topen\tat most 5 running, 1 per customer")
 
     for args, message in [
-        ([], "give the limits (--max-running, --key-field with --per-key, --rate with"),
+        ([], "give the limits (--max-running, --key-field with --per-key or --fair-share,"),
         (["--per-key", "2"], "a limit per key needs both"),
         (["--max-running", "0"], "the most running at once must be between 1 and 1,000,000"),
         (["--none", "--max-running", "3"], "give the limits"),

@@ -218,3 +218,29 @@ def test_metrics_give_each_queues_limits(db_url: str, conn: Any) -> None:
     assert 'queue="default",scope=' not in exposed
     assert 'sundial_queue_rate_limit_per_second{queue="partner-api"} 0.5' in exposed
     assert 'sundial_queue_rate_limit_per_second{queue="partner"}' not in exposed
+
+
+def test_an_operator_shares_a_queue_fairly_between_customers_with_weights(
+    as_role: Callable[[str], TestClient], conn: Any
+) -> None:
+    client = as_role("operator")
+    saved = post(client, "/queues/partner/limits", {
+        "key_field": "customer_id", "fair_share": "yes",
+        "key_weights": "acme = 3\n\n  big co = 2  "})  # fmt: skip
+    assert saved.status_code == 303, saved.text
+    page = client.get("/queues").text
+    assert "Turns for each customer_id (acme 3 at a time, big co 2 at a time)" in page
+    form = client.get("/queues/partner/limits").text
+    assert "acme = 3\nbig co = 2" in form and 'name="fair_share" value="yes" checked' in form
+    for values, message in [
+        ({"key_field": "customer_id", "fair_share": "yes", "key_weights": "acme"},
+         "line 1 of the weights: write a key, &#39;=&#39; and a whole number, like acme = 3"),
+        ({"key_field": "customer_id", "fair_share": "yes", "key_weights": "acme = 0"},
+         "the weight of &#39;acme&#39; must be between 1 and 1,000"),
+        ({"key_field": "customer_id", "key_weights": "acme = 2"}, "weights apply to fair turns"),
+        ({"fair_share": "yes"}, "a limit per key needs both"),
+    ]:  # fmt: skip
+        refused = post(client, "/queues/partner/limits", values)
+        assert refused.status_code == 422 and message in refused.text, (values, refused.text)
+    row = conn.execute("SELECT fair_share, key_weights FROM queues WHERE name = 'partner'")
+    assert row.fetchone() == {"fair_share": True, "key_weights": {"acme": 3, "big co": 2}}

@@ -27,7 +27,7 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 -- (read) one queue's settings, if it has any, with its rate limit's starts available now
 -- (the bucket refilled by the time passed, up to its burst) and the clock that says so.
 SELECT name, paused, paused_by, paused_note, paused_at, max_running, key_field, key_max_running,
-       rate_limit, rate_period_seconds, rate_burst, rate_per_key,
+       rate_limit, rate_period_seconds, rate_burst, rate_per_key, fair_share, key_weights,
        least(rate_burst::float8,
              coalesce(rate_tokens, rate_burst)
              + greatest(0, extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())
@@ -42,32 +42,36 @@ FROM queues WHERE name = %(name)s;
 UPDATE queues SET rate_tokens = %(tokens)s, rate_tokens_at = %(clock)s WHERE name = %(name)s;
 
 -- name: queue_set_limits
--- (no run status change) a queue's concurrency and rate limits (NULL: none), its rate
+-- (no run status change) a queue's concurrency and rate limits (NULL: none) and fair share, its rate
 -- bucket full (its burst), and wake the workers:
 -- runs held back by a limit raised or removed may start now.
 WITH set AS (
     INSERT INTO queues (name, max_running, key_field, key_max_running, rate_limit,
-                        rate_period_seconds, rate_burst, rate_per_key, rate_tokens,
-                        rate_tokens_at, limits_by, limits_at, updated_at)
+                        rate_period_seconds, rate_burst, rate_per_key, fair_share, key_weights,
+                        rate_tokens, rate_tokens_at, limits_by, limits_at, updated_at)
     VALUES (%(name)s, %(max_running)s, %(key_field)s, %(key_max_running)s, %(rate_limit)s,
-            %(rate_period_seconds)s, %(rate_burst)s, %(rate_per_key)s, %(rate_tokens)s,
+            %(rate_period_seconds)s, %(rate_burst)s, %(rate_per_key)s, %(fair_share)s,
+            %(key_weights)s, %(rate_tokens)s,
             coalesce(%(now)s::timestamptz, now()), %(actor)s,
             coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
     ON CONFLICT (name) DO UPDATE
     SET max_running = EXCLUDED.max_running, key_field = EXCLUDED.key_field,
         key_max_running = EXCLUDED.key_max_running, rate_limit = EXCLUDED.rate_limit,
         rate_period_seconds = EXCLUDED.rate_period_seconds, rate_burst = EXCLUDED.rate_burst,
-        rate_per_key = EXCLUDED.rate_per_key,
+        rate_per_key = EXCLUDED.rate_per_key, fair_share = EXCLUDED.fair_share,
+        key_weights = EXCLUDED.key_weights,
         rate_tokens = EXCLUDED.rate_tokens, rate_tokens_at = EXCLUDED.rate_tokens_at,
         limits_by = EXCLUDED.limits_by, limits_at = EXCLUDED.limits_at,
         updated_at = EXCLUDED.updated_at
     RETURNING name
+), turns_forgotten AS (  -- read afresh, with the new weights
+    DELETE FROM queue_fair_turns WHERE queue = %(name)s
 )
 SELECT set.name FROM set
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: queue_limited
--- (read) whether a queue has a concurrency or rate limit: its workers then claim through
+-- (read) whether a queue has a concurrency or rate limit or shares fairly: its workers then claim through
 -- run_claim_limited, one claim at a time.
 SELECT limited FROM queues WHERE name = %(name)s;
 
@@ -166,9 +170,27 @@ SELECT n.name,
        coalesce(p.minutes, array_fill(0, ARRAY[%(minutes)s])) AS ended_per_minute,
        coalesce(s.paused, false) AS paused, s.paused_by, s.paused_note, s.paused_at,
        s.max_running, s.key_field, s.key_max_running, s.rate_limit, s.rate_period_seconds,
-       s.rate_burst, coalesce(s.rate_per_key, false) AS rate_per_key, s.limits_by, s.limits_at
+       s.rate_burst, coalesce(s.rate_per_key, false) AS rate_per_key,
+       coalesce(s.fair_share, false) AS fair_share, coalesce(s.key_weights, '{}') AS key_weights,
+       s.limits_by, s.limits_at
 FROM names n
 LEFT JOIN live l ON l.queue = n.name
 LEFT JOIN per_minute p ON p.queue = n.name
 LEFT JOIN queues s ON s.name = n.name
 ORDER BY n.name;
+
+-- name: queue_fair_turns_read
+-- (read) a fairly shared queue's turns as its claims last kept them, and whether they were
+-- read less than %(fresh_seconds)s before the claim's clock.
+SELECT ids, keys, suspects, read_at,
+       read_at > %(clock)s::timestamptz - make_interval(secs => %(fresh_seconds)s) AS fresh
+FROM queue_fair_turns WHERE queue = %(queue)s;
+
+-- name: queue_fair_turns_keep
+-- (no run status change) a fairly shared queue's turns left after a claim; `read_at` says
+-- when they were read from the runs (a claim that took from them keeps theirs).
+INSERT INTO queue_fair_turns (queue, ids, keys, suspects, read_at)
+VALUES (%(queue)s, %(ids)s, %(keys)s, %(suspects)s, %(read_at)s)
+ON CONFLICT (queue) DO UPDATE
+SET ids = EXCLUDED.ids, keys = EXCLUDED.keys, suspects = EXCLUDED.suspects,
+    read_at = EXCLUDED.read_at;

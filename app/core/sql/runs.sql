@@ -103,12 +103,37 @@ WHERE status = 'pending' AND queue = %(queue)s
 ORDER BY priority DESC, run_at
 LIMIT %(scan)s;
 
+-- name: run_fair_candidates
+-- (read) run_limited_candidates for a queue that shares fairly between its keys: its due
+-- runs in turns, each key's runs in claim order, %(weights)s[key] of a key's per turn (1
+-- unless listed; the runs without a key share one place), a turn's runs by priority, then
+-- age. A key with 10,000 runs waiting has as many places in the first turn as a key with
+-- one. Reads every due run of the queue (no index holds the keys).
+WITH due AS (
+    SELECT id, args ->> %(key_field)s::text AS key, crash_count > 0 AS suspect, priority, run_at
+    FROM job_runs
+    WHERE status = 'pending' AND queue = %(queue)s
+      AND run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+      AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
+      AND (args ->> %(key_field)s::text IS NULL
+           OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
+), ranked AS (
+    SELECT id, key, suspect, priority, run_at,
+           row_number() OVER (PARTITION BY key ORDER BY priority DESC, run_at, id) AS nth
+    FROM due
+)
+SELECT id, key, suspect
+FROM ranked
+WHERE nth <= %(scan)s
+ORDER BY ceil(nth / coalesce((%(weights)s::jsonb ->> key)::float8, 1)), priority DESC, run_at, id
+LIMIT %(scan)s;
+
 -- name: run_claim_limited
 -- pending -> running: lease these runs of a limited queue to one worker, the ones
--- `app.runs.limit_fit` chose within its limits from run_limited_candidates, in the queue's
--- claim turn (queues.sql queue_claim_turn). A run cancelled since it was read is passed
--- over (the WHERE clause reads its new version). The lease, fencing token and begun
--- attempt are run_claim's; the clock is the statement's, read after the turn was taken,
+-- `app.runs.limit_fit` chose within its limits from run_limited_candidates (or a fairly
+-- shared queue's turns), in the queue's claim turn (queues.sql queue_claim_turn). A run
+-- cancelled since it was read is passed over (the WHERE clause reads its new version), as
+-- is one past its deadline. The lease, fencing token and begun attempt are run_claim's; the clock is the statement's, read after the turn was taken,
 -- so a run's start is never before the end of the run whose place it took.
 WITH claimed AS (
 UPDATE job_runs r
@@ -120,6 +145,8 @@ SET status = 'running',
     began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
     started_at = coalesce(%(now)s::timestamptz, statement_timestamp())
 WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[]))) AND r.status = 'pending'
+  -- (a fairly shared queue's turns are kept a moment: a deadline may have passed since)
+  AND (r.deadline IS NULL OR r.deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
 RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
           CASE WHEN r.dag_run_id IS NOT NULL THEN (

@@ -38,7 +38,7 @@ from app.core.fields import (
     WholeSeconds,
 )
 from app.handlers.execution_models import ExecutionModel
-from app.runs.queues import QueueRow
+from app.runs.queues import MAX_WEIGHT, MAX_WEIGHTS, QueueRow
 from app.runs.run_fields import AttemptFields, RunRow, RunSettingsFields
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
@@ -470,4 +470,15 @@ class QueueLimitsIn(Strict):
     )
     rate_per_key: bool = Field(
         False, description="The rate applies to each key (key_field), not the whole queue."
+    )
+    fair_share: bool = Field(
+        False,
+        description="Start runs key by key in turns (key_field), so that no key's backlog "
+        "holds another key's runs up; each key's own runs in priority order.",
+    )
+    key_weights: dict[Key, Annotated[int, Field(ge=1, le=MAX_WEIGHT, strict=True)]] = Field(
+        default_factory=dict,
+        max_length=MAX_WEIGHTS,
+        description="With fair_share: a key's starts per turn (1 unless listed), e.g. "
+        '{"acme": 3}; at most 1,000 keys.',
     )
