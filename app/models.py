@@ -106,6 +106,10 @@ class JobDefinition(JobFields, table=True):
             _between("char_length(queue)", 1, limits.MAX_NAME_LENGTH),
             name="job_definitions_queue_length",
         ),
+        sa.CheckConstraint(
+            f"cardinality(dependencies) <= {limits.MAX_DEPENDENCIES}",
+            name="job_definitions_dependencies_count",
+        ),
     )
 
     # Its fields (name, handler and run settings) are JobFields'.
@@ -1097,3 +1101,98 @@ class QueueFairTurn(SQLModel, table=True):
     keys: list[str | None] = Field(sa_column=sa.Column(ARRAY(sa.Text), nullable=False))
     suspects: list[bool] = Field(sa_column=sa.Column(ARRAY(sa.Boolean), nullable=False))
     read_at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
+
+
+class Dependency(SQLModel, table=True):
+    """A service that job definitions name as called by their runs, with its circuit
+    breaker: settings, and state (closed, open, half_open) as `app.runs.breakers` keeps it."""
+
+    __tablename__ = "dependencies"
+    __table_args__ = (
+        sa.CheckConstraint(
+            _between("char_length(name)", 1, limits.MAX_NAME_LENGTH),
+            name="dependencies_name_length",
+        ),
+        sa.CheckConstraint("state IN ('closed', 'open', 'half_open')", name="dependencies_state"),
+        sa.CheckConstraint(
+            "failure_threshold > 0 AND failure_threshold <= 1",
+            name="dependencies_failure_threshold_range",
+        ),
+        sa.CheckConstraint(
+            _between("min_calls", 1, limits.MAX_COUNT), name="dependencies_min_calls_range"
+        ),
+        sa.CheckConstraint(_between("window_seconds", 1, 86400), name="dependencies_window_range"),
+        sa.CheckConstraint(
+            _between("cool_off_seconds", 1, 86400), name="dependencies_cool_off_range"
+        ),
+        sa.CheckConstraint(_between("probes", 1, 1000), name="dependencies_probes_range"),
+        sa.CheckConstraint(
+            "retry_budget IS NULL OR retry_budget BETWEEN 0 AND 1",
+            name="dependencies_retry_budget_range",
+        ),
+        sa.CheckConstraint(
+            _between("retry_window_seconds", 1, 86400), name="dependencies_retry_window_range"
+        ),
+        sa.CheckConstraint(
+            "state <> 'open' OR manual OR reopen_at IS NOT NULL", name="dependencies_open_until"
+        ),
+    )
+
+    name: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    failure_threshold: float = Field(
+        default=0.5, sa_column=sa.Column(sa.Float, nullable=False, server_default="0.5")
+    )
+    min_calls: int = Field(
+        default=5, sa_column=sa.Column(sa.Integer, nullable=False, server_default="5")
+    )
+    window_seconds: int = Field(
+        default=60, sa_column=sa.Column(sa.Integer, nullable=False, server_default="60")
+    )
+    cool_off_seconds: int = Field(
+        default=30, sa_column=sa.Column(sa.Integer, nullable=False, server_default="30")
+    )
+    probes: int = Field(
+        default=3, sa_column=sa.Column(sa.Integer, nullable=False, server_default="3")
+    )
+    retry_budget: float | None = Field(default=None, sa_column=sa.Column(sa.Float, nullable=True))
+    retry_window_seconds: int = Field(
+        default=300, sa_column=sa.Column(sa.Integer, nullable=False, server_default="300")
+    )
+    state: str = Field(
+        default="closed", sa_column=sa.Column(sa.Text, nullable=False, server_default="closed")
+    )
+    state_since: datetime = _ts(nullable=False, now=True)
+    reopen_at: datetime | None = _ts()
+    probe_runs: list[int] = Field(
+        default_factory=list,
+        sa_column=sa.Column(
+            ARRAY(sa.BigInteger), nullable=False, server_default=sa.text("'{}'::bigint[]")
+        ),
+    )
+    manual: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    retries_held: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    changed_by: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    note: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    settings_by: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    settings_at: datetime | None = _ts()
+
+
+class DependencyCall(SQLModel, table=True):
+    """How one attempt of a run calling a dependency ended (ok or not, and whether it was
+    a retry), kept over the dependency's longest window for its breaker and retry budget."""
+
+    __tablename__ = "dependency_calls"
+    __table_args__ = (sa.Index("ix_dependency_calls_at", "dependency", "at"),)
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    dependency: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
+    ok: bool = Field(sa_column=sa.Column(sa.Boolean, nullable=False))
+    retry: bool = Field(sa_column=sa.Column(sa.Boolean, nullable=False))

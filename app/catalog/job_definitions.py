@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 from app.catalog.job_fields import JobListRow, JobSpec
 from app.core import fields, limits
 from app.core.db import Conn
-from app.core.errors import UsageError
+from app.core.errors import UsageError, about
 from app.core.fields import Crashes
 from app.core.name_pages import NamePage, page_by_name
 from app.core.sql import like_literal, query
@@ -72,6 +72,7 @@ def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
         limits.check_name("a job name", name)
     except UsageError as exc:
         raise JobError(str(exc), "name") from None
+    spec.dependencies = check_dependencies(spec.dependencies)
     low, high = fields.bounds(Crashes)
     if not low <= spec.max_crashes <= high:
         raise JobError(
@@ -91,6 +92,24 @@ def validate(spec: JobSpec, allow_dangerous: bool = True) -> None:
         checks.validate()
     except run_inserts.SubmitError as exc:
         raise JobError(str(exc), exc.field) from None
+
+
+def check_dependencies(names: Any) -> list[str]:
+    """The services a job names as called by its runs: names, at most MAX_DEPENDENCIES,
+    each once (in the order given)."""
+    if not isinstance(names, list | tuple):
+        raise JobError("dependencies must be a list of names, like [\"payments-api\"]",
+                       "dependencies")  # fmt: skip
+    checked: list[str] = []
+    with about("dependencies"), limits.refused_as(JobError):
+        for name in names:
+            name = limits.check_name("a dependency's name", name).strip()
+            if name not in checked:
+                checked.append(name)
+    if len(checked) > limits.MAX_DEPENDENCIES:
+        raise JobError(f"a job may name at most {limits.MAX_DEPENDENCIES} dependencies",
+                       "dependencies")  # fmt: skip
+    return checked
 
 
 def handler_choices(conn: Conn, now: datetime | None = None) -> list[str]:

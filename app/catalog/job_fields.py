@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from app.core import limits
 from app.core.fields import Crashes, Name, column, moment
@@ -28,6 +29,16 @@ class JobFields(RunSettingsFields):
         server_default=str(limits.DEFAULT_MAX_CRASHES),
         description="Times one of its runs may crash the process running it before that run "
         f"is quarantined. Default {limits.DEFAULT_MAX_CRASHES}.",
+    )
+    # The services it calls, each with a circuit breaker (app.runs.breakers): while one's
+    # breaker is open, this job's runs wait.
+    dependencies: list[Name] = column(
+        ARRAY(sa.Text),
+        default_factory=list,
+        max_length=limits.MAX_DEPENDENCIES,
+        server_default=sa.text("'{}'::text[]"),
+        description="The services its runs call, e.g. payments-api: while one's circuit "
+        f"breaker is open, its runs wait. At most {limits.MAX_DEPENDENCIES}.",
     )
 
 

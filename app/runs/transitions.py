@@ -39,7 +39,7 @@ from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
-from app.runs import fair_turns, key_rates, limit_fit, queue_limits
+from app.runs import breakers, fair_turns, key_rates, limit_fit, queue_limits
 from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
 from app.runs.states import ACTIVE, RunStatus
@@ -52,6 +52,8 @@ _decode_json = json.JSONDecoder().decode
 RETRY_BASE_DELAY_SECONDS = 1.0
 RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
+# How a run's attempt ended that tells about the dependencies it calls (a cancel does not).
+CALL_OUTCOMES = {OutcomeStatus.COMPLETED, OutcomeStatus.FAILED, OutcomeStatus.TIMED_OUT}
 # A limited queue's claim reads this many due runs per run it may start (at least
 # LIMITED_SCAN_MIN), past the keys at their limit: enough to find other keys among them.
 LIMITED_SCAN_FACTOR = 2
@@ -411,6 +413,10 @@ def finish_many(
     for f in finishes:
         if (f.run_id, f.attempt) not in won:
             _lost("run_finish", f.run_id, f.attempt, worker)
+    # what the dependencies' breakers count: completions, and failures and timeouts
+    calls = [(f.run_id, f.outcome.status is OutcomeStatus.COMPLETED)
+             for f in winners if f.outcome.status in CALL_OUTCOMES]  # fmt: skip
+    breakers.record_calls(conn, calls, now)
     return winners
 
 

@@ -357,6 +357,7 @@ def target_for(
         raise ScheduleError(f"args: {exc}", "args") from None
     new.update(name=spec.name, handler=spec.handler, args=Jsonb(spec.args), id=uuid.uuid4())
     new.setdefault("max_crashes", limits.DEFAULT_MAX_CRASHES)
+    new.setdefault("dependencies", [])
     if conn.execute(query("job_definitions", "job_definition_insert"), new).fetchone() is None:
         raise ScheduleError(
             f"a job definition named {spec.name!r} already exists; schedule it with "

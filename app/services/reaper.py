@@ -1,5 +1,5 @@
 """The reaper: returns runs whose lease expired to pending (or failed), ages priorities,
-prunes history, fills the job statistics roll-up.
+prunes history, fills the job statistics roll-up, moves the dependencies' circuit breakers.
 
 Purpose: a worker that dies, stalls or loses its network stops heartbeating; once its
 lease expires the reaper hands the run to another worker (or ends it when its attempts
@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from app.core.config import Settings
 from app.core.db import Conn
 from app.observability import job_stats
-from app.runs import queues, retention, transitions
+from app.runs import breakers, queues, retention, transitions
 from app.runs.counters import LEASE_EXPIRIES
 from app.scheduling import schedule_rules, schedules
 from app.services.periodic import run_periodic
@@ -88,6 +88,10 @@ class Reaper:
             log.info("%d runs not started by their deadline: skipped", expired,
                      extra={"count": expired})  # fmt: skip
         queues.prune_key_rates(conn, now=now)
+        for dependency, change in breakers.evaluate(conn, now=now):
+            log.warning("the circuit breaker of %s is %s: %s", dependency,
+                        change.to.value.replace("_", "-"), change.reason,
+                        extra={"dependency": dependency, "state": change.to.value})  # fmt: skip
         aged = transitions.age_priorities(
             conn,
             age_seconds=self.settings.priority_aging_seconds,

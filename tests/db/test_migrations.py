@@ -47,6 +47,9 @@ EXPECTED_TABLES = {
     "job_stat_state",
     "queues",
     "queue_key_rates",
+    "queue_fair_turns",
+    "dependencies",
+    "dependency_calls",
     "alembic_version",
 }
 

@@ -3,16 +3,24 @@
 
 -- name: job_definition_insert
 -- A new job definition (alone, or along with a schedule); nothing when the name is taken.
-INSERT INTO job_definitions (
-    name, handler, args, execution_model, priority, timeout_seconds, max_retries, max_crashes,
-    queue, id
+-- The dependencies it names get a circuit breaker (closed, default settings) if new.
+WITH job AS (
+    INSERT INTO job_definitions (
+        name, handler, args, execution_model, priority, timeout_seconds, max_retries,
+        max_crashes, queue, dependencies, id
+    )
+    VALUES (
+        %(name)s, %(handler)s, %(args)s, %(execution_model)s, %(priority)s, %(timeout_seconds)s,
+        %(max_retries)s, %(max_crashes)s, %(queue)s, %(dependencies)s::text[], %(id)s
+    )
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id, dependencies
+), breakers AS (
+    INSERT INTO dependencies (name)
+    SELECT unnest(dependencies) FROM job
+    ON CONFLICT (name) DO NOTHING
 )
-VALUES (
-    %(name)s, %(handler)s, %(args)s, %(execution_model)s, %(priority)s, %(timeout_seconds)s,
-    %(max_retries)s, %(max_crashes)s, %(queue)s, %(id)s
-)
-ON CONFLICT (name) DO NOTHING
-RETURNING id;
+SELECT id FROM job;
 
 -- name: job_definition_by_name
 SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
@@ -21,7 +29,7 @@ SELECT id, name, handler FROM job_definitions WHERE name = %(name)s;
 -- One job definition, locked against concurrent edits, and against new schedules and
 -- workflow steps naming it (their inserts key-share lock it) until this transaction ends.
 SELECT j.id, j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries, j.max_crashes, j.queue
+       j.max_retries, j.max_crashes, j.queue, j.dependencies
 FROM job_definitions j
 WHERE j.name = %(name)s
 FOR UPDATE;
@@ -40,7 +48,7 @@ SELECT ARRAY(SELECT s.name FROM schedules s WHERE s.job_id = %(id)s ORDER BY s.n
 -- given; %(q)s (an ILIKE fragment, or null) picks jobs whose name or handler contains it.
 -- `job_definition_count` counts what the same filter matches.
 SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries, j.max_crashes, j.queue, j.updated_at,
+       j.max_retries, j.max_crashes, j.queue, j.dependencies, j.updated_at,
        (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
        (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
 FROM job_definitions j
@@ -69,20 +77,28 @@ LIMIT %(limit)s;
 
 -- name: job_definition_list
 SELECT j.name, j.handler, j.args, j.execution_model, j.priority, j.timeout_seconds,
-       j.max_retries, j.max_crashes, j.queue, j.updated_at,
+       j.max_retries, j.max_crashes, j.queue, j.dependencies, j.updated_at,
        (SELECT count(*) FROM schedules s WHERE s.job_id = j.id) AS schedules,
        (SELECT count(*) FROM workflow_steps w WHERE w.job_id = j.id) AS workflow_steps
 FROM job_definitions j
 ORDER BY j.name;
 
 -- name: job_definition_update
-UPDATE job_definitions
-SET name = %(name)s, handler = %(handler)s, args = %(args)s,
-    execution_model = %(execution_model)s, priority = %(priority)s,
-    timeout_seconds = %(timeout_seconds)s, max_retries = %(max_retries)s,
-    max_crashes = %(max_crashes)s, queue = %(queue)s,
-    updated_at = coalesce(%(now)s::timestamptz, now())
-WHERE id = %(id)s;
+-- (and a circuit breaker for each dependency it names that has none yet)
+WITH job AS (
+    UPDATE job_definitions
+    SET name = %(name)s, handler = %(handler)s, args = %(args)s,
+        execution_model = %(execution_model)s, priority = %(priority)s,
+        timeout_seconds = %(timeout_seconds)s, max_retries = %(max_retries)s,
+        max_crashes = %(max_crashes)s, queue = %(queue)s,
+        dependencies = %(dependencies)s::text[],
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE id = %(id)s
+    RETURNING dependencies
+)
+INSERT INTO dependencies (name)
+SELECT unnest(dependencies) FROM job
+ON CONFLICT (name) DO NOTHING;
 
 -- name: job_definition_delete
 -- A job definition (its schedules go with it by cascade: the caller has named them; a

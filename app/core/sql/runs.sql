@@ -39,6 +39,10 @@ WITH picked AS (
       -- a run past its deadline never starts: the reaper ends it (run_expire)
       AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, now()))
       AND NOT EXISTS (SELECT FROM queues q WHERE q.name = %(queue)s AND (q.paused OR q.limited))
+      -- a run a dependency's circuit breaker holds back waits (the first test is one
+      -- check of a small table, evaluated once, true while no breaker holds anything)
+      AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
+           OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -100,6 +104,8 @@ WHERE status = 'pending' AND queue = %(queue)s
   -- (NOT IN over a subquery: one hash of the full keys, not a search per run)
   AND (args ->> %(key_field)s::text IS NULL
        OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
+  AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
+       OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))  -- as in run_claim
 ORDER BY priority DESC, run_at
 LIMIT %(scan)s;
 
@@ -117,6 +123,8 @@ WITH due AS (
       AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
       AND (args ->> %(key_field)s::text IS NULL
            OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
+      AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
+           OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))  -- as in run_claim
 ), ranked AS (
     SELECT id, key, suspect, priority, run_at,
            row_number() OVER (PARTITION BY key ORDER BY priority DESC, run_at, id) AS nth
@@ -243,7 +251,9 @@ WITH done AS (
     WHERE d.depends_on = ANY(ARRAY(SELECT id FROM done WHERE in_dag) || %(completed_before)s::bigint[])
     GROUP BY d.run_id
 ), locked AS (
-    SELECT r.id, r.upstream_remaining, r.priority, r.run_at, r.queue FROM job_runs r
+    SELECT r.id, r.upstream_remaining, r.priority, r.run_at, r.queue, r.job_id, r.attempt,
+           r.retry_base
+    FROM job_runs r
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
     ORDER BY r.id
     FOR UPDATE
@@ -254,6 +264,8 @@ WITH done AS (
     WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
       AND l.queue = %(queue)s
       AND NOT EXISTS (SELECT FROM queues WHERE name = l.queue AND (paused OR limited))
+      AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
+           OR NOT sundial_breaker_holds(l.job_id, l.id, l.attempt, l.retry_base))  -- as in run_claim
     ORDER BY l.priority DESC, l.run_at
     LIMIT %(claim_limit)s
 ), released AS (
@@ -330,18 +342,33 @@ SELECT id, attempt, in_dag FROM done;
 -- running -> pending (a retry after its backoff delay) | failed | timed_out | cancelled.
 -- A cancel request always wins; otherwise a retryable error retries while
 -- attempt - retry_base <= max_retries, else the run ends with the attempt's outcome.
+-- A retryable error of a run whose job calls a dependency with its circuit breaker not
+-- closed (held: until it may close) puts the run back without spending the attempt
+-- (retry_base + 1), due when the breaker's cool-off ends: no run fails because of it.
 WITH ended AS (
     UPDATE job_runs r
-    SET (status, run_at, finished_at) = (
+    SET (status, run_at, finished_at, retry_base) = (
             SELECT next.status,
                    CASE WHEN next.status = 'pending'
-                        THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => f.delay) ELSE r.run_at END,
-                   CASE WHEN next.status = 'pending' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END
-            FROM (SELECT CASE
+                        THEN greatest(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => f.delay),
+                                      held.until)
+                        ELSE r.run_at END,
+                   CASE WHEN next.status = 'pending' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
+                   r.retry_base + CASE WHEN next.deferred THEN 1 ELSE 0 END
+            FROM (SELECT CASE WHEN EXISTS (SELECT FROM dependencies WHERE state <> 'closed') THEN (
+                      SELECT max(coalesce(d.reopen_at, coalesce(%(now)s::timestamptz, now())
+                                                       + make_interval(secs => d.cool_off_seconds)))
+                      FROM job_definitions j JOIN dependencies d ON d.name = ANY(j.dependencies)
+                      WHERE j.id = r.job_id AND d.state <> 'closed'
+                  ) END AS until) AS held,
+                 LATERAL (SELECT CASE
                     WHEN r.cancel_requested OR f.outcome = 'cancelled' THEN 'cancelled'
+                    WHEN f.retryable AND held.until IS NOT NULL THEN 'pending'
                     WHEN f.retryable AND r.attempt - r.retry_base <= r.max_retries THEN 'pending'
                     ELSE f.outcome
-                 END AS status) AS next
+                 END AS status,
+                 NOT r.cancel_requested AND f.outcome <> 'cancelled' AND f.retryable
+                     AND held.until IS NOT NULL AS deferred) AS next
         ),
         lease_owner = NULL, lease_until = NULL,
         last_error = f.error, traceback = f.traceback, error_fingerprint = f.fingerprint
