@@ -358,6 +358,23 @@ class JobRun(RunFields, table=True):
             name="job_runs_times_supported",
         ),
         sa.CheckConstraint(_times_supported("deadline"), name="job_runs_deadline_supported"),
+        # NaN sorts above Infinity in PostgreSQL, so `< 'Infinity'` refuses both.
+        sa.CheckConstraint(
+            "progress IS NULL OR "
+            "(progress > '-Infinity'::float8 AND progress < 'Infinity'::float8)",
+            name="job_runs_progress_finite",
+        ),
+        sa.CheckConstraint(
+            f"(progress_message IS NULL OR char_length(progress_message) <= "
+            f"{limits.MAX_PROGRESS_MESSAGE_LENGTH}) AND (snooze_reason IS NULL OR "
+            f"char_length(snooze_reason) <= {limits.MAX_SNOOZE_REASON_LENGTH})",
+            name="job_runs_snooze_text_length",
+        ),
+        sa.CheckConstraint("snooze_count >= 0", name="job_runs_snooze_count_nonneg"),
+        sa.CheckConstraint(
+            _times_supported("progress_at", "snoozed_until"),
+            name="job_runs_snooze_times_supported",
+        ),
         # A running run is always leased (the reaper frees it when the lease expires), and
         # a blocked one always waits for an upstream (the last one to complete releases it).
         sa.CheckConstraint(

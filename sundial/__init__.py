@@ -12,7 +12,7 @@ from app.core.db import DatabaseUnavailable, DatabaseUrlError
 from app.core.errors import UsageError
 from app.dags.dag_graph import DagError
 from app.handlers import handler
-from app.handlers.jobs import Cancelled, JobContext, NonRetryableError
+from app.handlers.jobs import Cancelled, JobContext, NonRetryableError, Snooze
 from app.runs.run_inserts import IdempotencyConflict, NewRun, SubmitError
 from app.runs.transitions import RetryBusy
 
@@ -26,6 +26,7 @@ __all__ = [
     "NewRun",
     "NonRetryableError",
     "RetryBusy",
+    "Snooze",
     "SubmitError",
     "Sundial",
     "UsageError",

@@ -58,6 +58,13 @@ MAX_ARGS_DEPTH = 32  # nesting of objects and lists in args
 ARGS_INT_RANGE = (-(2**63), 2**63 - 1)  # whole numbers in args
 # Other numbers in args: beyond 2**53 a float is read back as a different whole number.
 ARGS_FLOAT_MAX = float(2**53)
+# From inside a job (JobContext.snooze and .progress): a snooze puts the run back for at most
+# 30 days, and a run that snoozes more than MAX_SNOOZES times fails, so none waits unseen for
+# ever; a progress figure is a finite number within ±2^53, its message one short line.
+MAX_SNOOZE_SECONDS = 30 * 86400
+MAX_SNOOZES = 1000
+MAX_SNOOZE_REASON_LENGTH = 500
+MAX_PROGRESS_MESSAGE_LENGTH = 200
 
 
 class LimitError(UsageError):

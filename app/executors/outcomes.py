@@ -7,9 +7,10 @@ import json
 import re
 import signal
 import traceback
+from dataclasses import replace
 from typing import Any
 
-from app.handlers.jobs import NonRetryableError, Outcome, OutcomeStatus
+from app.handlers.jobs import NonRetryableError, Outcome, OutcomeStatus, Snooze
 from app.handlers.registry import RegisteredHandler, UnknownHandler
 
 MAX_ERROR_CHARS = 2_000
@@ -38,8 +39,10 @@ def from_exception(exc: BaseException, entry: RegisteredHandler, args: dict[str,
     """FAILED, with the traceback; retryable unless the error says the run can never work.
 
     Any `BaseException` a handler raises (`SystemExit`, `KeyboardInterrupt`, ...) is an
-    error of that attempt like any other.
+    error of that attempt like any other; `Snooze` (from `ctx.snooze`) is no error: SNOOZED.
     """
+    if isinstance(exc, Snooze):
+        return Outcome.snoozed(exc)
     retryable = not isinstance(exc, NonRetryableError | UnknownHandler)
     message = _message(exc)
     error = f"{type(exc).__name__}: {message}"
@@ -138,7 +141,7 @@ def storable(outcome: Outcome, max_result_bytes: int) -> Outcome:
             return too_big(size, max_result_bytes)
     if result is outcome.result and error is outcome.error and traceback_text is outcome.traceback:
         return outcome
-    return Outcome(outcome.status, result, error, traceback_text, outcome.retryable)
+    return replace(outcome, result=result, error=error, traceback=traceback_text, logs=())
 
 
 def _storable_text(text: str | None) -> str | None:

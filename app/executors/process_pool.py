@@ -25,7 +25,7 @@ from typing import Any
 from app.executors.attempt import Attempt
 from app.executors.framing import encode_frame, read_frame
 from app.executors.outcomes import describe_exit, failed, process_died
-from app.executors.protocol import LinesSink, decode_reply, read_reply
+from app.executors.protocol import LinesSink, ProgressSink, decode_reply, read_reply
 from app.executors.spawning import spawn_job_child, stop_child
 from app.handlers.jobs import Outcome
 
@@ -127,10 +127,11 @@ class ProcessPool:
         request: bytes,
         on_start: Callable[[], object] | None = None,
         on_lines: LinesSink = lambda lines: None,
+        on_progress: ProgressSink | None = None,
     ) -> Outcome:
         """Run the job on the first free child; `on_start` is called once a child has
         taken it (its timeout starts then, not while it waits for a child); the log lines
-        it sends while it runs go to `on_lines`."""
+        it sends while it runs go to `on_lines`, its progress reports to `on_progress`."""
         child = await self._acquire(attempt)
         if attempt.stop_status is not None:
             if child is not None:
@@ -147,7 +148,7 @@ class ProcessPool:
         try:
             stdin.write(encode_frame(request))
             await stdin.drain()
-            data = await read_reply(stdout, on_lines)
+            data = await read_reply(stdout, on_lines, on_progress)
         except (ConnectionError, OSError):  # the child died before it took the job
             data = None
         except asyncio.CancelledError:

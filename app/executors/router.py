@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from app.executors.attempt import Attempt
@@ -67,6 +68,10 @@ class Executors:
     in the worker is unknown there. They send their handler's log lines while it runs:
     to `on_child_lines((run_id, attempt), lines)` as they come when it is set (the
     worker sets it to its log collector), else at the front of `Outcome.logs`.
+
+    Progress a handler reports (`ctx.progress`) goes to `on_progress((run_id, attempt),
+    value, message)` in every model: straight from the context in this process, as a
+    message from a child (checked again there: a child's word is not trusted).
     """
 
     def __init__(
@@ -80,6 +85,9 @@ class Executors:
     ) -> None:
         self.registry = registry
         self.on_child_lines = on_child_lines
+        # Called with (run_id, attempt), value, message as handlers report progress; the
+        # worker sets it to its progress board (app.runs.run_progress).
+        self.on_progress: Callable[[tuple[int, int], Any, Any], object] | None = None
         # Called with (run_id, attempt) when a process run's pool child takes it: the other
         # models begin as soon as they are claimed.
         self.on_begin: Callable[[tuple[int, int]], object] | None = None
@@ -225,6 +233,8 @@ class Executors:
         own run time, not the wait for a free child."""
         attempt = Attempt(job)
         self._active[(job.run_id, job.attempt)] = attempt
+        if self.on_progress is not None:
+            attempt.ctx.on_progress = partial(self.on_progress, (job.run_id, job.attempt))
         if job.execution_model != _PROCESS:
             self._deadlines.arm(attempt, job.timeout_seconds)
         return attempt
@@ -293,8 +303,9 @@ class Executors:
         early: list[Any] = []
         sink = self.on_child_lines
         on_lines = early.extend if sink is None else lambda lines: sink(key, lines)
+        on_progress = None if self.on_progress is None else partial(self.on_progress, key)
         if attempt.job.execution_model == _SUBPROCESS:
-            outcome = await self._subprocesses.run(attempt, request, on_lines)
+            outcome = await self._subprocesses.run(attempt, request, on_lines, on_progress)
         elif self.process_workers <= 0:
             return failed("this worker has no process pool (process_workers=0)")
         else:
@@ -304,7 +315,8 @@ class Executors:
                 return failed(f"the process pool could not start: {exc}")
             if pool is None:
                 return attempt.stopped_outcome()
-            outcome = await pool.run(attempt, request, lambda: self._began(attempt), on_lines)
+            began = partial(self._began, attempt)
+            outcome = await pool.run(attempt, request, began, on_lines, on_progress)
         return replace(outcome, logs=(*early, *outcome.logs)) if early else outcome
 
     def _began(self, attempt: Attempt) -> None:

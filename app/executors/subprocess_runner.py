@@ -15,7 +15,7 @@ import contextlib
 
 from app.executors.attempt import Attempt
 from app.executors.outcomes import failed, process_died
-from app.executors.protocol import LinesSink, decode_reply, read_reply
+from app.executors.protocol import LinesSink, ProgressSink, decode_reply, read_reply
 from app.executors.spawning import kill_group, spawn_job_child, stop_child
 from app.handlers.jobs import Outcome
 
@@ -32,8 +32,15 @@ class SubprocessRunner:
     def running(self) -> int:
         return len(self._running)
 
-    async def run(self, attempt: Attempt, request: bytes, on_lines: LinesSink) -> Outcome:
-        """Run the attempt in a new child; its log lines go to `on_lines` as they come."""
+    async def run(
+        self,
+        attempt: Attempt,
+        request: bytes,
+        on_lines: LinesSink,
+        on_progress: ProgressSink | None = None,
+    ) -> Outcome:
+        """Run the attempt in a new child; its log lines go to `on_lines` and its progress
+        reports to `on_progress` as they come."""
         if self._closing:
             return failed("the worker is shutting down; the job was not started")
         try:
@@ -45,7 +52,7 @@ class SubprocessRunner:
         try:
             if attempt.stop_status is not None:  # stopped while the child was starting
                 stop_child(proc.pid)
-            output = await _exchange(proc, request, on_lines)
+            output = await _exchange(proc, request, on_lines, on_progress)
         except BaseException:
             kill_group(proc.pid)
             raise
@@ -70,14 +77,18 @@ class SubprocessRunner:
 
 
 async def _exchange(
-    proc: asyncio.subprocess.Process, request: bytes, on_lines: LinesSink
+    proc: asyncio.subprocess.Process,
+    request: bytes,
+    on_lines: LinesSink,
+    on_progress: ProgressSink | None,
 ) -> bytes | None:
-    """Send the request, pass on log lines until the reply, then wait for the exit."""
+    """Send the request, pass on log lines and progress until the reply, then wait for
+    the exit."""
     assert proc.stdin is not None and proc.stdout is not None
     with contextlib.suppress(ConnectionError, OSError):  # it died first: no reply below
         proc.stdin.write(request)
         await proc.stdin.drain()
         proc.stdin.close()
-    reply = await read_reply(proc.stdout, on_lines)
+    reply = await read_reply(proc.stdout, on_lines, on_progress)
     await proc.wait()
     return reply

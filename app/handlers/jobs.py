@@ -6,11 +6,15 @@ executors (run a handler in the right execution model, with timeout and cancella
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+from app.core import limits
 
 JSON = dict[str, Any] | list[Any] | str | int | float | bool | None
 
@@ -39,6 +43,40 @@ class NonRetryableError(Exception):
     """Raise from a handler to fail the run at once, without retries (a dead letter)."""
 
 
+MIN_SNOOZE_SECONDS = 0.001  # a snooze must put the run back for some time
+
+
+class Snooze(Exception):  # a request, not an error: `raise Snooze(600, "...")` works too
+    """Raised by `JobContext.snooze()` (or by a handler itself): put the run back in its
+    queue, due again in `seconds`, without spending an attempt; `reason` is shown on the
+    run's page. Let it propagate: a handler that catches it does not snooze."""
+
+    def __init__(self, seconds: float, reason: str) -> None:
+        self.seconds = limits.check_seconds("snooze seconds", seconds, MIN_SNOOZE_SECONDS,
+                                            limits.MAX_SNOOZE_SECONDS)  # fmt: skip
+        self.reason = limits.check_text("snooze reason", reason, limits.MAX_SNOOZE_REASON_LENGTH)
+        if not self.reason.strip():
+            raise limits.LimitError("snooze reason must say why (it is shown on the run's page)")
+        super().__init__(f"snoozed for {self.seconds:g}s: {self.reason}")
+
+
+def check_progress(value: Any, message: Any = None) -> tuple[float, str | None]:
+    """A progress report as it is stored: a finite number within ±2^53 and an optional
+    message of at most MAX_PROGRESS_MESSAGE_LENGTH characters; LimitError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise limits.LimitError(f"progress must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or abs(value) > limits.ARGS_FLOAT_MAX:
+        raise limits.LimitError(f"progress must be a finite number within ±2^53, got {value!r}")
+    if message is not None:
+        message = limits.check_text("progress message", message,
+                                    limits.MAX_PROGRESS_MESSAGE_LENGTH)  # fmt: skip
+    return float(value), message
+
+
+# Where a context sends its progress: the worker's board, or a child's relay to the worker.
+ProgressSink = Callable[[float, str | None], object]
+
+
 @dataclass(slots=True)
 class JobContext:
     """Passed to every handler as its first argument.
@@ -47,6 +85,11 @@ class JobContext:
     conditional write keyed by the run, refusing writes from an attempt older than the
     newest one seen. Long-running handlers should call `check_cancelled()` now and then:
     for thread jobs it is the only way a cancel or timeout can stop them.
+
+    From inside a job: `ctx.progress(40, "copied 40 of 100 files")` shows how far it got on
+    the run's page (cheap: the worker writes the latest report about once a second), and
+    `ctx.snooze(600, "the export is not ready yet")` puts the run back for later without
+    spending an attempt.
     """
 
     run_id: int
@@ -56,6 +99,8 @@ class JobContext:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     # A DAG step's upstream results by step name (run id for `--after` edges).
     upstream: dict[str, JSON] = field(default_factory=dict)
+    # Set by the executor; without one (a handler called directly) progress goes nowhere.
+    on_progress: ProgressSink | None = field(default=None, repr=False)
 
     @property
     def cancelled(self) -> bool:
@@ -64,6 +109,20 @@ class JobContext:
     def check_cancelled(self) -> None:
         if self.cancel_event.is_set():
             raise Cancelled(f"run {self.run_id} attempt {self.attempt} was cancelled")
+
+    def progress(self, value: float, message: str | None = None) -> None:
+        """Report how far the job got: a number (percent, items done, ...) and an optional
+        short message, shown live on the run's page. Call it as often as you like; the
+        latest report wins."""
+        report = check_progress(value, message)
+        if self.on_progress is not None:
+            self.on_progress(*report)
+
+    def snooze(self, seconds: float, reason: str) -> None:
+        """Put the run back in its queue, due again in `seconds` (at most 30 days), without
+        spending an attempt; `reason` is shown on its page. Raises `Snooze`: nothing after
+        this call runs."""
+        raise Snooze(seconds, reason)
 
     @classmethod
     def for_job(cls, job: ClaimedRun) -> JobContext:
@@ -81,6 +140,7 @@ class OutcomeStatus(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
+    SNOOZED = "snoozed"  # the handler asked to run again later (run_snooze_many)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +158,16 @@ class Outcome:
     # Lines a process or subprocess child captured: (unix time, stream, line); see
     # app.runs.run_logs. In-process attempts send theirs to the worker's collector directly.
     logs: tuple[tuple[float, str, str], ...] = field(default=(), compare=False)
+    # SNOOZED: due again this many seconds after its finish is recorded, and why.
+    snooze_seconds: float = 0.0
+    snooze_reason: str | None = None
 
     @classmethod
     def completed(cls, result: JSON = None) -> Outcome:
         return cls(OutcomeStatus.COMPLETED, result=result)
+
+    @classmethod
+    def snoozed(cls, snooze: Snooze) -> Outcome:
+        return cls(
+            OutcomeStatus.SNOOZED, snooze_seconds=snooze.seconds, snooze_reason=snooze.reason
+        )

@@ -39,6 +39,7 @@ MAX_MESSAGE_CHARS = 300
 LEASE_EXPIRED_ERROR = "lease expired: the worker stopped heartbeating"
 QUARANTINED_ERROR = "quarantined: the process running it died too many times"
 CRASHED_ERROR = "crashed in a process of its own"
+SNOOZED_TOO_OFTEN_ERROR = "snoozed more times than allowed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +91,4 @@ def fingerprint_of(error: str | None, traceback: str | None) -> Fingerprint:
 LEASE_EXPIRED = fingerprint_of(LEASE_EXPIRED_ERROR, None).key
 QUARANTINED = fingerprint_of(QUARANTINED_ERROR, None).key
 CRASHED = fingerprint_of(CRASHED_ERROR, None).key
+SNOOZED_TOO_OFTEN = fingerprint_of(SNOOZED_TOO_OFTEN_ERROR, None).key

@@ -107,6 +107,40 @@ class RunFields(RunSettingsFields):
     )
     last_error: str | None = column(sa.Text, nullable=True)
     result: Any | None = column(JSONB, nullable=True)
+    # From inside a job (JobContext.progress and .snooze; see docs/running-work.md).
+    progress: float | None = column(
+        sa.Float,
+        nullable=True,
+        description="The latest figure its handler reported (ctx.progress): percent, items "
+        "done, ... Cleared when a new attempt starts.",
+    )
+    progress_message: str | None = column(
+        sa.Text,
+        nullable=True,
+        max_length=limits.MAX_PROGRESS_MESSAGE_LENGTH,
+        description="The message of that report, if any.",
+    )
+    progress_at: datetime | None = column(
+        sa.DateTime(timezone=True), nullable=True, description="When that report was stored."
+    )
+    snooze_count: int = column(
+        sa.Integer,
+        default=0,
+        server_default="0",
+        description="Times its handler snoozed (ctx.snooze): put back for later without "
+        f"spending an attempt. Past {limits.MAX_SNOOZES:,} it fails.",
+    )
+    snooze_reason: str | None = column(
+        sa.Text,
+        nullable=True,
+        max_length=limits.MAX_SNOOZE_REASON_LENGTH,
+        description="Why it snoozed last, while it waits to run again.",
+    )
+    snoozed_until: datetime | None = column(
+        sa.DateTime(timezone=True),
+        nullable=True,
+        description="When a snoozed run is due again; cleared when it starts.",
+    )
 
 
 class RunRow(RunFields):

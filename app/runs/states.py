@@ -12,15 +12,16 @@ from enum import StrEnum
 class RunStatus(StrEnum):
     PENDING = "pending"
     """Due at `run_at`. Left by a worker's claim, or by cancel. A retry waiting for its
-    backoff is pending with a later `run_at` (shown as "retrying")."""
+    backoff is pending with a later `run_at` (shown as "retrying"); so is a run its handler
+    snoozed (`snoozed_until`, shown as "snoozed until")."""
 
     BLOCKED = "blocked"
     """Waits for DAG upstreams. Left when the last upstream completes (-> pending) or one
     fails (-> skipped), in the same transaction as that upstream's finish."""
 
     RUNNING = "running"
-    """Leased by a worker until `lease_until`. Left by the worker's finish, fail, time-out
-    or release, or by the reaper once the lease has expired."""
+    """Leased by a worker until `lease_until`. Left by the worker's finish, fail, time-out,
+    snooze or release, or by the reaper once the lease has expired."""
 
     COMPLETED = "completed"
     """Terminal: the handler returned."""
@@ -63,6 +64,8 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
     ),
     "run_claim": (frozenset({RunStatus.PENDING}), frozenset({RunStatus.RUNNING})),
     "run_heartbeat": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.RUNNING})),
+    # a handler's progress report, written while its attempt holds the run
+    "run_progress": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.RUNNING})),
     "run_complete": (frozenset({RunStatus.RUNNING}), frozenset({RunStatus.COMPLETED})),
     # A completion recorded after the reaper declared its attempt dead, if none newer exists.
     "run_complete_late": (
@@ -79,6 +82,12 @@ TRANSITIONS: dict[str, tuple[frozenset[RunStatus], frozenset[RunStatus]]] = {
         frozenset({RunStatus.PENDING, RunStatus.CANCELLED}),
     ),
     "run_reap": (
+        frozenset({RunStatus.RUNNING}),
+        frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.CANCELLED}),
+    ),
+    # a handler asked to run again later: pending without spending an attempt, failed
+    # past the most snoozes allowed, cancelled if that was requested meanwhile
+    "run_snooze": (
         frozenset({RunStatus.RUNNING}),
         frozenset({RunStatus.PENDING, RunStatus.FAILED, RunStatus.CANCELLED}),
     ),

@@ -41,7 +41,13 @@ from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
 from app.runs import breakers, fair_turns, key_rates, limit_fit, queue_limits
 from app.runs.counters import FENCE_LOST, TRANSITIONS
-from app.runs.fingerprints import CRASHED, LEASE_EXPIRED, QUARANTINED, fingerprint_of
+from app.runs.fingerprints import (
+    CRASHED,
+    LEASE_EXPIRED,
+    QUARANTINED,
+    SNOOZED_TOO_OFTEN,
+    fingerprint_of,
+)
 from app.runs.states import ACTIVE, RunStatus
 
 log = logging.getLogger(__name__)
@@ -353,22 +359,27 @@ def finish_many(
     now: datetime | None = None,
     claim_downstream: DownstreamClaim | None = None,
 ) -> list[Finish]:
-    """Record how attempts ended: running -> completed, or -> pending (retry) / failed /
-    timed_out / cancelled. Returns the finishes that won; the rest lost their fence.
+    """Record how attempts ended: running -> completed, or -> pending (retry, or a snooze)
+    / failed / timed_out / cancelled. Returns the finishes that won; the rest lost their
+    fence.
 
-    Completions and failures go in (at most) two statements, in one transaction (none
-    for completions alone); with `claim_downstream`, the DAG steps the completions
+    Completions, failures and snoozes go in (at most) three statements, in one transaction
+    (none for completions alone); with `claim_downstream`, the DAG steps the completions
     release are claimed by the completions' statement too.
     """
     completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
+    snoozed = [f for f in finishes if f.outcome.status is OutcomeStatus.SNOOZED]
     crashed = [f for f in finishes if f.crashed_alone]
-    ended = [f for f in finishes if f.outcome.status is not OutcomeStatus.COMPLETED]
+    ended = [f for f in finishes if f.outcome.status not in _NOT_ENDED]
     failed = [f for f in ended if not f.crashed_alone]
     won: set[tuple[int, int]] = set()
     started: list[dict[str, Any]] = []
     groups = _one_attempt_per_run(completed)
     # Completions alone are one statement, which needs no BEGIN/COMMIT around it.
-    alone = not failed and not crashed and len(groups) <= 1 and outside_transaction(conn)
+    alone = (
+        not failed and not crashed and not snoozed and len(groups) <= 1
+        and outside_transaction(conn)
+    )  # fmt: skip
     with nullcontext() if alone else conn.transaction():
         for n, group in enumerate(groups):
             # Only the first group claims what it frees (the others are a rare repeat).
@@ -403,6 +414,8 @@ def finish_many(
             _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
         if crashed:
             won |= _record_crashes(conn, worker, crashed, now)
+        if snoozed:
+            won |= _record_snoozes(conn, worker, snoozed, now)
     if claim_downstream is not None and started:  # committed: leased to `worker`
         claimed = _started_jobs(conn, started)
         claim_downstream.jobs += claimed
@@ -418,6 +431,55 @@ def finish_many(
              for f in winners if f.outcome.status in CALL_OUTCOMES]  # fmt: skip
     breakers.record_calls(conn, calls, now)
     return winners
+
+
+_NOT_ENDED = frozenset({OutcomeStatus.COMPLETED, OutcomeStatus.SNOOZED})
+
+
+def _record_snoozes(
+    conn: Conn, worker: str, snoozed: Sequence[Finish], now: datetime | None
+) -> set[tuple[int, int]]:
+    """running -> pending, due again after each one's delay, without spending an attempt
+    (or failed past the snoozes allowed, or cancelled if that was requested meanwhile)."""
+    rows = conn.execute(
+        query("runs", "run_snooze_many"),
+        {
+            "worker": worker,
+            "ids": [f.run_id for f in snoozed],
+            "attempts": [f.attempt for f in snoozed],
+            "delays": [f.outcome.snooze_seconds for f in snoozed],
+            "reasons": [f.outcome.snooze_reason for f in snoozed],
+            "max_snoozes": limits.MAX_SNOOZES,
+            "fingerprint": SNOOZED_TOO_OFTEN,
+            **_now(now),
+        },
+    ).fetchall()
+    TRANSITIONS.labels("run_snooze").inc(len(rows))
+    _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
+    return {(r["id"], r["attempt"]) for r in rows}
+
+
+def report_progress(
+    conn: Conn,
+    worker: str,
+    reports: Mapping[tuple[int, int], tuple[float, str | None]],
+    *,
+    now: datetime | None = None,
+) -> set[tuple[int, int]]:
+    """running -> running: store the latest progress of each (run id, attempt) in one
+    statement; returns the attempts written (the others no longer hold their run)."""
+    latest: dict[int, tuple[int, float, str | None]] = {}
+    for (run_id, attempt), (value, message) in reports.items():
+        if run_id not in latest or latest[run_id][0] < attempt:  # the newest attempt speaks
+            latest[run_id] = (attempt, value, message)
+    if not latest:
+        return set()
+    doc = {str(i): {"attempt": a, "value": v, "message": m} for i, (a, v, m) in latest.items()}
+    rows = conn.execute(
+        query("runs", "run_progress_many"),
+        {"worker": worker, "ids": list(latest), "reports": encode_json(doc), **_now(now)},
+    ).fetchall()
+    return {(r["id"], r["attempt"]) for r in rows}
 
 
 def _record_crashes(

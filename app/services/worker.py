@@ -414,6 +414,15 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                     "error": outcome.error,
                 },
             )
+        elif outcome.status is OutcomeStatus.SNOOZED:
+            log.info(
+                "run %s attempt %s snoozed for %gs: %s",
+                job.run_id,
+                job.attempt,
+                outcome.snooze_seconds,
+                outcome.snooze_reason,
+                extra={"run_id": job.run_id, "attempt": job.attempt, "outcome": "snoozed"},
+            )
         self._finishes.append(Finish(job.run_id, job.attempt, outcome, bool(job.crash_count)))
         self._finish_ready.set()
 

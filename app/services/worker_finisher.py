@@ -1,20 +1,23 @@
 """A worker's finisher: writes how attempts ended, in batches (every finish that accumulated
-while the previous batch was being written goes in the next one, two statements at most),
-with the handlers' log lines and the process runs a pool child began; a finish may claim the
-dependents it released (see `transitions.DownstreamClaim`). Tests call `finish_once`.
+while the previous batch was being written goes in the next one, three statements at most),
+with the handlers' log lines, their progress reports (the latest of each attempt, about once
+a second: `app.runs.run_progress`) and the process runs a pool child began; a finish may
+claim the dependents it released (see `transitions.DownstreamClaim`). Tests call
+`finish_once`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import psycopg
 
 from app.core.db import Conn
 from app.executors.outcomes import unstorable
 from app.handlers.jobs import OutcomeStatus
-from app.runs import run_logs, transitions
+from app.runs import run_logs, run_progress, transitions
 from app.runs.transitions import Finish
 from app.services.reconnecting import DB_ERRORS
 from app.services.worker_state import WorkerState, wait_for
@@ -53,7 +56,8 @@ class Finisher(WorkerState):
         if not batch:
             return []
         self._slot_freed.set()
-        await self._write_logs()  # an ended attempt's lines are stored before its finish
+        # An ended attempt's lines and last progress are stored before its finish.
+        await self._write_logs(all_progress=True)
         claim = self._downstream_claim()
         reserved = claim.limit
         try:
@@ -83,15 +87,31 @@ class Finisher(WorkerState):
         self._begun.append(attempt)
         self._finish_ready.set()
 
-    async def _write_logs(self) -> None:
+    async def _write_logs(self, *, all_progress: bool = False) -> None:
         """Write the log lines captured so far, in one statement, on the finish connection,
-        and mark begun the process runs a child took since."""
+        mark begun the process runs a child took since, and write the latest progress
+        reports if a second has passed since the last write (or `all_progress`)."""
         begun, self._begun = self._begun, []
         if begun:
             await asyncio.to_thread(self._finisher.call, transitions.mark_begun, self.id, begun)
         lines = self.logs.drain()
         if lines:
             await asyncio.to_thread(self._finisher.call, self._append_logs, lines)
+        due = time.monotonic() - self._progress_written >= run_progress.WRITE_SECONDS
+        if self.progress.pending() and (due or all_progress):
+            self._progress_written = time.monotonic()
+            reports = self.progress.drain()
+            await asyncio.to_thread(self._finisher.call, self._write_progress, reports)
+
+    def _write_progress(
+        self, conn: Conn, reports: dict[tuple[int, int], run_progress.Report]
+    ) -> None:
+        try:
+            transitions.report_progress(conn, self.id, reports)
+        except DB_ERRORS:
+            raise  # the connection or the server: `Reconnecting` retries the batch
+        except psycopg.Error as exc:  # about the data: the reports are dropped, not the worker
+            log.warning("could not store %d progress reports: %s", len(reports), exc)
 
     def _append_logs(self, conn: Conn, lines: list[run_logs.LogLine]) -> None:
         try:
@@ -152,6 +172,7 @@ class Finisher(WorkerState):
 
     def _count(self, batch: list[Finish], won: list[Finish]) -> None:
         completed = sum(1 for f in won if f.outcome.status == OutcomeStatus.COMPLETED)
+        snoozed = sum(1 for f in won if f.outcome.status == OutcomeStatus.SNOOZED)
         self.stats.completed += completed
-        self.stats.failed += len(won) - completed
+        self.stats.failed += len(won) - completed - snoozed
         self.stats.lost += len(batch) - len(won)

@@ -26,7 +26,7 @@ from app.core.db import Conn, listen_url
 from app.core.limits import DEFAULT_QUEUE
 from app.executors import Executors
 from app.handlers.jobs import ClaimedRun
-from app.runs import run_logs
+from app.runs import run_logs, run_progress
 from app.runs.transitions import Finish
 from app.services.reconnecting import Reconnecting
 
@@ -120,6 +120,10 @@ class WorkerState:
         self._handed_over = asyncio.Event()  # the listener's claimed runs reached the loop
         self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
         executors.on_child_lines = partial(run_logs.add_child_lines, self.logs)  # live
+        # Handlers' progress reports, latest per attempt, written by the finisher.
+        self.progress = run_progress.ProgressBoard()
+        executors.on_progress = self.progress.report
+        self._progress_written = 0.0  # monotonic time of the last write
         # Process runs a pool child took, to mark begun (see transitions.mark_begun); appended on
         # the loop, written by the finisher with the log lines.
         self._begun: list[tuple[int, int]] = []

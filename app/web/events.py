@@ -2,10 +2,10 @@
 
 The hub listens on the channels the services already notify (`sundial_runs` when runs are
 inserted, released, reaped, retried or unblocked; `sundial_events` with a topic as payload
-for claims, finishes, cancels, worker liveness and new trigger leaders) and turns them into
-"something changed in topic X" ticks. A browser never receives data, only the tick: its
-htmx element re-fetches its own fragment (`hx-trigger="sse:runs"`), so what it shows is
-always what the page would render.
+for claims, finishes, cancels, progress reports, worker liveness and new trigger leaders)
+and turns them into "something changed in topic X" ticks. A browser never receives data,
+only the tick: its htmx element re-fetches its own fragment (`hx-trigger="sse:runs"`), so
+what it shows is always what the page would render.
 
 Coalescing, so a storm of notifications costs each browser a few updates a second:
 notifications only mark topics dirty; a flusher hands the dirty topics to subscribers at
@@ -61,6 +61,7 @@ class Topic(StrEnum):
     """What changed. The payload of a `sundial_events` notification is one of these."""
 
     RUNS = "runs"
+    PROGRESS = "progress"  # a running job reported progress (run_progress_many)
     WORKERS = "workers"
     TRIGGER = "trigger"
     CLOCK = "clock"

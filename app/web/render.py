@@ -59,6 +59,15 @@ def in_zone_seconds(moment: datetime | None, zone: str = DEFAULT_ZONE) -> str:
     return local.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def progress_figure(value: float | None) -> str:
+    """A progress report's number in plain figures: `40`, `12.5`, `1,234,567`."""
+    if value is None:
+        return "—"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
 def duration(seconds: float | int | None) -> str:
     """`45 s`, `5 min`, `2 h 30 min`, `3 d 4 h`."""
     if seconds is None:
@@ -102,7 +111,7 @@ def _in_zone_seconds_filter(
 
 env.filters.update(status_badge=status_badge, in_zone=_in_zone_filter, duration=duration)
 env.filters.update(path_part=path_part, cron_sentence=cron_sentence, every=every)
-env.filters.update(in_zone_seconds=_in_zone_seconds_filter)
+env.filters.update(in_zone_seconds=_in_zone_seconds_filter, progress_figure=progress_figure)
 
 
 def static(request: Request, path: str) -> str:

@@ -249,3 +249,18 @@ def sync_recipe(
     ctx: JobContext, tag: int, action: str, text: str, inject: list[str], poison: str
 ) -> Any:
     return _follow_recipe(tag, action, text, inject, poison)
+
+
+@handler("fixture_snooze")
+async def snooze(ctx: JobContext, seconds: Any, reason: Any) -> None:
+    await asyncio.sleep(0)
+    ctx.snooze(seconds, reason)
+
+
+@handler("fixture_progress")
+def progress(ctx: JobContext, reports: int) -> str:
+    """Reports `reports` figures in a tight loop, then 100 % "done"."""
+    for i in range(reports):
+        ctx.progress(i, f"at {i}")
+    ctx.progress(100, "done")
+    return "reported"

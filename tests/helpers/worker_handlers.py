@@ -120,3 +120,25 @@ class ReportArgs(BaseModel):
 @handler("send_report_args", args=ReportArgs)
 def send_report_args(ctx: JobContext, email: str, retries: int = 3) -> dict[str, Any]:
     return {"email": email, "retries": retries}
+
+
+@handler("snooze_first")
+def snooze_first(ctx: JobContext, seconds: float, reason: str) -> dict[str, Any]:
+    """Snoozes its first attempt; the next one completes, saying which attempt it was."""
+    if ctx.attempt == 1:
+        ctx.snooze(seconds, reason)
+    return {"attempt": ctx.attempt}
+
+
+@handler("report_progress")
+def report_progress(ctx: JobContext, go_on: str, reports: int = 200) -> str:
+    """Reports progress many times (the worker keeps the latest), then waits, at 50 %, until
+    the file `go_on` exists (at most 30 s), reports 100 % and returns."""
+    for i in range(reports + 1):
+        ctx.progress(50 * i / reports, f"step {i} of {reports}")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(go_on) and time.monotonic() < deadline:
+        ctx.check_cancelled()
+        time.sleep(0.02)
+    ctx.progress(100, "done")
+    return "done"

@@ -65,7 +65,10 @@ SET status = 'running',
     lease_until = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s),
     attempt = r.attempt + 1,
     began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
-    started_at = coalesce(%(now)s::timestamptz, now())
+    started_at = coalesce(%(now)s::timestamptz, now()),
+    -- a new attempt reports its own progress; a snooze it may have come from is over
+    progress = NULL, progress_message = NULL, progress_at = NULL,
+    snooze_reason = NULL, snoozed_until = NULL
 -- = ANY(ARRAY(...)) keeps the join a primary-key lookup whatever the table statistics say.
 WHERE r.id = ANY(ARRAY(SELECT id FROM chosen))
 -- JSON as text: the worker decodes it itself, with a shortcut for the common `{}` args.
@@ -151,7 +154,9 @@ SET status = 'running',
                   + make_interval(secs => %(lease_seconds)s),
     attempt = r.attempt + 1,
     began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
-    started_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    started_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
+    progress = NULL, progress_message = NULL, progress_at = NULL,  -- as run_claim
+    snooze_reason = NULL, snoozed_until = NULL
 WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[]))) AND r.status = 'pending'
   -- (a fairly shared queue's turns are kept a moment: a deadline may have passed since)
   AND (r.deadline IS NULL OR r.deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
@@ -542,6 +547,76 @@ SELECT reaped.id, reaped.attempt, reaped.status, reaped.lease_owner, reaped.in_d
        reaped.last_error
 FROM reaped
 LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_progress_many
+-- running -> running: the latest progress each attempt's handler reported (ctx.progress),
+-- many runs in one statement, stamped with the database clock. An attempt that no longer
+-- holds its run (finished, reaped, claimed again elsewhere) writes nothing. The reports
+-- come as one JSON object keyed by run id: {"12": {"attempt": 3, "value": 40, "message": "..."}}.
+-- The dashboard's run pages hear of it on their own topic, `progress`.
+WITH reported AS (
+    UPDATE job_runs r
+    SET progress = (%(reports)s::jsonb -> r.id::text ->> 'value')::float8,
+        progress_message = %(reports)s::jsonb -> r.id::text ->> 'message',
+        progress_at = coalesce(%(now)s::timestamptz, now())
+    -- by primary key, reports keyed by id: see the top of this file
+    WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
+      AND r.attempt = (%(reports)s::jsonb -> r.id::text ->> 'attempt')::int
+      AND (r.status = 'running') IS TRUE AND r.lease_owner = %(worker)s
+    RETURNING r.id, r.attempt
+)
+SELECT reported.* FROM reported
+LEFT JOIN (SELECT pg_notify('sundial_events', 'progress') WHERE EXISTS (SELECT FROM reported)) AS seen ON true;
+
+-- name: run_snooze_many
+-- running -> pending (due again after its delay) | failed | cancelled: attempts whose
+-- handler snoozed (ctx.snooze), asking to run again later. A snooze spends no attempt
+-- (retry_base + 1, as a hand-back) and counts in snooze_count; the run keeps its reason
+-- and when it is due again (snoozed_until) until its next claim. One snooze more than
+-- %(max_snoozes)s fails the run instead, so a job that snoozes for ever is seen. A cancel
+-- requested meanwhile wins. Fenced by attempt and lease owner: an attempt that lost its
+-- lease cannot put the run back. A run due again past its deadline is never claimed; the
+-- reaper ends it (run_expire). Workers are woken to look again at when the next run is due.
+WITH snoozed AS (
+    UPDATE job_runs r
+    SET (status, run_at, snoozed_until, finished_at, last_error, traceback, error_fingerprint) = (
+            SELECT next.status,
+                   CASE WHEN next.status = 'pending' THEN next.due ELSE r.run_at END,
+                   CASE WHEN next.status = 'pending' THEN next.due END,
+                   CASE WHEN next.status <> 'pending' THEN coalesce(%(now)s::timestamptz, now()) END,
+                   CASE WHEN next.status = 'failed'
+                        THEN 'snoozed ' || r.snooze_count + 1 || ' times, more than the '
+                             || %(max_snoozes)s || ' allowed; last reason: ' || s.reason
+                        ELSE r.last_error END,
+                   CASE WHEN next.status = 'failed' THEN NULL ELSE r.traceback END,
+                   CASE WHEN next.status = 'failed' THEN %(fingerprint)s ELSE r.error_fingerprint END
+            FROM (SELECT CASE WHEN r.cancel_requested THEN 'cancelled'
+                              WHEN r.snooze_count >= %(max_snoozes)s THEN 'failed'
+                              ELSE 'pending' END AS status,
+                         coalesce(%(now)s::timestamptz, now()) + make_interval(secs => s.delay) AS due
+                 ) AS next
+        ),
+        snooze_reason = s.reason,
+        snooze_count = r.snooze_count + 1,
+        retry_base = r.retry_base + 1,
+        lease_owner = NULL, lease_until = NULL
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(delays)s::float8[], %(reasons)s::text[])
+         AS s(id, attempt, delay, reason)
+    -- `IS TRUE`: see the top of this file
+    WHERE r.id = s.id AND r.attempt = s.attempt AND (r.status = 'running') IS TRUE
+      AND r.lease_owner = %(worker)s
+    RETURNING r.id, r.attempt, r.status, r.started_at, s.reason,
+              r.dag_run_id IS NOT NULL AS in_dag
+), history AS (
+    INSERT INTO job_run_attempts
+        (run_id, attempt, worker, outcome, started_at, finished_at, error, requeued)
+    SELECT id, attempt, %(worker)s, 'snoozed', started_at, coalesce(%(now)s::timestamptz, now()),
+           reason, status = 'pending'
+    FROM snoozed
+)
+SELECT snoozed.id, snoozed.attempt, snoozed.status, snoozed.in_dag FROM snoozed
+LEFT JOIN (SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM snoozed WHERE status = 'pending')) AS wake ON true
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM snoozed)) AS seen ON true;
 
 -- name: run_mark_begun
 -- running -> running: these attempts' handlers began (a process run, once a pool child

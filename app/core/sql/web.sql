@@ -141,7 +141,7 @@ WHERE r.id = %(id)s;
 
 -- name: run_detail_attempts
 -- (read) every finished attempt of a run, oldest first, with error and traceback.
-SELECT attempt, worker, outcome, started_at, finished_at, error, traceback
+SELECT attempt, worker, outcome, started_at, finished_at, error, traceback, requeued
 FROM job_run_attempts WHERE run_id = %(id)s ORDER BY attempt;
 
 -- name: run_detail_upstreams

@@ -1,0 +1,84 @@
+"""A running job's progress appears live on its run page, and a snoozed run says until when
+and why: real `sundial web` and `sundial worker` processes, a real browser. The page fits
+1280 and 390 px, passes axe-core, and its screenshots go to /tmp/shots/snooze."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.helpers.axe import violations_with_axe
+from tests.helpers.browser import sign_in_page
+from tests.helpers.commands import free_port
+from tests.helpers.live import Start, listener_count, start_web, submit
+from tests.helpers.people import make_user
+from tests.helpers.processes import services
+from tests.helpers.waits import wait_until
+
+SHOTS = Path("/tmp/shots/snooze")
+# The first elements reaching past the page's right edge, to name in a failure.
+WIDER_THAN_THE_PAGE = """() => [...document.querySelectorAll('body *')]
+    .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+    .slice(0, 5).map(e => e.tagName + ' ' + (e.textContent || '').slice(0, 40))"""
+
+
+@pytest.fixture
+def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
+    with services(db_url, tmp_path) as start_service:
+        yield start_service
+
+
+def _look(page: Any, name: str) -> None:
+    """At 1280 and 390 px: no sideways scrolling, no serious axe finding, a screenshot."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        wide = page.evaluate(WIDER_THAN_THE_PAGE)
+        assert overflow <= 1, f"{name} is {overflow} px too wide at {width} px: {wide}"
+        assert violations_with_axe(page) == [], (name, width)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_progress_appears_live_and_a_snooze_says_why(
+    start: Start, db_url: str, page: Any, tmp_path: Path
+) -> None:
+    start("worker")
+    _, base = start_web(start, free_port())
+    make_user(db_url, "oncall", "viewer")
+    sign_in_page(page, base, "oncall")
+    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
+
+    go_on = tmp_path / "go-on"
+    run_id = submit(db_url, "report_progress", go_on=str(go_on))
+    page.goto(f"{base}/runs/{run_id}")
+    page.evaluate("window.notReloaded = true")
+    progress = page.locator("#run-progress")
+    expect(progress).to_contain_text("50%", timeout=15_000)
+    expect(progress).to_contain_text("step 200 of 200")
+    expect(progress.locator("progress")).to_have_attribute("value", "50.0")
+    _look(page, "progress")
+    go_on.touch()
+    expect(page.locator("h1 .badge")).to_have_text("completed", timeout=15_000)
+    expect(progress).to_contain_text("100% — done")
+    assert page.evaluate("window.notReloaded === true"), "the page was reloaded"
+
+    snoozed_id = submit(db_url, "snooze_first", seconds=3600,
+                        reason="the partner's nightly export is not there yet")  # fmt: skip
+    page.goto(f"{base}/runs/{snoozed_id}")
+    page.evaluate("window.notReloaded = true")
+    expect(page.locator("#run-snoozed")).to_contain_text(
+        "the partner's nightly export is not there yet", timeout=15_000
+    )
+    expect(page.locator("#run-snoozed")).to_contain_text("Snoozed until")
+    expect(page.locator("h1 .badge")).to_have_text("snoozed")
+    expect(page.locator("#attempt-1")).to_contain_text("Snoozed, put back for later")
+    assert page.evaluate("window.notReloaded === true"), "the page was reloaded"
+    _look(page, "snoozed")
