@@ -58,6 +58,15 @@ $$
 """
 
 
+# Whether any breaker holds anything back: the finish's claim of released DAG steps asks
+# (as a function, which keeps that statement within the driver's parse cache).
+BREAKERS_HOLD = """
+CREATE FUNCTION sundial_breakers_hold() RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
+$$
+"""
+
+
 def upgrade() -> None:
     op.add_column(
         "job_definitions",
@@ -113,9 +122,11 @@ def upgrade() -> None:
     )
     op.create_index("ix_dependency_calls_at", "dependency_calls", ["dependency", "at"])
     op.execute(BREAKER_HOLDS)
+    op.execute(BREAKERS_HOLD)
 
 
 def downgrade() -> None:
+    op.execute("DROP FUNCTION sundial_breakers_hold()")
     op.execute("DROP FUNCTION sundial_breaker_holds(uuid, bigint, int, int)")
     op.drop_index("ix_dependency_calls_at", table_name="dependency_calls")
     op.drop_table("dependency_calls")

@@ -127,7 +127,7 @@ WITH due AS (
       AND (args ->> %(key_field)s::text IS NULL
            OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
       AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
-           OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))  -- as in run_claim
+           OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))
 ), ranked AS (
     SELECT id, key, suspect, priority, run_at,
            row_number() OVER (PARTITION BY key ORDER BY priority DESC, run_at, id) AS nth
@@ -256,9 +256,7 @@ WITH done AS (
     WHERE d.depends_on = ANY(ARRAY(SELECT id FROM done WHERE in_dag) || %(completed_before)s::bigint[])
     GROUP BY d.run_id
 ), locked AS (
-    SELECT r.id, r.upstream_remaining, r.priority, r.run_at, r.queue, r.job_id, r.attempt,
-           r.retry_base
-    FROM job_runs r
+    SELECT r.id, r.upstream_remaining, r.priority, r.run_at, r.queue FROM job_runs r
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM edges)) AND r.status = 'blocked'
     ORDER BY r.id
     FOR UPDATE
@@ -269,8 +267,9 @@ WITH done AS (
     WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
       AND l.queue = %(queue)s
       AND NOT EXISTS (SELECT FROM queues WHERE name = l.queue AND (paused OR limited))
-      AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
-           OR NOT sundial_breaker_holds(l.job_id, l.id, l.attempt, l.retry_base))  -- as in run_claim
+      -- while a circuit breaker holds anything back, released steps wait for run_claim,
+      -- which asks whether it holds them (a function: this statement is near its size)
+      AND NOT sundial_breakers_hold()
     ORDER BY l.priority DESC, l.run_at
     LIMIT %(claim_limit)s
 ), released AS (
@@ -283,8 +282,8 @@ WITH done AS (
             ELSE r.run_at END,
         lease_owner = CASE WHEN s.id IS NOT NULL THEN %(worker)s ELSE r.lease_owner END,
         lease_until = CASE WHEN s.id IS NOT NULL
-                           THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
-                           ELSE r.lease_until END,
+            THEN coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(lease_seconds)s)
+            ELSE r.lease_until END,
         attempt = r.attempt + CASE WHEN s.id IS NOT NULL THEN 1 ELSE 0 END,
         began_attempt = CASE WHEN s.id IS NOT NULL AND r.execution_model <> 'process'
                              THEN r.attempt + 1 ELSE r.began_attempt END,
