@@ -142,3 +142,11 @@ def report_progress(ctx: JobContext, go_on: str, reports: int = 200) -> str:
         time.sleep(0.02)
     ctx.progress(100, "done")
     return "done"
+
+
+@handler("call_dependency")
+def call_dependency(ctx: JobContext, down_file: str) -> str:
+    """Calls a pretend service that answers 503 while `down_file` exists."""
+    if os.path.exists(down_file):
+        raise RuntimeError("payments-api answered 503 Service Unavailable")
+    return "charged"
