@@ -60,9 +60,10 @@ RETRY_MAX_DELAY_SECONDS = 600.0
 NOTIFY_CHANNEL = "sundial_runs"
 # How a run's attempt ended that tells about the dependencies it calls (a cancel does not).
 CALL_OUTCOMES = {OutcomeStatus.COMPLETED, OutcomeStatus.FAILED, OutcomeStatus.TIMED_OUT}
-# A limited queue's claim reads this many due runs per run it may start (at least
-# LIMITED_SCAN_MIN), past the keys at their limit: enough to find other keys among them.
-LIMITED_SCAN_FACTOR = 2
+# A limited queue's claim reads this many due runs per run it may start, and
+# LIMITED_SCAN_MIN more, past the keys at their limit: enough for the few runs a key's
+# limit passes over (reading twice as many cost a drain 5 %).
+LIMITED_SCAN_FACTOR = 1.25
 LIMITED_SCAN_MIN = 50
 
 
@@ -267,7 +268,7 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         key_rate = key_rates.KeyRates(conn, setting) if per_key_rate else None
         if key_rate is not None:
             read["full"] += key_rate.starved()
-        read["scan"] = max(params["limit"] * LIMITED_SCAN_FACTOR, LIMITED_SCAN_MIN)
+        read["scan"] = math.ceil(params["limit"] * LIMITED_SCAN_FACTOR) + LIMITED_SCAN_MIN
 
         def choose(due: list[limit_fit.Due]) -> list[int]:
             key_starts = key_rate.starts_for(due) if key_rate is not None else None
