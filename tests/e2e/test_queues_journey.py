@@ -114,6 +114,8 @@ def test_an_operator_limits_a_queue_per_customer_from_the_page(
         page.get_by_label("At most this many of its runs at once").fill("10")
         page.get_by_label("Starts", exact=True).fill("20")
         page.get_by_label("Every (seconds)").fill("1")
+        page.get_by_label("Take turns between keys (the input field above)").check()
+        page.get_by_label("Keys with a bigger share (optional)").fill("acme = 3")
         page.get_by_role("button", name="Save limits").click()
         page.wait_for_url("**done=limited**")
         expect(page.get_by_role("status")).to_contain_text("Limits saved")
@@ -121,6 +123,7 @@ def test_an_operator_limits_a_queue_per_customer_from_the_page(
         expect(limits).to_contain_text("At most 10 at once")
         expect(limits).to_contain_text("At most 1 at once per customer_id")
         expect(limits).to_contain_text("At most 20 starts every 1 s")
+        expect(limits).to_contain_text("Fair turns per customer_id (acme 3 a turn)")
         expect(limits).to_contain_text("Set by ops")
         _check(page, "limited")
     finally:

@@ -229,7 +229,7 @@ def test_an_operator_shares_a_queue_fairly_between_customers_with_weights(
         "key_weights": "acme = 3\n\n  big co = 2  "})  # fmt: skip
     assert saved.status_code == 303, saved.text
     page = client.get("/queues").text
-    assert "Turns for each customer_id (acme 3 at a time, big co 2 at a time)" in page
+    assert "Fair turns per customer_id (acme 3 a turn, big co 2 a turn)" in page
     form = client.get("/queues/partner/limits").text
     assert "acme = 3\nbig co = 2" in form and 'name="fair_share" value="yes" checked' in form
     for values, message in [
