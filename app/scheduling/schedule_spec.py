@@ -319,6 +319,16 @@ def never_fires(spec: ScheduleSpec, rule: Recurrence, now: datetime) -> Schedule
     )
 
 
+def refuse_workflow_expiry(spec: ScheduleSpec, fires_workflow: bool) -> None:
+    """A deadline applies to a job's runs: a workflow's fires cannot expire (yet)."""
+    if fires_workflow and spec.expire_after_seconds is not None:
+        raise ScheduleError(
+            "a schedule of a workflow cannot give its fires a time to start by: deadlines "
+            "apply to the runs of a job",
+            "expire_after_seconds",
+        )
+
+
 def target_for(
     conn: Conn, spec: ScheduleSpec, now: datetime | None
 ) -> tuple[dict[str, Any], list[str]]:

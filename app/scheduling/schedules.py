@@ -40,6 +40,7 @@ from app.scheduling.schedule_spec import (
     ScheduleError,
     ScheduleSpec,
     never_fires,
+    refuse_workflow_expiry,
     schedule_row,
     spec_of,
     target_for,
@@ -77,6 +78,7 @@ def create_schedule(
         if conn.execute(query("schedules", "schedule_by_name"), {"name": spec.name}).fetchone():
             raise ScheduleConflict(f"a schedule named {spec.name!r} already exists", "name")
         target, job_warnings = target_for(conn, spec, now)
+        refuse_workflow_expiry(spec, target["workflow_id"] is not None)
         refuse_disabled_handlers(conn, job_id=target["job_id"], workflow_id=target["workflow_id"])
         row.update(target, next_fire_time=first.at)
         if conn.execute(query("schedules", "schedule_insert"), row).fetchone() is None:
@@ -124,6 +126,7 @@ def update_schedule(
         if changes.get("every_seconds") is not None:
             spec = spec.model_copy(update={"cron": None})
         warnings = validate_fields(spec)
+        refuse_workflow_expiry(spec, row["workflow_id"] is not None)
         new = schedule_row(spec, row["created_at"])
         del new["id"], new["created_at"]
         changed = [column for column, value in new.items() if value != row[column]]

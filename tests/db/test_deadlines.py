@@ -190,3 +190,26 @@ def test_the_expiry_of_a_schedule_is_set_changed_and_cleared_at_every_door(
     assert (
         refused_cli.returncode == 2 and "--expire-after takes a whole number" in refused_cli.stderr
     )
+
+
+def test_a_workflows_schedule_cannot_set_an_expiry_and_says_why(conn: Conn) -> None:
+    from app.catalog import workflows
+    from app.catalog.workflows import WorkflowSpec
+    from app.dags.workflow_shapes import Step
+    from app.scheduling import schedules
+    from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
+    from tests.helpers.schedules import add
+
+    add(conn, "cleanup", every_seconds=60)
+    workflows.define(conn, WorkflowSpec("nightly", {"clean": Step("cleanup")}), actor="test")
+    with pytest.raises(ScheduleError, match="deadlines apply to the runs of a job") as refused:
+        spec = ScheduleSpec(name="nightly", cron="0 3 * * *", workflow="nightly",
+                            expire_after_seconds=60)  # fmt: skip
+        schedules.create_schedule(conn, spec)
+    assert refused.value.field == "expire_after_seconds"
+    schedules.create_schedule(conn, ScheduleSpec(name="nightly", cron="0 3 * * *",
+                                                 workflow="nightly"))  # fmt: skip
+    with pytest.raises(ScheduleError, match="cannot give its fires a time to start by"):
+        schedules.update_schedule(conn, "nightly", {"expire_after_seconds": 60}, actor="test")
+    row = conn.execute("SELECT expire_after_seconds FROM schedules WHERE name = 'nightly'")
+    assert row.fetchone() == {"expire_after_seconds": None}
