@@ -27,6 +27,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
                 print(
                     f"{safe(row.name)}\t{safe(row.handler)}\t{row.execution_model}\t"
                     f"schedules={row.schedules}\tworkflow steps={row.workflow_steps}"
+                    + (f"\tcalls={safe(','.join(row.dependencies))}" if row.dependencies else "")
                 )
         elif args.job_command == "delete":
             gone = job_definitions.delete(
@@ -47,6 +48,7 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
                 execution_model=args.execution_model,
                 queue=args.queue,
                 max_crashes=args.max_crashes,
+                dependencies=args.dependency or [],
             )
             for warning in job_definitions.create(conn, spec, actor=actor):
                 print(f"warning: {safe(warning)}", file=sys.stderr)
@@ -77,4 +79,11 @@ def add_job_commands(sub: Any) -> None:
         default=limits.DEFAULT_MAX_CRASHES,
         help="add: a run that crashes the process running it this many times is quarantined "
         f"(1-{limits.MAX_CRASHES}, default {limits.DEFAULT_MAX_CRASHES})",
+    )
+    job.add_argument(
+        "--dependency",
+        action="append",
+        metavar="SERVICE",
+        help="add: a service its runs call, e.g. payments-api (repeat for more): while its "
+        "circuit breaker is open, the job's runs wait (see `sundial breaker`)",
     )

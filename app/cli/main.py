@@ -53,6 +53,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "app.cli.users:add_user_commands": ("createuser",),
     "app.cli.tokens:add_token_commands": ("token",),
     "app.cli.queues:add_queue_commands": ("queue",),
+    "app.cli.breakers:add_breaker_commands": ("breaker",),
 }
 Adder = Callable[[Any], None]  # adds its commands to the subparsers it is given
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from app.core import limits
 from app.core.db import Conn
-from app.core.errors import UsageError, about
+from app.core.errors import Missing, UsageError, about
 from app.core.sql import query
 from app.people import audit
 from app.runs.breaker_rules import BreakerState, Change, Seen, next_change, retries_held
@@ -44,6 +44,10 @@ SETTINGS = tuple(DEFAULTS)
 
 class BreakerError(UsageError):
     """A breaker cannot be changed as asked; the message says why."""
+
+
+class UnknownDependency(BreakerError, Missing):
+    """No job names that service, and it has no breaker (the API answers 404)."""
 
 
 class Breaker(BaseModel):
@@ -155,7 +159,7 @@ def _by_hand(conn: Conn, name: str, to: BreakerState, *, actor: str, note: str |
     with conn.transaction():
         row = conn.execute(query("breakers", "breaker_one"), {"name": name}).fetchone()
         if row is None:
-            raise BreakerError(f"no job names a dependency called {name!r}", "dependency")
+            raise UnknownDependency(f"no job names a dependency called {name!r}", "dependency")
         if row["state"] == to and row["manual"] == (to is BreakerState.OPEN):
             raise BreakerError(f"{name}'s breaker is already {to.value.replace('_', '-')}")
         words = note or ("opened by hand" if to is BreakerState.OPEN else "closed by hand")

@@ -205,3 +205,63 @@ def test_a_job_names_at_most_twenty_dependencies_each_a_name(conn: Conn) -> None
     with pytest.raises(job_definitions.JobError, match="a dependency's name cannot be empty"):
         _job(conn, "blank", "  ")
     assert breakers.overview(conn) == []
+
+
+def test_the_cli_names_dependencies_and_sets_opens_and_closes_breakers(
+    db_url: str, conn: Conn
+) -> None:
+    from tests.helpers.commands import run_sundial
+
+    added = run_sundial(db_url, "job", "add", "charge", "--handler", "noop",
+                        "--dependency", "payments-api")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    done = run_sundial(db_url, "breaker", "set", "payments-api", "--threshold", "40%",
+                       "--probes", "2", "--retry-budget", "0.1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "payments-api: opens at 40% of at least 5 calls in 60 s; 2 trial runs after 30 s; "
+        "retries up to 10% of first calls in 300 s"
+    )
+    opened = run_sundial(db_url, "breaker", "open", "payments-api", "--note", "maintenance")
+    assert opened.returncode == 0 and _state(conn) == "open"
+    listed = run_sundial(db_url, "breaker", "list")
+    assert "payments-api\topen (by hand)\t" in listed.stdout
+    for args, message in [
+        (["open", "payments-api"], "payments-api's breaker is already open"),
+        (["set", "payments-api", "--threshold", "2"], "must be a share from 0 to 1"),
+        (["set", "payments-api", "--threshold", "half"], "a share like 0.5 or 50%"),
+        (["close", "nope"], "no job names a dependency called 'nope'"),
+    ]:
+        refused = run_sundial(db_url, "breaker", *args)
+        assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
+    closed = run_sundial(db_url, "breaker", "close", "payments-api")
+    assert closed.returncode == 0 and _state(conn) == "closed"
+
+
+def test_the_api_lists_sets_opens_and_closes_breakers(db_url: str, conn: Conn) -> None:
+    from tests.helpers.api_client import api_as
+
+    _job(conn, "charge", "payments-api")
+    with api_as(db_url, "operator") as api:
+        listed = api.get("/api/v1/breakers").json()["breakers"]
+        assert [(b["name"], b["state"]) for b in listed] == [("payments-api", "closed")]
+        saved = api.put("/api/v1/breakers/payments-api", json={"min_calls": 10, "probes": 1})
+        assert saved.status_code == 200, saved.text
+        assert (saved.json()["min_calls"], saved.json()["probes"]) == (10, 1)
+        for body in ({"failure_threshold": 1.5}, {"probes": "2"}, {"window": 5}):
+            assert api.put("/api/v1/breakers/payments-api", json=body).status_code == 422, body
+        opened = api.post("/api/v1/breakers/payments-api/open", json={"note": "down"})
+        assert opened.status_code == 200 and opened.json()["state"] == "open"
+        assert opened.json()["manual"] is True and opened.json()["note"] == "down"
+        again = api.post("/api/v1/breakers/payments-api/open", json={})
+        assert again.status_code == 422 and "already open" in again.text
+        missing = api.post("/api/v1/breakers/nope/close", json={})
+        assert missing.status_code == 404
+        closed = api.post("/api/v1/breakers/payments-api/close", json={})
+        assert closed.json()["state"] == "closed"
+        paths = api.get("/api/v1/openapi.json").json()["paths"]
+        assert {"/api/v1/breakers", "/api/v1/breakers/{name}/open"} <= set(paths)
+    with api_as(db_url, "viewer") as viewer:
+        assert viewer.post("/api/v1/breakers/payments-api/open", json={}).status_code == 403
+        jobs = viewer.get("/api/v1/jobs").json()
+        assert "payments-api" in str(jobs)

@@ -38,6 +38,7 @@ from app.core.fields import (
     WholeSeconds,
 )
 from app.handlers.execution_models import ExecutionModel
+from app.runs.breakers import MAX_PROBES, MAX_WINDOW_SECONDS, Breaker
 from app.runs.queues import MAX_WEIGHT, MAX_WEIGHTS, QueueRow
 from app.runs.run_fields import AttemptFields, RunRow, RunSettingsFields
 from app.runs.states import RunStatus
@@ -482,3 +483,44 @@ class QueueLimitsIn(Strict):
         description="With fair_share: a key's starts per turn (1 unless listed), e.g. "
         '{"acme": 3}; at most 1,000 keys.',
     )
+
+
+# ---- circuit breakers ------------------------------------------------------------------------
+
+Share = Annotated[float, Field(ge=0, le=1)]
+WindowSeconds = Annotated[int, Field(ge=1, le=MAX_WINDOW_SECONDS)]
+
+
+class BreakerOut(Breaker):
+    """The circuit breaker of a service that job definitions name as called by their runs."""
+
+
+class BreakerListOut(BaseModel):
+    breakers: list[BreakerOut]
+
+
+class BreakerSettingsIn(Strict):
+    """A service's breaker and retry-budget settings, replacing the ones it had; a setting
+    left out takes its default."""
+
+    failure_threshold: Share | None = Field(
+        None, description="Open when this share of its calls in the window failed (0.5)."
+    )
+    min_calls: Count | None = Field(None, description="Judge only after this many calls (5).")
+    window_seconds: WindowSeconds | None = Field(None, description="The window (60 s).")
+    cool_off_seconds: WindowSeconds | None = Field(
+        None, description="How long it stays open before trial runs go (30 s)."
+    )
+    probes: Annotated[int, Field(ge=1, le=MAX_PROBES)] | None = Field(
+        None, description="Trial runs let through after the cool-off (3)."
+    )
+    retry_budget: Share | None = Field(
+        None, description="Retries may reach this share of the first attempts (none: no budget)."
+    )
+    retry_window_seconds: WindowSeconds | None = Field(
+        None, description="The retry budget's window (300 s)."
+    )
+
+
+class BreakerNoteIn(Strict):
+    note: Text | None = Field(None, description="Why, kept with the breaker and audited.")
