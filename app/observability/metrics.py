@@ -25,6 +25,9 @@ from prometheus_client.registry import Collector
 from app.core.db import Conn
 from app.core.sql import query
 from app.observability import lag_slo
+from app.runs import breakers
+from app.runs.breaker_rules import BreakerState
+from app.runs.breakers import Breaker
 
 # ---- the fleet's figures, read from the database for the web's /metrics ---------------------
 
@@ -57,6 +60,7 @@ class _Reading:
     dead_man: int
     paused_queues: list[str]
     queue_limits: list[dict[str, Any]]
+    services: list[Breaker]
 
 
 def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
@@ -75,6 +79,7 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
         pending=rows("metrics_pending", {"now": now}),
         paused_queues=[r["name"] for r in rows("metrics_paused_queues", {})],
         queue_limits=rows("metrics_queue_limits", {}),
+        services=breakers.overview(conn, now),
         running=counts["running"],
         blocked=counts["blocked"],
         finished=rows(
@@ -115,6 +120,7 @@ class _Fleet(Collector):
     def collect(self) -> Iterator[Metric]:
         r = self.r
         yield from self._queue(r)
+        yield from self._services(r)
         yield from self._finished(r)
         expiries = CounterMetricFamily(
             "sundial_lease_expiries",
@@ -227,6 +233,33 @@ class _Fleet(Collector):
         active.add_metric(["running"], r.running)
         active.add_metric(["blocked"], r.blocked)
         yield active
+
+    def _services(self, r: _Reading) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "sundial_breaker_state",
+            "Each called service's circuit breaker: 0 closed (runs go), 1 half-open (trial "
+            "runs go), 2 open (its runs wait).",
+            labels=["dependency"],
+        )
+        held = GaugeMetricFamily(
+            "sundial_breaker_retries_held",
+            "1 while a service's retry budget is spent (its retries wait).",
+            labels=["dependency"],
+        )
+        calls = GaugeMetricFamily(
+            "sundial_breaker_calls", "Calls to each service ended in its window.",
+            labels=["dependency"],
+        )  # fmt: skip
+        failures = GaugeMetricFamily(
+            "sundial_breaker_failures", "Of those, how many failed.", labels=["dependency"]
+        )
+        levels = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
+        for b in r.services:
+            state.add_metric([b.name], levels[b.state])
+            held.add_metric([b.name], int(b.retries_held))
+            calls.add_metric([b.name], b.calls)
+            failures.add_metric([b.name], b.failures)
+        yield from (state, held, calls, failures)
 
     def _finished(self, r: _Reading) -> Iterator[Metric]:
         by_job: dict[tuple[str, str], int] = {}

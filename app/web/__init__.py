@@ -30,6 +30,7 @@ from app.people import users
 from app.web import (
     audit,
     auth,
+    breakers,
     calendars,
     dag_runs,
     dead_letters,
@@ -88,6 +89,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *runs.routes,
         *workers.routes,
         *queues.routes,
+        *breakers.routes,
         *events.routes,
         *tokens.routes,
         *observability.routes,

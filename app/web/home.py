@@ -24,6 +24,8 @@ from app.core.db import Conn
 from app.core.resources import STATIC_DIR
 from app.core.sql import query
 from app.people.roles import Role
+from app.runs import breakers
+from app.runs.breaker_rules import BreakerState
 from app.runs.states import RunStatus
 from app.scheduling.schedule_rules import db_now
 from app.web.access import public, requires
@@ -115,7 +117,8 @@ def overview(
         "finished_last_hour": finished_last_hour,
         "lag_chart": line_chart(points, ["p50", "p99"], start, now),
         "leaders": leaders,
-        "alerts": _alerts(poison, expiries, stuck, minutes, oldest_due, live_workers, now),
+        "alerts": _alerts(poison, expiries, stuck, minutes, oldest_due, live_workers, now)
+        + _service_alerts(breakers.overview(conn)),
         "as_of": now,
     }
 
@@ -144,6 +147,20 @@ def _throughput(minutes: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
 def _rate(per_minute: float) -> str:
     """`12`, `1.5`, `0.03`: two significant figures, so a quiet hour is not `0.0`."""
     return f"{per_minute:.2g}" if per_minute < 10 else str(round(per_minute))
+
+
+def _service_alerts(services: list[breakers.Breaker]) -> list[Alert]:
+    """A service whose breaker is not closed: the runs that call it wait (Queues page)."""
+    alerts = []
+    for b in services:
+        if b.state is BreakerState.OPEN:
+            why = f"paused by {b.changed_by}" if b.manual else "failing"
+            alerts.append(Alert("error", f"{b.name} is {why}: the runs that call it wait "
+                                         "(Queues page, Services)."))  # fmt: skip
+        elif b.state is BreakerState.HALF_OPEN:
+            text = f"{b.name} failed lately: a few trial runs check whether it is back"
+            alerts.append(Alert("warn", text + " (Queues page, Services)."))
+    return alerts
 
 
 def _alerts(

@@ -13,13 +13,16 @@ from starlette.routing import Route
 
 from app.core.errors import UsageError
 from app.people.roles import Role
-from app.runs import queues
+from app.runs import breakers, queues
 from app.web.access import current_user, requires
 from app.web.database import call
 from app.web.forms import field_errors, optional_whole
 from app.web.render import redirect, render
 
 FLASHES = {
+    "service_paused": "Runs that call the service wait until you let them through.",
+    "service_resumed": "Runs that call the service go again.",
+    "service_settings": "Settings saved: the service's breaker follows them from now on.",
     "paused": "Queue paused: no worker starts its runs until you resume it.",
     "resumed": "Queue resumed: workers start its runs again.",
     "limited": "Limits saved: every worker keeps to them from now on.",
@@ -42,6 +45,7 @@ async def _page(request: Request, errors: dict[str, str] | None = None, status: 
         "queues/_table.html",
         status_code=status,
         queues=rows,
+        services=await call(request, breakers.overview),
         minutes=queues.THROUGHPUT_MINUTES,
         done=FLASHES.get(request.query_params.get("done", "")),
         errors=errors or {},
@@ -52,6 +56,13 @@ async def _page(request: Request, errors: dict[str, str] | None = None, status: 
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
     return await _page(request)
+
+
+@requires(Role.VIEWER)
+async def services(request: Request) -> Response:
+    """The services part alone, as the page refreshes it."""
+    rows = await call(request, breakers.overview)
+    return render(request, "queues/_services.html", services=rows)
 
 
 @requires(Role.OPERATOR)
@@ -136,6 +147,7 @@ def _limits_page(request: Request, name: str, values: dict[str, str], errors: di
 
 routes = [
     Route("/queues", index, methods=["GET"], name="queues_index"),
+    Route("/queues/services", services, methods=["GET"], name="queues_services"),
     Route("/queues/{name}/pause", pause, methods=["POST"], name="queues_pause"),
     Route("/queues/{name}/resume", resume, methods=["POST"], name="queues_resume"),
     Route("/queues/{name}/limits", limits_form, methods=["GET"], name="queues_limits_form"),
