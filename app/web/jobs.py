@@ -30,7 +30,7 @@ from app.web.forms import field_errors
 from app.web.render import redirect, render
 
 FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
-          "max_retries", "max_crashes", "queue")  # fmt: skip
+          "max_retries", "max_crashes", "queue", "dependencies")  # fmt: skip
 MODELS = [m.value for m in ExecutionModel]
 
 
@@ -61,7 +61,14 @@ def _spec(values: dict[str, str], args: dict[str, Any]) -> JobSpec:
         else limits.DEFAULT_MAX_CRASHES,
         # left empty (or posted by a form from before the field): the default queue
         queue=values["queue"] or DEFAULT_QUEUE,
+        dependencies=_services(values["dependencies"]),
     )
+
+
+def _services(text: str) -> list[str]:
+    """The services box (one a line, or comma-separated) as names; the catalogue checks them."""
+    return [name.strip() for line in text.splitlines() for name in line.split(",")
+            if name.strip()]  # fmt: skip
 
 
 def _blank() -> dict[str, Any]:
@@ -94,7 +101,15 @@ def _read_args(
 
 def _values_of(row: dict[str, Any]) -> dict[str, str]:
     """A job (row or spec) as the form shows it."""
-    return {f: json.dumps(row[f], indent=2) if f == "args" else str(row[f]) for f in FIELDS}
+    return {f: _shown(f, row[f]) for f in FIELDS}
+
+
+def _shown(field: str, value: Any) -> str:
+    if field == "args":
+        return json.dumps(value, indent=2)
+    if field == "dependencies":
+        return "\n".join(value or [])
+    return str(value)
 
 
 def _index_page(conn: Conn, params: QueryParams) -> dict[str, Any]:
