@@ -128,3 +128,63 @@ def test_an_operator_limits_a_queue_per_customer_from_the_page(
         _check(page, "limited")
     finally:
         context.close()
+
+
+def test_an_operator_pauses_a_failing_service_and_lets_its_runs_through(
+    live_server: str, db_url: str, browser: Any
+) -> None:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from app.catalog import job_definitions
+    from app.catalog.job_fields import JobSpec
+
+    make_user(db_url, "ops", "operator")
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        spec = JobSpec.model_construct(name="charge", handler="noop",
+                                       dependencies=["payments-api", "ledger"])  # fmt: skip
+        job_definitions.create(conn, spec, actor="test")
+        # ledger failed on its own: its breaker opened and waits out its cool-off
+        conn.execute(
+            "UPDATE dependencies SET state = 'open', reopen_at = now() + interval '1 hour',"
+            " note = '5 of its last 5 calls failed', changed_by = 'sundial'"
+            " WHERE name = 'ledger'"
+        )
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    try:
+        sign_in_page(page, live_server, "ops")
+        expect(page.locator(".alert-list")).to_contain_text("ledger is failing")
+        page.goto(f"{live_server}/queues#services")
+        payments = page.locator('li[data-service="payments-api"]')
+        expect(payments).to_contain_text("Working")
+        expect(page.locator('li[data-service="ledger"]')).to_contain_text(
+            "Paused after failures (5 of its last 5 calls failed)"
+        )
+        _check(page, "services")
+
+        payments.get_by_label("Why pause the runs that call payments-api? (optional)").fill(
+            "their maintenance window"
+        )
+        payments.get_by_role("button", name="Pause runs that call payments-api").click()
+        page.wait_for_url("**done=service_paused**")
+        expect(payments).to_contain_text("Paused by ops: their maintenance window")
+        _check(page, "service-paused")
+
+        payments.get_by_role("button", name="Let runs that call payments-api through").click()
+        page.wait_for_url("**done=service_resumed**")
+        expect(payments).to_contain_text("Working")
+
+        page.get_by_role("link", name="Settings of payments-api").click()
+        page.wait_for_url("**/breakers/payments-api")
+        page.get_by_label("Then let this many trial runs go").fill("0")
+        page.get_by_role("button", name="Save settings").click()
+        expect(page.locator("#probes-error")).to_contain_text("between 1 and 1,000")
+        _check(page, "service-settings-refused")
+        page.get_by_label("Then let this many trial runs go").fill("2")
+        page.get_by_role("button", name="Save settings").click()
+        page.wait_for_url("**done=service_settings**")
+        expect(page.get_by_role("status")).to_contain_text("Settings saved")
+    finally:
+        context.close()
