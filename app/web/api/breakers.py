@@ -44,7 +44,8 @@ async def set_settings(api: ApiCall) -> Response:
 
 
 @operation(Role.OPERATOR, "Open a service's breaker by hand: its runs wait until it is closed",
-           path={"name": str}, body=BreakerNoteIn, response=BreakerOut)  # fmt: skip
+           path={"name": str}, body=BreakerNoteIn, response=BreakerOut,
+           also=(404,))  # fmt: skip
 async def open_breaker(api: ApiCall) -> Response:
     name, note = api.path["name"], api.body.note
 
@@ -56,7 +57,8 @@ async def open_breaker(api: ApiCall) -> Response:
 
 
 @operation(Role.OPERATOR, "Close a service's breaker: its runs go again",
-           path={"name": str}, body=BreakerNoteIn, response=BreakerOut)  # fmt: skip
+           path={"name": str}, body=BreakerNoteIn, response=BreakerOut,
+           also=(404,))  # fmt: skip
 async def close_breaker(api: ApiCall) -> Response:
     name, note = api.path["name"], api.body.note
 

@@ -89,7 +89,7 @@ def _update_job(conn: Conn, api: ApiCall, name: str) -> tuple[list[str], dict[st
         before = _job(conn, name)
         values = {k: before[k] for k in ("name", "handler", "args", "execution_model",
                                          "priority", "timeout_seconds", "max_retries",
-                                         "max_crashes", "queue")}  # fmt: skip
+                                         "max_crashes", "queue", "dependencies")}  # fmt: skip
         spec = JobSpec.model_construct(**{**values, **changes})
         _refuse_dangerous(api, before["handler"], spec.handler)
         renamed = spec.name.strip()

@@ -253,6 +253,9 @@ class JobChanges(Strict):
     max_retries: Retries | None = left_out(JobFields, "max_retries")
     max_crashes: Crashes | None = left_out(JobFields, "max_crashes")
     queue: Name | None = left_out(JobFields, "queue")
+    dependencies: Annotated[list[Name], Field(max_length=limits.MAX_DEPENDENCIES)] | None = (
+        left_out(JobFields, "dependencies")
+    )
 
 
 class JobIn(JobFields, Shape):
