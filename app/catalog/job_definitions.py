@@ -271,6 +271,18 @@ def update(
     return warnings
 
 
+def set_dependencies(
+    conn: Conn, name: str, dependencies: list[str], *, actor: str, now: datetime | None = None
+) -> list[str]:
+    """Replace the services a job names as called by its runs, keeping its other settings
+    (`sundial job update --dependency`); audited as any change."""
+    with conn.transaction():
+        before = get(conn, name)
+        values = {k: before[k] for k in JobSpec.model_fields if k in before}
+        spec = JobSpec.model_construct(**{**values, "dependencies": dependencies})
+        return update(conn, name, spec, actor=actor, now=now)
+
+
 def apply_snapshot(
     conn: Conn, name: str, snapshot: Mapping[str, Any], *, actor: str, action: str
 ) -> None:

@@ -1,4 +1,5 @@
-"""`sundial job …`: add, list and delete job definitions (what schedules and workflow steps run)."""
+"""`sundial job …`: add, update (the services it calls), list and delete job definitions
+(what schedules and workflow steps run)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,15 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
             )
             also = f" with schedule(s) {safe(', '.join(gone))}" if gone else ""
             print(f"job {args.name!r} deleted{also}")
+        elif args.job_command == "update":
+            if args.dependency is None and not args.no_dependencies:
+                raise UsageError("job update needs --dependency SERVICE or --no-dependencies")
+            if args.dependency and args.no_dependencies:
+                raise UsageError("give --dependency or --no-dependencies, not both")
+            job_definitions.set_dependencies(conn, args.name, args.dependency or [], actor=actor)
+            row = job_definitions.get(conn, args.name)
+            calls = ", ".join(row["dependencies"]) or "no service"
+            print(f"job {args.name!r} updated: its runs call {safe(calls)}")
         else:
             if not args.handler:
                 raise UsageError("job add needs --handler")
@@ -59,11 +69,11 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
 def add_job_commands(sub: Any) -> None:
     job = sub.add_parser(
         "job",
-        help="add, list or delete job definitions (what schedules and workflow steps run)",
+        help="add, update, list or delete job definitions (what schedules and workflow steps run)",
         description="Job definitions: a named handler with its args and settings.",
     )
     job.set_defaults(func=cmd_job, process="job")
-    job.add_argument("job_command", choices=["add", "list", "delete"])
+    job.add_argument("job_command", choices=["add", "update", "list", "delete"])
     job.add_argument("name", nargs="?", default="", help="job definition name")
     job.add_argument("--handler", help="registered handler name (add)")
     job.add_argument("--args", default="{}", help="handler arguments as a JSON object")
@@ -84,6 +94,12 @@ def add_job_commands(sub: Any) -> None:
         "--dependency",
         action="append",
         metavar="SERVICE",
-        help="add: a service its runs call, e.g. payments-api (repeat for more): while its "
-        "circuit breaker is open, the job's runs wait (see `sundial breaker`)",
+        help="add, update: a service its runs call, e.g. payments-api (repeat for more): while "
+        "its circuit breaker is open, the job's runs wait (see `sundial breaker`); update "
+        "replaces the services the job names and keeps its other settings",
+    )
+    job.add_argument(
+        "--no-dependencies",
+        action="store_true",
+        help="update: the job names no service any more",
     )
