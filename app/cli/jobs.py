@@ -42,8 +42,8 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
             if args.dependency and args.no_dependencies:
                 raise UsageError("give --dependency or --no-dependencies, not both")
             job_definitions.set_dependencies(conn, args.name, args.dependency or [], actor=actor)
-            row = job_definitions.get(conn, args.name)
-            calls = ", ".join(row["dependencies"]) or "no service"
+            job = job_definitions.get(conn, args.name)
+            calls = ", ".join(job["dependencies"]) or "no service"
             print(f"job {args.name!r} updated: its runs call {safe(calls)}")
         else:
             if not args.handler:
