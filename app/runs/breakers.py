@@ -17,8 +17,6 @@ reach a share of the recent first attempts. The reaper applies the rules
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +32,6 @@ from app.runs.breaker_rules import BreakerState, Change, Seen, next_change, retr
 SYSTEM_ACTOR = "sundial"  # the audit log's actor of the changes the rules make
 MAX_WINDOW_SECONDS = 86400
 MAX_PROBES = 1000
-RECHECK_SECONDS = 1.0
 DEFAULTS: dict[str, Any] = {
     "failure_threshold": 0.5, "min_calls": 5, "window_seconds": 60, "cool_off_seconds": 30,
     "probes": 3, "retry_budget": None, "retry_window_seconds": 300,
@@ -223,31 +220,3 @@ def _seen(row: dict[str, Any]) -> Seen:
         trials_left=row["trials_left"], retry_budget=row["retry_budget"],
         retries=row["retries"], first_calls=row["first_calls"],
     )  # fmt: skip
-
-
-_named: tuple[float, bool] | None = None  # (read at, whether any dependency is named)
-
-
-def record_calls(
-    conn: Conn, outcomes: Iterable[tuple[int, bool]], now: datetime | None = None
-) -> None:
-    """How these runs' attempts ended, as (run id, ok), as calls of the dependencies their
-    jobs name (nothing to do while no job names one; read once a second)."""
-    global _named
-    clock = time.monotonic()
-    if _named is None or clock - _named[0] >= RECHECK_SECONDS:
-        row = conn.execute(query("breakers", "breaker_any")).fetchone()
-        _named = (clock, bool(row and row["any"]))
-    pairs = list(outcomes)
-    if not _named[1] or not pairs:
-        return
-    conn.execute(
-        query("breakers", "breaker_record_calls"),
-        {"ids": [p[0] for p in pairs], "ok": [p[1] for p in pairs], "now": now},
-    )
-
-
-def forget() -> None:
-    """Read afresh at the next finish whether any dependency is named (tests)."""
-    global _named
-    _named = None

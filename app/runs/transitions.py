@@ -39,7 +39,7 @@ from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
 from app.handlers.gate import refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
-from app.runs import breakers, fair_turns, key_rates, limit_fit, queue_limits
+from app.runs import dependency_calls, fair_turns, key_rates, limit_fit, queue_limits
 from app.runs.counters import FENCE_LOST, TRANSITIONS
 from app.runs.fingerprints import (
     CRASHED,
@@ -430,7 +430,7 @@ def finish_many(
     # what the dependencies' breakers count: completions, and failures and timeouts
     calls = [(f.run_id, f.outcome.status is OutcomeStatus.COMPLETED)
              for f in winners if f.outcome.status in CALL_OUTCOMES]  # fmt: skip
-    breakers.record_calls(conn, calls, now)
+    dependency_calls.record_calls(conn, calls, now)
     return winners
 
 

@@ -14,7 +14,7 @@ import pytest
 from app.catalog import job_definitions
 from app.catalog.job_fields import JobSpec
 from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
-from app.runs import breakers, submission, transitions
+from app.runs import breakers, dependency_calls, submission, transitions
 from app.runs.breakers import BreakerError
 from app.runs.run_inserts import NewRun
 
@@ -23,7 +23,7 @@ Conn = psycopg.Connection[Any]
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
-    breakers.forget()
+    dependency_calls.forget()
 
 
 def _job(conn: Conn, name: str, *dependencies: str, max_retries: int = 0) -> Any:

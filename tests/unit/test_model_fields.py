@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import AwareDatetime, BaseModel
 from pydantic.fields import FieldInfo
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlmodel import Field, SQLModel
 
 import app.models
@@ -64,6 +64,7 @@ KINDS: list[tuple[type[Any], tuple[type[Any], ...]]] = [
     (sa.Uuid, (uuid.UUID,)),
     (JSONB, (dict, list, object)),
     (sa.JSON, (dict, list, object)),
+    (ARRAY, (list,)),
 ]
 _BETWEEN = re.compile(
     r"(\w+) IS NULL OR (\w+) BETWEEN (-?\d+) AND (-?\d+)|(\w+) BETWEEN (-?\d+) AND (-?\d+)"

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from app.catalog import job_definitions
 from app.catalog.job_fields import JobSpec
 from app.handlers.jobs import Outcome, OutcomeStatus
-from app.runs import breaker_events, breakers, submission, transitions
+from app.runs import breaker_events, breakers, dependency_calls, submission, transitions
 from app.runs.run_inserts import NewRun
 
 Conn = psycopg.Connection[Any]
@@ -23,7 +23,7 @@ Conn = psycopg.Connection[Any]
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
-    breakers.forget()
+    dependency_calls.forget()
 
 
 def _job(conn: Conn, name: str, *dependencies: str) -> Any:
