@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.axe import violations_with_axe
-from tests.helpers.browser import sign_in_page
+from tests.helpers.browser import look_at_both_widths, sign_in_page
 from tests.helpers.commands import free_port
 from tests.helpers.live import Start, listener_count, start_web, submit
 from tests.helpers.people import make_user
@@ -21,9 +20,6 @@ from tests.helpers.waits import wait_until
 
 SHOTS = Path("/tmp/shots/snooze")
 # The first elements reaching past the page's right edge, to name in a failure.
-WIDER_THAN_THE_PAGE = """() => [...document.querySelectorAll('body *')]
-    .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
-    .slice(0, 5).map(e => e.tagName + ' ' + (e.textContent || '').slice(0, 40))"""
 
 
 @pytest.fixture
@@ -33,18 +29,7 @@ def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
 
 
 def _look(page: Any, name: str) -> None:
-    """At 1280 and 390 px: no sideways scrolling, no serious axe finding, a screenshot."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-        overflow = page.evaluate(
-            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-        )
-        wide = page.evaluate(WIDER_THAN_THE_PAGE)
-        assert overflow <= 1, f"{name} is {overflow} px too wide at {width} px: {wide}"
-        assert violations_with_axe(page) == [], (name, width)
-    page.set_viewport_size({"width": 1280, "height": 900})
+    look_at_both_widths(page, SHOTS, name)
 
 
 def test_progress_appears_live_and_a_snooze_says_why(

@@ -11,8 +11,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from app.runs.run_inserts import NewRun
-from tests.helpers.axe import violations_with_axe
-from tests.helpers.browser import sign_in_page
+from tests.helpers.browser import look_at_both_widths, sign_in_page
 from tests.helpers.people import make_user
 from tests.helpers.processes import services
 from tests.helpers.waits import wait_until
@@ -22,16 +21,7 @@ SHOTS = Path("/tmp/shots/queues")
 
 
 def _check(page: Any, name: str) -> None:
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
-        assert violations_with_axe(page) == [], (name, width)
-        overflow = page.evaluate(
-            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-        )
-        assert overflow <= 1, (name, width, overflow)
-    page.set_viewport_size({"width": 1280, "height": 900})
+    look_at_both_widths(page, SHOTS, name)
 
 
 def test_an_operator_pauses_and_resumes_a_queue_while_a_worker_serves_it(
