@@ -27,8 +27,10 @@ def record_calls(
     if _named is None or clock - _named[0] >= RECHECK_SECONDS:
         row = conn.execute(query("breakers", "breaker_any")).fetchone()
         _named = (clock, bool(row and row["any"]))
-    pairs = list(outcomes)
-    if not _named[1] or not pairs:
+    if not _named[1]:
+        return
+    pairs = list(outcomes)  # only now: a drain finishes thousands a second without any
+    if not pairs:
         return
     conn.execute(
         query("breakers", "breaker_record_calls"),

@@ -428,8 +428,8 @@ def finish_many(
         if (f.run_id, f.attempt) not in won:
             _lost("run_finish", f.run_id, f.attempt, worker)
     # what the dependencies' breakers count: completions, and failures and timeouts
-    calls = [(f.run_id, f.outcome.status is OutcomeStatus.COMPLETED)
-             for f in winners if f.outcome.status in CALL_OUTCOMES]  # fmt: skip
+    calls = ((f.run_id, f.outcome.status is OutcomeStatus.COMPLETED)
+             for f in winners if f.outcome.status in CALL_OUTCOMES)  # fmt: skip
     dependency_calls.record_calls(conn, calls, now)
     return winners
 
