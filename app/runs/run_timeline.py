@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from app.core.db import Conn
@@ -36,6 +37,43 @@ ENDED = frozenset({"completed", "failed", "timed_out", "cancelled", "skipped"})
 DELAYED_SECONDS = 1.0
 _API_ACTOR = re.compile(r"^(?P<user>.*) \(api token (?P<token>\w+)\)$")
 _CLI_PREFIX = CLI_ACTOR + ":"  # before the operating-system user
+
+
+class EventKind(StrEnum):
+    """What happened to the run."""
+
+    SUBMITTED = "submitted"  # created: submitted, fired by a schedule, started by hand
+    DUE = "due"  # a delayed run's delay is over
+    RELEASED = "released"  # a DAG step's upstreams all completed
+    STARTED = "started"  # a worker claimed it: a new attempt
+    CANCEL_REQUESTED = "cancel_requested"  # running: its worker is asked to stop it
+    COMPLETED = "completed"
+    RETRY_SCHEDULED = "retry_scheduled"  # an attempt failed or timed out; tried again later
+    SNOOZED = "snoozed"  # its job asked to run again later, no attempt used
+    LEASE_EXPIRED = "lease_expired"  # its worker stopped answering; the reaper put it back
+    HANDED_BACK = "handed_back"  # back in the queue without using an attempt
+    CRASHED = "crashed"  # its own process died; back in the queue
+    FAILED = "failed"  # ended: a dead letter
+    TIMED_OUT = "timed_out"  # ended: a dead letter
+    QUARANTINED = "quarantined"  # ended (failed) after too many crashes
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"  # ended without running: expired, or an upstream did not complete
+    RETRIED = "retried"  # a person queued it again after it ended
+    BREAKER = "breaker"  # the circuit breaker of a service its job calls changed
+
+
+class ActorKind(StrEnum):
+    """Who or what made a change."""
+
+    WORKER = "worker"
+    REAPER = "reaper"
+    PERSON = "person"  # signed in to the dashboard
+    API = "api"  # a person's API token
+    CLI = "cli"  # the command line, as an operating-system user
+    SCHEDULE = "schedule"
+    DAG = "dag"
+    SYSTEM = "system"  # Sundial's own rules
+    UNKNOWN = "unknown"  # the records do not say
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +106,9 @@ class RunEvent:
     detail: str | None = None
     attempt: int | None = None
     until: datetime | None = None
-    breaker_state: str | None = field(default=None)  # for `breaker`: its new state
+    # For `breaker`: the service (dependency) whose breaker changed, and its new state.
+    service: str | None = None
+    breaker_state: str | None = None
 
 
 def actor_of(recorded: str) -> Actor:
@@ -420,4 +460,5 @@ _ENDINGS = frozenset({"completed", "failed", "timed_out", "cancelled", "quaranti
 
 
 def _breaker(e: breaker_events.BreakerEvent) -> RunEvent:
-    return RunEvent(e.at, "breaker", actor_of(e.actor), e.words, breaker_state=e.state)
+    return RunEvent(e.at, "breaker", actor_of(e.actor), e.words, service=e.dependency,
+                    breaker_state=e.state)  # fmt: skip
