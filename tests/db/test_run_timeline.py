@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 
+from app.dags import dag_submission
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.people.audit import cli_actor
 from app.runs import run_actions, run_timeline, submission, transitions
@@ -148,4 +149,53 @@ def test_a_schedules_fire_and_its_run_now_name_the_schedule_and_the_person(conn:
         "person",
         "dana",
         "Started by hand from schedule nightly (run now)",
+    )
+
+
+def test_dag_steps_are_released_by_their_upstream_or_skipped_when_it_fails(conn: Conn) -> None:
+    dag = dag_submission.submit_dag(
+        conn,
+        {"extract": NewRun("report", max_retries=0), "load": NewRun("report"),
+         "audit": NewRun("report")},
+        [("extract", "load")],
+        name="nightly-etl",
+    )  # fmt: skip
+    audit_step = dag.run_ids["audit"]
+    extract, load = dag.run_ids["extract"], dag.run_ids["load"]
+    attempt = _claim(conn, "w-1", extract)
+    _finish(conn, "w-1", extract, attempt, Outcome.completed())
+    events = run_timeline.events_of_run(conn, load)
+    assert events is not None
+    assert _told(events) == [
+        ("submitted", "unknown", None, "Submitted as step load of DAG run nightly-etl"),
+        ("released", "dag", "extract", "Released: its upstream steps completed"),
+    ]
+    assert events[0].detail is not None and events[0].detail.endswith(
+        "It waits for 1 upstream step."
+    )
+
+    dag = dag_submission.submit_dag(
+        conn, {"a": NewRun("report", max_retries=0), "b": NewRun("report")}, [("a", "b")]
+    )
+    a, b = dag.run_ids["a"], dag.run_ids["b"]
+    for other in (load, audit_step):  # out of the way, as a DAG cancel does: unaudited
+        transitions.cancel(conn, other)
+    attempt = _claim(conn, "w-1", a)
+    _finish(conn, "w-1", a, attempt, Outcome(OutcomeStatus.FAILED, error="no file"))
+    skipped = run_timeline.events_of_run(conn, b)
+    assert skipped is not None
+    assert _told(skipped)[-1] == (
+        "skipped",
+        "dag",
+        None,
+        "Skipped: an upstream step did not complete",
+    )
+    cancelled = run_timeline.events_of_run(conn, audit_step)
+    assert cancelled is not None
+    assert _told(cancelled)[-1] == ("cancelled", "unknown", None, "Cancelled")
+    assert _told(run_timeline.events_of_run(conn, a) or [])[-1] == (
+        "failed",
+        "worker",
+        "w-1",
+        "Failed for good: a dead letter, not tried again",
     )
