@@ -117,7 +117,7 @@ def actor_of(recorded: str) -> Actor:
     if recorded in (SYSTEM_ACTOR, SCHEDULES_ACTOR):
         return SYSTEM
     if recorded.startswith(_CLI_PREFIX) or recorded == CLI_ACTOR:
-        user = recorded.removeprefix(_CLI_PREFIX)
+        user = recorded[len(_CLI_PREFIX) :]  # "" for plain `cli`: the user was unknown
         return Actor("cli", user or None, f"{user or 'someone'} on the command line")
     api = _API_ACTOR.match(recorded)
     if api:
@@ -418,20 +418,28 @@ def _status_after(
 # ---- people's actions, the run's own end, the breakers -------------------------------------
 
 
+_WAS = {
+    "pending": "It was waiting to run.",
+    "blocked": "It was waiting for its upstream steps.",
+    "running": "It was running.",
+    "failed": "It had failed.",
+    "timed_out": "It had timed out.",
+    "cancelled": "It had been cancelled.",
+}
+
+
 def _action(x: dict[str, Any]) -> RunEvent:
     actor = actor_of(x["actor"])
     before = (x["details"] or {}).get("before") or {}
-    was = str(before.get("status") or "").replace("_", " ")
+    was = _WAS.get(str(before.get("status")))
     if x["action"] == "run.cancel":
         if _asked_to_stop(x):
             return RunEvent(x["at"], "cancel_requested", actor,
                             "Asked to stop: its worker stops it at its next heartbeat")  # fmt: skip
-        return RunEvent(x["at"], "cancelled", actor, "Cancelled", f"It was {was}." if was else None)
+        return RunEvent(x["at"], "cancelled", actor, "Cancelled", was)
     if x["action"] == "run.retry_with_args":
-        return RunEvent(x["at"], "retried", actor, "Retried with new arguments",
-                        f"It was {was}." if was else None)  # fmt: skip
-    return RunEvent(x["at"], "retried", actor, "Retried, with a fresh retry budget",
-                    f"It was {was}." if was else None)  # fmt: skip
+        return RunEvent(x["at"], "retried", actor, "Retried with new arguments", was)
+    return RunEvent(x["at"], "retried", actor, "Retried, with a fresh retry budget", was)
 
 
 def _run_ending(run: dict[str, Any], events: Sequence[RunEvent]) -> RunEvent | None:

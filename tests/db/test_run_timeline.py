@@ -82,7 +82,8 @@ def test_a_run_failed_retried_cancelled_by_people_and_completed_tells_each_step(
     assert events[0].detail == (
         "Who submitted it is not recorded (the API, the command line or a program)."
     )
-    assert events[3].detail == "It was pending." and events[4].detail == "It was cancelled."
+    assert events[3].detail == "It was waiting to run."
+    assert events[4].detail == "It had been cancelled."
     assert events[6].actor.words == "bob with API token 7"
     assert events[8].actor.words == f"{user} on the command line"
     assert [e.attempt for e in events if e.kind == "started"] == [1, 2, 3]
@@ -111,7 +112,7 @@ def test_a_dead_letter_retried_by_a_person_and_a_lost_lease_reaped(conn: Conn) -
         ("lease_expired", "reaper", None,
          "Its worker stopped answering (lease expired): back in the queue"),
     ]  # fmt: skip
-    assert events[2].detail == "took 30 s" and events[3].detail == "It was timed out."
+    assert events[2].detail == "took 30 s" and events[3].detail == "It had timed out."
     assert "worker w-9 stopped heartbeating during attempt 2" in (events[-1].detail or "")
 
 
