@@ -28,13 +28,15 @@ from app.core.sql import query
 from app.people.audit import CLI_ACTOR
 from app.runs import breaker_events
 from app.runs.breakers import SYSTEM_ACTOR
-from app.scheduling.schedules import SYSTEM_ACTOR as SCHEDULES_ACTOR
 
 MAX_ACTIONS = 200  # people's latest actions on one run; older ones stay in the audit log
 ACTIONS = ("run.cancel", "run.retry", "run.retry_with_args")
 ENDED = frozenset({"completed", "failed", "timed_out", "cancelled", "skipped"})
 # A run that waits this much longer than its creation was delayed on purpose.
 DELAYED_SECONDS = 1.0
+# Sundial's own changes: the breaker rules', and the schedules' (app.scheduling.schedules
+# names them `system`; that package sits above this one).
+SYSTEM_ACTORS = frozenset({SYSTEM_ACTOR, "system"})
 _API_ACTOR = re.compile(r"^(?P<user>.*) \(api token (?P<token>\w+)\)$")
 _CLI_PREFIX = CLI_ACTOR + ":"  # before the operating-system user
 
@@ -114,7 +116,7 @@ class RunEvent:
 def actor_of(recorded: str) -> Actor:
     """The audit log's actor as a person reads it: `alice`, `alice (api token 3)`,
     `cli:bob`, or Sundial's own rules."""
-    if recorded in (SYSTEM_ACTOR, SCHEDULES_ACTOR):
+    if recorded in SYSTEM_ACTORS:
         return SYSTEM
     if recorded.startswith(_CLI_PREFIX) or recorded == CLI_ACTOR:
         user = recorded[len(_CLI_PREFIX) :]  # "" for plain `cli`: the user was unknown

@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from app.runs import breakers, run_timeline
 from app.runs.run_timeline import actor_of, assemble
+from app.scheduling import schedules
 
 T0 = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
 
@@ -43,6 +45,7 @@ def test_the_audit_logs_actors_read_as_people_tokens_the_command_line_and_sundia
     assert (cli.kind, cli.name, cli.words) == ("cli", "ops", "ops on the command line")
     assert actor_of("cli").words == "someone on the command line"
     assert actor_of("sundial").kind == actor_of("system").kind == "system"
+    assert {breakers.SYSTEM_ACTOR, schedules.SYSTEM_ACTOR} == run_timeline.SYSTEM_ACTORS
 
 
 def test_a_snoozed_run_waiting_says_until_when_and_why() -> None:
