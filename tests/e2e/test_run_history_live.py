@@ -67,7 +67,7 @@ def test_the_history_follows_a_run_live_and_names_who_did_what(
     run_id = _submit(db_url, NewRun("fail", args={"message": "the ledger said no"}, max_retries=1))
     page.goto(f"{base}/runs/{run_id}")
     page.evaluate("window.notReloaded = true")
-    expect(page.locator("h1 .badge")).to_have_text("failed")
+    expect(page.locator("h1 .badge")).to_have_text("failed", timeout=20_000)  # waits <= 2 s
     worker = f"By worker {_worker_id(db_url)}"
     history = page.get_by_role("list", name="History")
     _expect_events(history, [
@@ -81,8 +81,9 @@ def test_the_history_follows_a_run_live_and_names_who_did_what(
     look_at_both_widths(page, SHOTS, "failed")
 
     page.get_by_role("button", name="Retry run").click()
-    expect(history.get_by_role("listitem").nth(5)).to_contain_text("By oncall")
-    expect(page.locator("h1 .badge")).to_have_text("failed")  # again, after attempts 3 and 4
+    expect(history.get_by_role("listitem").nth(5)).to_contain_text("By oncall", timeout=20_000)
+    # again, after attempts 3 and 4 (up to 8 s apart: attempt 3's backoff)
+    expect(page.locator("h1 .badge")).to_have_text("failed", timeout=30_000)
     _expect_events(history, [
         ("Submitted", "By unknown"),
         ("Attempt 1 started", worker),
@@ -99,9 +100,9 @@ def test_the_history_follows_a_run_live_and_names_who_did_what(
 
     long_id = _submit(db_url, NewRun("sleep", args={"seconds": 120}))
     page.goto(f"{base}/runs/{long_id}")
-    expect(page.locator("h1 .badge")).to_have_text("running")
+    expect(page.locator("h1 .badge")).to_have_text("running", timeout=20_000)
     page.get_by_role("button", name="Cancel run").click()
-    expect(page.locator("h1 .badge")).to_have_text("cancelled")
+    expect(page.locator("h1 .badge")).to_have_text("cancelled", timeout=20_000)
     _expect_events(history, [
         ("Submitted", "By unknown"),
         ("Attempt 1 started", worker),
