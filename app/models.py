@@ -1242,7 +1242,9 @@ class BulkAction(SQLModel, table=True):
     described: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     total: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
     cursor_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, nullable=True))
-    done: int = Field(default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0"))
+    done: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
     skipped: int = Field(
         default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
     )

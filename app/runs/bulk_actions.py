@@ -265,9 +265,7 @@ def _next_ids(conn: Conn, action: dict[str, Any], cursor: int | None) -> list[in
     if cursor is None:  # nothing matched when it started
         return []
     if action["run_ids"] is not None:
-        return sorted((i for i in set(action["run_ids"]) if i < cursor), reverse=True)[
-            :BATCH_SIZE
-        ]
+        return sorted((i for i in set(action["run_ids"]) if i < cursor), reverse=True)[:BATCH_SIZE]
     where = filter_from_json(action["filter"] or {})
     return run_list.matching_ids(conn, where, before_id=cursor, limit=BATCH_SIZE)
 
@@ -288,9 +286,7 @@ def _move(
     return _rerun(conn, ids, may_run_commands=may_run_commands, now=now)
 
 
-def _rerun(
-    conn: Conn, ids: Sequence[int], *, may_run_commands: bool, now: datetime | None
-) -> int:
+def _rerun(conn: Conn, ids: Sequence[int], *, may_run_commands: bool, now: datetime | None) -> int:
     """A new run for each ended run of `ids` (not a DAG step): its job, handler, args,
     queue, priority and settings, submitted through `app.runs.submission`."""
     if not ids:
@@ -386,7 +382,7 @@ def _with_words(row: dict[str, Any]) -> dict[str, Any]:
         "title": title(verb, total, row["described"], ticked=row["run_ids"] is not None),
         "state": state,
         "handled": handled,
-        "percent": 100 if row["status"] == "finished" or not total else min(
-            100, round(100 * handled / total)
-        ),
+        "percent": 100
+        if row["status"] == "finished" or not total
+        else min(100, round(100 * handled / total)),
     }

@@ -76,7 +76,11 @@ def _older_url(params: QueryParams, page: run_list.RunPage) -> str | None:
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
     params = request.query_params
-    context: dict[str, Any] = {"filters": params, "statuses": [s.value for s in RunStatus]}
+    context: dict[str, Any] = {
+        "filters": params,
+        "statuses": [s.value for s in RunStatus],
+        "filter_fields": FILTER_FIELDS,
+    }
     try:
         where = filter_of(params, viewer_zone(request)[0])
     except UsageError as exc:

@@ -178,7 +178,10 @@ def test_a_filter_that_matches_nothing_finishes_at_once(conn: Conn) -> None:
 @pytest.mark.parametrize(
     ("where", "words"),
     [
-        (RunFilter(status="timed_out", job="nightly-report"), "status timed out, job nightly-report"),
+        (
+            RunFilter(status="timed_out", job="nightly-report"),
+            "status timed out, job nightly-report",
+        ),
         (RunFilter(), "every run (no filter)"),
     ],
 )
