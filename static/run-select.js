@@ -3,6 +3,7 @@
 (function () {
   "use strict";
   var ticked = new Set();
+  var scopeChosen = false; // once a person picks "which runs", ticking no longer picks it
   function boxes() {
     return document.querySelectorAll('input[type="checkbox"][name="run"][form="bulk-form"]');
   }
@@ -14,11 +15,11 @@
     });
     if (count) { count.textContent = String(n); }
     var scope = document.querySelector('#bulk-form input[name="scope"][value="ticked"]');
-    if (scope && n > 0 && !scope.dataset.touched) { scope.checked = true; }
+    if (scope && n > 0 && !scopeChosen) { scope.checked = true; }
   }
   document.addEventListener("change", function (event) {
     var target = event.target;
-    if (target.name === "scope") { target.dataset.touched = "1"; }
+    if (target.name === "scope") { scopeChosen = true; }
     if (target.id === "select-page") {
       boxes().forEach(function (box) {
         box.checked = target.checked;
