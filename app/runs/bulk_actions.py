@@ -191,6 +191,7 @@ def start(
     actor: str,
     owner: str,
     may_run_commands: bool = True,
+    now: datetime | None = None,
 ) -> int:
     """Count the runs, store the action leased to `owner`, and audit it (one entry: the
     filter and the count), in one transaction. Returns the action's id; nothing has moved
@@ -212,6 +213,7 @@ def start(
                 "may_run_commands": may_run_commands,
                 "owner": owner,
                 "lease_seconds": LEASE_SECONDS,
+                "now": now,
             },
         ).fetchone()
         assert row is not None
@@ -238,7 +240,7 @@ def run_batch(conn: Conn, action_id: int, *, owner: str, now: datetime | None = 
     with conn.transaction():
         action = conn.execute(
             query("bulk_actions", "bulk_action_lock"),
-            {"id": action_id, "owner": owner, "lease_seconds": LEASE_SECONDS},
+            {"id": action_id, "owner": owner, "lease_seconds": LEASE_SECONDS, "now": now},
         ).fetchone()
         if action is None:
             return False
@@ -256,6 +258,7 @@ def run_batch(conn: Conn, action_id: int, *, owner: str, now: datetime | None = 
                 "done": moved,
                 "skipped": len(ids) - moved,
                 "finished": finished,
+                "now": now,
             },
         )
     return not finished
@@ -329,16 +332,17 @@ def run_all(conn: Conn, action_id: int, *, owner: str) -> None:
         pass
 
 
-def release(conn: Conn, action_id: int, *, owner: str) -> None:
+def release(conn: Conn, action_id: int, *, owner: str, now: datetime | None = None) -> None:
     """Let go of the action (a process shutting down): another takes it over at once."""
-    conn.execute(query("bulk_actions", "bulk_action_release"), {"id": action_id, "owner": owner})
+    params = {"id": action_id, "owner": owner, "now": now}
+    conn.execute(query("bulk_actions", "bulk_action_release"), params)
 
 
-def take_over(conn: Conn, *, owner: str) -> list[int]:
+def take_over(conn: Conn, *, owner: str, now: datetime | None = None) -> list[int]:
     """Lease to `owner` the unfinished actions whose process stopped working on them."""
     rows = conn.execute(
         query("bulk_actions", "bulk_action_take_over"),
-        {"owner": owner, "lease_seconds": LEASE_SECONDS},
+        {"owner": owner, "lease_seconds": LEASE_SECONDS, "now": now},
     ).fetchall()
     return [int(r["id"]) for r in rows]
 
@@ -346,18 +350,19 @@ def take_over(conn: Conn, *, owner: str) -> list[int]:
 # ---- reading -----------------------------------------------------------------------------
 
 
-def get(conn: Conn, action_id: int) -> dict[str, Any]:
-    row = conn.execute(query("bulk_actions", "bulk_action_by_id"), {"id": action_id}).fetchone()
+def get(conn: Conn, action_id: int, *, now: datetime | None = None) -> dict[str, Any]:
+    """One action with how far it got in words (`state`, `title`, `percent`)."""
+    params = {"id": action_id, "now": now}
+    row = conn.execute(query("bulk_actions", "bulk_action_by_id"), params).fetchone()
     if row is None:
         raise UsageError(f"there is no bulk action {action_id}")
     return _with_words(row)
 
 
-def recent(conn: Conn, *, limit: int = 5) -> list[dict[str, Any]]:
+def recent(conn: Conn, *, limit: int = 5, now: datetime | None = None) -> list[dict[str, Any]]:
     """Unfinished actions and those finished lately, newest first, for the runs page."""
-    rows = conn.execute(
-        query("bulk_actions", "bulk_action_recent"), {"minutes": RECENT_MINUTES, "limit": limit}
-    ).fetchall()
+    params = {"minutes": RECENT_MINUTES, "limit": limit, "now": now}
+    rows = conn.execute(query("bulk_actions", "bulk_action_recent"), params).fetchall()
     return [_with_words(row) for row in rows]
 
 

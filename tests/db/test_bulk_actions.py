@@ -5,6 +5,7 @@ shared with the runs list."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -17,6 +18,7 @@ from app.runs.bulk_actions import BulkVerb, Selection
 from app.runs.run_inserts import NewRun
 from app.runs.run_list import RunFilter
 from app.runs.transitions import Finish
+from tests.helpers.waits import db_now
 
 Conn = psycopg.Connection[Any]
 OWNER = "test:owner"
@@ -155,10 +157,12 @@ def test_an_action_whose_process_died_is_taken_over_where_it_stopped(conn: Conn)
     )  # fmt: skip
     assert bulk_actions.run_batch(conn, action_id, owner="dead:process")
     assert bulk_actions.take_over(conn, owner=OWNER) == []  # its lease still runs
-    conn.execute("UPDATE bulk_actions SET lease_until = now() - interval '1 second'")
-    assert bulk_actions.get(conn, action_id)["interrupted"]
-    assert "interrupted after 1,000 of 2,300" in bulk_actions.get(conn, action_id)["state"]
-    assert bulk_actions.take_over(conn, owner=OWNER) == [action_id]
+    assert not bulk_actions.get(conn, action_id)["interrupted"]
+    later = db_now(conn) + timedelta(seconds=bulk_actions.LEASE_SECONDS + 1)
+    assert bulk_actions.get(conn, action_id, now=later)["interrupted"]
+    state = bulk_actions.get(conn, action_id, now=later)["state"]
+    assert "interrupted after 1,000 of 2,300" in state
+    assert bulk_actions.take_over(conn, owner=OWNER, now=later) == [action_id]
     assert not bulk_actions.run_batch(conn, action_id, owner="dead:process")  # fenced out
     action = finish_action(conn, action_id)
     assert (action["done"], action["skipped"], action["resumed"]) == (2300, 0, 1)
