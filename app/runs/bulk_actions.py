@@ -33,6 +33,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from app.core import limits
 from app.core.db import Conn
 from app.core.errors import UsageError
 from app.core.sql import query
@@ -97,6 +98,12 @@ class Selection:
         else:
             assert self.where is not None
             self.where.check()
+            for name, value in filter_fields(self.where).items():
+                label = LABELS.get(name, name.replace("_", " "))
+                if isinstance(value, datetime):
+                    limits.check_instant(label, value)
+                elif isinstance(value, str) and "\x00" in value:
+                    raise UsageError(f"the {label} of the filter holds a NUL character")
         return self
 
 
@@ -209,7 +216,7 @@ def start(
                 "run_ids": list(selection.run_ids) if selection.run_ids is not None else None,
                 "described": described,
                 "total": total,
-                "cursor_id": None if newest is None else newest + 1,
+                "cursor_id": _first_cursor(selection, newest),
                 "may_run_commands": may_run_commands,
                 "owner": owner,
                 "lease_seconds": LEASE_SECONDS,
@@ -264,11 +271,21 @@ def run_batch(conn: Conn, action_id: int, *, owner: str, now: datetime | None = 
     return not finished
 
 
+def _first_cursor(selection: Selection, newest: int | None) -> int | None:
+    """Where the first batch starts: below the newest run counted (ticked runs: None, from
+    the top). None for a filter means it matched nothing. A filter's newest run of the
+    very last id a bigint holds (a sequence's end) stays out: the cursor is exclusive."""
+    if selection.run_ids is not None or newest is None:
+        return None
+    return min(newest + 1, limits.MAX_RUN_ID)
+
+
 def _next_ids(conn: Conn, action: dict[str, Any], cursor: int | None) -> list[int]:
-    if cursor is None:  # nothing matched when it started
-        return []
     if action["run_ids"] is not None:
-        return sorted((i for i in set(action["run_ids"]) if i < cursor), reverse=True)[:BATCH_SIZE]
+        ids = sorted(set(action["run_ids"]), reverse=True)
+        return [i for i in ids if cursor is None or i < cursor][:BATCH_SIZE]
+    if cursor is None:  # the filter matched nothing when it started
+        return []
     where = filter_from_json(action["filter"] or {})
     return run_list.matching_ids(conn, where, before_id=cursor, limit=BATCH_SIZE)
 

@@ -196,3 +196,10 @@ def test_a_filter_reads_as_words_and_survives_storage(where: RunFilter, words: s
     assert bulk_actions.question(BulkVerb.CANCEL, 1234, selection) == (
         f"Cancel 1,234 runs matching: {words}?"
     )
+
+
+def test_the_largest_run_id_is_an_id_like_any_other(conn: Conn) -> None:
+    selection = Selection(run_ids=(2**63 - 1,))
+    action_id = bulk_actions.start(conn, BulkVerb.RETRY, selection, actor="bob", owner=OWNER)
+    action = finish_action(conn, action_id)
+    assert (action["total"], action["done"], action["skipped"]) == (1, 0, 1)

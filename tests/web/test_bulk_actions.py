@@ -129,6 +129,10 @@ def test_the_api_starts_an_action_and_tells_how_far_it_got(client: TestClient, d
     assert both.status_code == 422 and "either filter or ids" in both.json()["error"]["message"]
     bad = client.post("/api/v1/runs/cancel", json={"filter": {"status": "exploded"}})
     assert bad.status_code == 422
+    nul = client.post("/api/v1/runs/cancel", json={"filter": {"error": "a\u0000b"}})
+    assert nul.status_code == 422 and "NUL" in nul.json()["error"]["message"]
+    naive = client.post("/api/v1/runs/cancel", json={"filter": {"since": "2030-01-01T00:00"}})
+    assert naive.status_code == 422 and "time zone" in naive.json()["error"]["message"]
     unknown = client.post("/api/v1/runs/cancel", json={"filter": {"colour": "red"}})
     assert unknown.status_code == 422
     assert client.get("/api/v1/bulk-actions/999").status_code == 404
