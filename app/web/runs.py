@@ -19,7 +19,7 @@ from app.core.errors import UsageError
 from app.core.limits import whole_id
 from app.core.sql import query
 from app.people.roles import Role
-from app.runs import breaker_events, run_actions, run_list
+from app.runs import breaker_events, bulk_actions, run_actions, run_list
 from app.runs.run_list import RunFilter
 from app.runs.states import RunStatus
 from app.scheduling.zones import zone_named
@@ -77,6 +77,10 @@ def _older_url(params: QueryParams, page: run_list.RunPage) -> str | None:
 async def index(request: Request) -> Response:
     params = request.query_params
     context: dict[str, Any] = {
+        # the panel of bulk actions (it follows by itself): on the page, not in the fragment
+        "actions": []
+        if request.headers.get("HX-Request") == "true"
+        else await call(request, bulk_actions.recent),
         "filters": params,
         "statuses": [s.value for s in RunStatus],
         "filter_fields": FILTER_FIELDS,

@@ -19,6 +19,14 @@ from tests.helpers.people import make_user
 SHOTS = Path("/tmp/shots/bulk")
 
 
+def _top(page: Any, name: str) -> None:
+    """What a person sees first, at both widths (the full pages are long)."""
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(SHOTS / f"{name}-top-{width}.png"))
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
 def test_an_operator_cancels_every_run_a_filter_matches(
     live_server: str, db_url: str, browser: Any
 ) -> None:
@@ -41,6 +49,7 @@ def test_an_operator_cancels_every_run_a_filter_matches(
         expect(page.locator("#ticked-count")).to_have_text("1")
         expect(page.get_by_label("Only the runs ticked below")).to_be_checked()
         look_at_both_widths(page, SHOTS, "runs")
+        _top(page, "runs")
 
         page.get_by_label("What to do").select_option("cancel")
         page.get_by_label("Every run matching the filter above").check()
@@ -57,6 +66,7 @@ def test_an_operator_cancels_every_run_a_filter_matches(
         expect(panel).to_contain_text("Done: 2,500 cancelled.", timeout=60_000)
         expect(page.locator("#runs-table tbody tr").first).to_contain_text("cancelled")
         look_at_both_widths(page, SHOTS, "done")
+        _top(page, "done")
     finally:
         context.close()
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
