@@ -11,7 +11,11 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
-from app.runs import run_inserts, submission, transitions
+from app.core.config import Settings
+from app.runs import bulk_actions, run_inserts, submission, transitions
+from app.runs.bulk_actions import BulkVerb, Selection
+from app.runs.run_list import RunFilter
+from app.web import create_app
 from tests.helpers.api_client import make_token
 from tests.helpers.people import csrf_of
 
@@ -138,3 +142,23 @@ def test_the_api_starts_an_action_and_tells_how_far_it_got(client: TestClient, d
     assert client.get("/api/v1/bulk-actions/999").status_code == 404
     doc = client.get("/api/v1/openapi.json").json()
     assert "/api/v1/runs/cancel" in doc["paths"] and "/api/v1/runs/rerun" in doc["paths"]
+
+
+def test_a_web_process_goes_on_with_an_action_a_stopped_process_left_half_done(
+    db_url: str,
+) -> None:
+    submit(db_url, "noop", 2200)
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        selection = Selection(where=RunFilter(job="noop"))
+        action_id = bulk_actions.start(
+            conn, BulkVerb.CANCEL, selection, actor="alice", owner="web:gone:1"
+        )
+        assert bulk_actions.run_batch(conn, action_id, owner="web:gone:1")  # then it died
+        # its lease runs out (the clock moved on: the lease is set back instead)
+        conn.execute("UPDATE bulk_actions SET lease_until = now() - interval '1 second'")
+        assert "interrupted after 1,000 of 2,200" in bulk_actions.get(conn, action_id)["state"]
+    settings = Settings.from_env({"DATABASE_URL": db_url, "SECRET_KEY": "test-secret-key"})
+    with TestClient(create_app(settings, db_url)):  # a web process starts and looks
+        action = wait_finished(db_url)
+    assert (action["done"], action["skipped"], action["resumed"]) == (2200, 0, 1)
+    assert action["owner"].startswith("web:") and action["owner"] != "web:gone:1"
