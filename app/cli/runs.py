@@ -240,6 +240,8 @@ def _bulk(args: argparse.Namespace, settings: Settings) -> int:
     from app.runs import bulk_actions
 
     verb = bulk_actions.BulkVerb(args.runs_command)
+    if args.run and (args.all or any(getattr(args, name) for name in FILTER_OPTIONS)):
+        raise UsageError("give either a filter (or --all) or --run IDs, not both")
     if args.run:
         selection = bulk_actions.Selection(run_ids=tuple(args.run))
     else:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from app.core import limits
@@ -44,6 +46,7 @@ from app.runs.run_inserts import NewRun
 from app.runs.run_list import RunFilter
 
 BATCH_SIZE = 1000  # runs per transaction
+BATCH_TRIES = 5  # a batch rolled back by a deadlock is tried again this often
 LEASE_SECONDS = 30.0  # a process that has not finished a batch for this long lost the action
 MAX_TICKED = run_list.MAX_PAGE_SIZE  # ticked runs: at most one page's worth
 RECENT_MINUTES = 30  # finished actions stay on the runs page this long
@@ -243,7 +246,21 @@ def start(
 
 def run_batch(conn: Conn, action_id: int, *, owner: str, now: datetime | None = None) -> bool:
     """One batch of the action, in one transaction: True while runs remain. False also
-    when `owner` no longer holds it (finished, or taken over after its lease ran out)."""
+    when `owner` no longer holds it (finished, or taken over after its lease ran out).
+
+    A batch that meets a deadlock (a worker finishing some of its runs at that moment,
+    locking them in another order) is rolled back whole and tried again."""
+    for attempt in range(BATCH_TRIES):
+        try:
+            return _run_batch(conn, action_id, owner=owner, now=now)
+        except (psycopg.errors.DeadlockDetected, transitions.RetryBusy):
+            if attempt == BATCH_TRIES - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    return True  # not reached
+
+
+def _run_batch(conn: Conn, action_id: int, *, owner: str, now: datetime | None) -> bool:
     with conn.transaction():
         action = conn.execute(
             query("bulk_actions", "bulk_action_lock"),

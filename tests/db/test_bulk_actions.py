@@ -203,3 +203,13 @@ def test_the_largest_run_id_is_an_id_like_any_other(conn: Conn) -> None:
     action_id = bulk_actions.start(conn, BulkVerb.RETRY, selection, actor="bob", owner=OWNER)
     action = finish_action(conn, action_id)
     assert (action["total"], action["done"], action["skipped"]) == (1, 0, 1)
+
+
+def test_cancel_many_asks_the_worker_of_a_running_run_to_stop_it(conn: Conn) -> None:
+    (running,) = submit(conn, 1)
+    (claimed,) = transitions.claim(conn, "w1", 1, 60)
+    assert transitions.cancel_many(conn, [running]) == [running]
+    row = conn.execute("SELECT * FROM job_runs WHERE id = %s", (running,)).fetchone()
+    assert row is not None and (row["status"], row["cancel_requested"]) == ("running", True)
+    beat = transitions.heartbeat(conn, "w1", [(claimed.run_id, claimed.attempt)], 60)
+    assert beat.cancel_requested == {(running, 1)}

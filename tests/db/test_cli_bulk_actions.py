@@ -43,5 +43,7 @@ def test_runs_cancel_refuses_a_bad_or_missing_filter_in_a_sentence(db_url: str) 
     none = run_sundial(db_url, "runs", "cancel", "--yes")
     assert none.returncode == 2
     assert "say which runs to cancel: a filter such as --status failed" in none.stderr
+    both = run_sundial(db_url, "runs", "cancel", "--run", "1", "--status", "failed", "--yes")
+    assert both.returncode == 2 and "not both" in both.stderr
     nothing = run_sundial(db_url, "runs", "rerun", "--status", "failed", "--yes")
     assert nothing.returncode == 0 and "None match: nothing to do." in nothing.stdout
