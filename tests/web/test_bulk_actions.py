@@ -129,6 +129,10 @@ def test_the_api_starts_an_action_and_tells_how_far_it_got(client: TestClient, d
     assert again.status_code == 202
     retried = wait_finished(db_url)
     assert (retried["done"], retried["skipped"]) == (2, 1)
+    rerun = client.post("/api/v1/runs/rerun", json={"filter": {"status": "cancelled"}})
+    assert rerun.status_code == 202 and rerun.json()["total"] == 3
+    assert (wait_finished(db_url)["done"]) == 3
+    assert one(db_url, "SELECT count(*) AS n FROM job_runs WHERE status = 'pending'")["n"] == 5
     both = client.post("/api/v1/runs/rerun", json={"ids": [1], "filter": {}})
     assert both.status_code == 422 and "either filter or ids" in both.json()["error"]["message"]
     bad = client.post("/api/v1/runs/cancel", json={"filter": {"status": "exploded"}})
