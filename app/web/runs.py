@@ -20,7 +20,7 @@ from app.core.errors import UsageError
 from app.core.limits import whole_id
 from app.core.sql import query
 from app.people.roles import Role
-from app.runs import run_actions, run_list, run_timeline
+from app.runs import bulk_actions, run_actions, run_list, run_timeline
 from app.runs.run_list import RunFilter
 from app.runs.states import RunStatus
 from app.scheduling.zones import zone_named
@@ -77,7 +77,15 @@ def _older_url(params: QueryParams, page: run_list.RunPage) -> str | None:
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
     params = request.query_params
-    context: dict[str, Any] = {"filters": params, "statuses": [s.value for s in RunStatus]}
+    context: dict[str, Any] = {
+        # the panel of bulk actions (it follows by itself): on the page, not in the fragment
+        "actions": []
+        if request.headers.get("HX-Request") == "true"
+        else await call(request, bulk_actions.recent),
+        "filters": params,
+        "statuses": [s.value for s in RunStatus],
+        "filter_fields": FILTER_FIELDS,
+    }
     try:
         where = filter_of(params, viewer_zone(request)[0])
     except UsageError as exc:
