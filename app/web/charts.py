@@ -7,6 +7,7 @@ chart.lines["p99"]  # "x1,y1 x2,y2 ..." for a <polyline points>
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -58,8 +59,11 @@ def line_chart(
     series: list[str],
     start: datetime,
     end: datetime,
+    before_end: Callable[[float], str] | None = None,
 ) -> LineChart:
-    """Lines of `series` over time from `start` to `end`; values are seconds."""
+    """Lines of `series` over time from `start` to `end`; values are seconds. The time
+    axis says how long before the end each tick is: `-15 min` unless `before_end` turns
+    those seconds into words."""
     span = max((end - start).total_seconds(), 1.0)
     values = [v for _, row in points for s in series if (v := row.get(s)) is not None]
     top = nice_ceiling(max(values, default=0.0))
@@ -81,10 +85,15 @@ def line_chart(
     lines = {s: " ".join(f"{px},{py}" for px, py in dots[s]) for s in series}
     y_ticks = [Tick(y(top * f), seconds_label(top * f)) for f in (0.0, 0.5, 1.0)]
     minutes = span / 60
-    x_ticks = [
-        Tick(PAD_LEFT + plot_w * f, f"-{round(minutes * (1 - f))} min" if f < 1 else "now")
-        for f in (0.0, 0.25, 0.5, 0.75, 1.0)
-    ]
+
+    def label(f: float) -> str:
+        if f >= 1:
+            return "now"
+        if before_end is not None:
+            return before_end(span * (1 - f))
+        return f"-{round(minutes * (1 - f))} min"
+
+    x_ticks = [Tick(PAD_LEFT + plot_w * f, label(f)) for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
     last = {
         s: next((r[s] for _, r in reversed(points) if r.get(s) is not None), None) for s in series
     }
