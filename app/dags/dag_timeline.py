@@ -16,8 +16,8 @@ The chain of steps that decided when the DAG run ended is marked (`critical`): s
 from the step that ended last, and go up through the upstream that ended last, each
 time. Positions are percentages of the axis, so the picture scales to any width.
 
-    chart = timeline([StepTimes("load", 1, "completed", t0, [AttemptTimes(1, "completed", t1, t2)])],
-                     edges=[], now=t3)
+    ran = AttemptTimes(1, "completed", t1, t2)
+    chart = timeline([StepTimes("load", 1, "completed", t0, [ran], t2)], edges=[], now=t3)
     chart.bars[0].segments[0].left, chart.bars[0].segments[0].width
 """
 
@@ -164,8 +164,14 @@ def _segments(step: StepTimes, ready: datetime | None, now: datetime) -> list[Se
             segments.append(Segment("retrying", previous_end, a.started_at))
         end = a.finished_at or max(now, a.started_at)
         segments.append(
-            Segment(_attempt_kind(a.outcome), a.started_at, end, attempt=a.attempt,
-                    outcome=a.outcome, open=a.finished_at is None)  # fmt: skip
+            Segment(
+                _attempt_kind(a.outcome),
+                a.started_at,
+                end,
+                attempt=a.attempt,
+                outcome=a.outcome,
+                open=a.finished_at is None,
+            )
         )
         previous_end = end
     if step.status in ("pending", "retrying") and previous_end is not None:
@@ -240,8 +246,14 @@ def timeline(
     path = _critical_path(raw, upstreams) if edges else []
     on_path = set(path)
     bars = tuple(
-        Bar(s.name, s.run_id, s.status, tuple(place(seg) for seg in raw[s.name]),
-            tuple(upstreams[s.name]), s.name in on_path)  # fmt: skip
+        Bar(
+            s.name,
+            s.run_id,
+            s.status,
+            tuple(place(seg) for seg in raw[s.name]),
+            tuple(upstreams[s.name]),
+            s.name in on_path,
+        )
         for s in steps
     )
     ticks = tuple(Tick(100 * i / TICKS, span * i / TICKS) for i in range(TICKS + 1))
@@ -281,8 +293,9 @@ def load(conn: Conn, dag_run_id: uuid.UUID, *, now: datetime | None = None) -> T
             own = [a for a in own if a.attempt != s["attempt"]]
             own.append(AttemptTimes(s["attempt"], "running", s["started_at"], None))
         times.append(
-            StepTimes(name_of[s["id"]], s["id"], _step_status(s), s["created_at"], own,
-                      s["finished_at"])  # fmt: skip
+            StepTimes(
+                name_of[s["id"]], s["id"], _step_status(s), s["created_at"], own, s["finished_at"]
+            )
         )
     pairs = [
         (name_of[e["depends_on"]], name_of[e["run_id"]])

@@ -75,8 +75,7 @@ def durations(conn: Conn, job_id: uuid.UUID, *, now: datetime | None = None) -> 
         for r in conn.execute(query("job_stats", "job_durations_hourly"), params).fetchall()
     ]
     slowest = [
-        SlowRun(r["id"], r["status"], r["attempt"], r["started_at"], r["finished_at"],
-                r["seconds"])  # fmt: skip
+        SlowRun(r["id"], r["status"], r["attempt"], r["started_at"], r["finished_at"], r["seconds"])
         for r in conn.execute(
             query("job_stats", "job_durations_slowest"), {**params, "limit": SLOWEST}
         ).fetchall()

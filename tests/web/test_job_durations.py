@@ -31,7 +31,7 @@ def test_the_job_page_charts_its_durations_and_links_its_slowest_runs(
     page = client.get("/jobs/billing%20%3Cb%3E").text
     assert "How long its runs take" in page
     assert 'class="line-p95"' in page and 'points="' in page and "-5 d 6 h" in page
-    slowest = page[page.index("The slowest runs of the week"):]
+    slowest = page[page.index("The slowest runs of the week") :]
     links = [f'href="/runs/{run_id}"' for run_id in (slow, quick[1], quick[0])]
     assert [slowest.index(link) for link in links] == sorted(slowest.index(x) for x in links)
     assert "1 min 35 s" in slowest and "failed" in slowest
