@@ -35,7 +35,12 @@ from app.core.sql import query
 FAILED_OUTCOMES = frozenset({"failed", "timed_out", "lost", "cancelled", "crashed"})
 ACTIVE = frozenset({"pending", "blocked", "running"})
 SEGMENT_KINDS = ("waiting", "queued", "ran", "failed", "paused", "retrying")
-TICKS = 4  # axis labels besides the start: at 25 %, 50 %, 75 % and the end
+MAX_TICKS = 4  # axis labels besides the start, at round durations
+# Round steps between axis labels, in seconds: 1/2/5 below a minute, then whole minutes,
+# hours and days.
+TICK_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30,
+              60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+              172800, 604800)  # fmt: skip
 MIN_SPAN = timedelta(seconds=1)
 
 
@@ -122,6 +127,13 @@ class Timeline:
     @property
     def seconds(self) -> float:
         return (self.end - self.start).total_seconds()
+
+
+def axis_ticks(span: float) -> tuple[Tick, ...]:
+    """Labels at 0 and every round step up to `span` seconds, at most MAX_TICKS after 0."""
+    step = next((t for t in TICK_STEPS if span / t <= MAX_TICKS), span / MAX_TICKS)
+    count = int(span / step + 1e-9)
+    return tuple(Tick(round(100 * i * step / span, 3), i * step) for i in range(count + 1))
 
 
 def _attempt_kind(outcome: str) -> str:
@@ -256,7 +268,7 @@ def timeline(
         )
         for s in steps
     )
-    ticks = tuple(Tick(100 * i / TICKS, span * i / TICKS) for i in range(TICKS + 1))
+    ticks = axis_ticks(span)
     drawn = {seg.kind for bar in bars for seg in bar.segments}
     kinds = tuple(k for k in SEGMENT_KINDS if k in drawn)
     return Timeline(start, end, bars, ticks, tuple(path), live, kinds)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from app.dags.dag_timeline import AttemptTimes, StepTimes, timeline
+from app.dags.dag_timeline import AttemptTimes, StepTimes, axis_ticks, timeline
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -38,8 +38,10 @@ def test_segments_sit_at_their_share_of_the_axis() -> None:
     ]
     assert (load.retries, load.failed_attempts, load.total("waiting")) == (1, 1, 30.0)
     assert chart.critical_path == ("extract", "load") and extract.critical and load.critical
-    assert [t.position for t in chart.ticks] == [0.0, 25.0, 50.0, 75.0, 100.0]
-    assert chart.ticks[-1].seconds == 100.0
+    # round steps: 30 s apart over 100 s
+    assert [(t.position, t.seconds) for t in chart.ticks] == [
+        (0.0, 0), (30.0, 30), (60.0, 60), (90.0, 90),
+    ]  # fmt: skip
     assert chart.kinds == ("waiting", "queued", "ran", "failed", "retrying")
 
 
@@ -88,3 +90,12 @@ def test_a_skipped_step_waited_until_its_upstream_failed_and_empty_is_fine() -> 
     assert not chart.live and chart.seconds == 8.0
     empty = timeline([], [], now=T0)
     assert empty.bars == () and empty.seconds == 1.0
+
+
+def test_axis_labels_fall_on_round_durations() -> None:
+    assert [t.seconds for t in axis_ticks(3.4)] == [0, 1, 2, 3]
+    assert [t.seconds for t in axis_ticks(80)] == [0, 30, 60]
+    assert [t.seconds for t in axis_ticks(3600)] == [0, 900, 1800, 2700, 3600]
+    assert [t.position for t in axis_ticks(3600)] == [0.0, 25.0, 50.0, 75.0, 100.0]
+    assert [t.seconds for t in axis_ticks(0.0025)] == [0, 0.001, 0.002]
+    assert len(axis_ticks(10 * 604800)) == 5  # past the steps: quarters
