@@ -7,7 +7,7 @@ import http.client
 import json
 import socket
 import threading
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -15,7 +15,7 @@ import pytest
 
 from app.people import tokens
 from app.web.api import core
-from tests.helpers.api_client import make_token, request
+from tests.helpers.api_client import assert_documented, make_token, request
 from tests.helpers.processes import query
 from tests.helpers.waits import db_now
 
@@ -258,23 +258,6 @@ def test_workflows_create_replace_delete(live_server: str, db_url: str) -> None:
         )
     ]
     assert actions == ["workflow.create", "workflow.update", "workflow.delete"]
-
-
-def assert_documented(base: str, token: str, schema: str, body: Any) -> None:
-    """`body` matches the OpenAPI document's schema `schema`, with a `date-time` that is
-    RFC 3339's: an offset is required (a wall-clock time without one is not a date-time)."""
-    import jsonschema
-
-    document = request(base, "GET", "/api/v1/openapi.json", token).body
-    root = {**document["components"]["schemas"][schema], "components": document["components"]}
-    formats = jsonschema.FormatChecker()
-
-    @formats.checks("date-time", raises=ValueError)
-    def rfc3339(value: object) -> bool:
-        text = str(value)
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).tzinfo is not None
-
-    jsonschema.Draft202012Validator(root, format_checker=formats).validate(body)
 
 
 def test_schedules(live_server: str, db_url: str) -> None:

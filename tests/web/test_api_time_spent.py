@@ -15,10 +15,9 @@ from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import transitions
 from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
-from tests.helpers.api_client import make_token, request
+from tests.helpers.api_client import assert_documented, make_token, request
 from tests.helpers.job_stats import ended
 from tests.helpers.waits import db_now
-from tests.web.test_api import assert_documented
 
 
 def test_a_dag_runs_timeline_and_a_jobs_durations(
