@@ -184,12 +184,15 @@ async def names(request: Request) -> Response:
 
 
 def duration_chart(trend: job_durations.Durations) -> LineChart:
-    """The week's hourly p50/p95 as a line chart, each hour at its middle."""
+    """The week's hourly p50/p95 as a line chart, each hour at its middle; a line stops
+    at an hour without runs."""
     half = timedelta(minutes=30)
     points = [(h.hour + half, {"p50": h.p50, "p95": h.p95}) for h in trend.hours]
     end = trend.since + timedelta(days=job_durations.DAYS)
-    return line_chart(points, ["p50", "p95"], trend.since, end,
-                      before_end=lambda seconds: f"-{duration(seconds)}")  # fmt: skip
+    return line_chart(
+        points, ["p50", "p95"], trend.since, end,
+        before_end=lambda seconds: f"-{duration(seconds)}", gap=timedelta(hours=1),
+    )  # fmt: skip
 
 
 def _show_page(conn: Conn, name: str) -> dict[str, Any]:
