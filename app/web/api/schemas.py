@@ -246,6 +246,73 @@ class DagRunOut(BaseModel):
     runs: list[DagRunStepOut]
 
 
+class TimelineSegmentOut(BaseModel):
+    kind: str = Field(
+        description="waiting (for the steps before it), queued (for a free worker), ran (an "
+        "attempt that completed or is running), failed (an attempt that failed, timed out, "
+        "was lost or cancelled), paused (an attempt snoozed or handed back), retrying "
+        "(waiting to try again)."
+    )
+    start: datetime
+    end: datetime = Field(description="The time of the read while `open`.")
+    seconds: float
+    attempt: int | None = Field(description="The attempt, for ran, failed and paused.")
+    outcome: str | None = Field(description="How the attempt ended (running: not yet).")
+    open: bool = Field(description="Still going.")
+
+
+class TimelineStepOut(BaseModel):
+    name: str
+    run_id: int
+    status: str = Field(description="The run's status, or retrying.")
+    upstreams: list[str]
+    on_longest_chain: bool = Field(
+        description="On the chain of steps that decided when the DAG run ended."
+    )
+    waited_seconds: float = Field(description="Waiting for the steps before it.")
+    queued_seconds: float = Field(description="Ready, waiting for a free worker.")
+    ran_seconds: float = Field(description="In attempts, failed ones included.")
+    retry_wait_seconds: float
+    attempts: int
+    retries: int
+    failed_attempts: int
+    segments: list[TimelineSegmentOut]
+
+
+class DagTimelineOut(BaseModel):
+    dag_run_id: uuid.UUID
+    start: datetime
+    end: datetime
+    seconds: float
+    live: bool = Field(description="Steps are still to end: `end` is the time of the read.")
+    longest_chain: list[str] = Field(description="Step names, first to last.")
+    steps: list[TimelineStepOut]
+
+
+class DurationHourOut(BaseModel):
+    hour: datetime
+    runs: int
+    p50_seconds: float | None
+    p95_seconds: float | None
+
+
+class SlowRunOut(BaseModel):
+    run_id: int
+    status: RunStatus
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    seconds: float
+
+
+class JobDurationsOut(BaseModel):
+    job: str
+    since: datetime = Field(description="The first hour of the week.")
+    through: datetime | None = Field(description="Runs that ended before this are counted.")
+    hours: list[DurationHourOut] = Field(description="The hours with endings, oldest first.")
+    slowest: list[SlowRunOut] = Field(description="The week's 10 slowest runs, slowest first.")
+
+
 # ---- jobs and workflows -------------------------------------------------------------------
 
 
