@@ -47,7 +47,7 @@ from app.scheduling.schedule_presets import (
     rule_of,
 )
 from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
-from app.scheduling.zones import ClockChange, iana_zone_names, zone_named
+from app.scheduling.zones import ClockChange, dst_note, iana_zone_names
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
@@ -444,26 +444,6 @@ def clock_change_words(spec: ScheduleSpec, ahead: tuple[ClockChange, list[Fire]]
     if not notes:
         return words + " It does not move this schedule's times."
     return words + " For this schedule: " + "; ".join(notes) + "."
-
-
-def dst_note(at: datetime, local: datetime, zone: str) -> str:
-    """Why a fire's clock time looks odd, in words; empty when nothing odd happened.
-
-    `local` is the wall time the fire was meant for, `at` the instant it fired."""
-    try:
-        tz = zone_named(zone)
-    except RecurrenceError:
-        return ""
-    wall = at.astimezone(tz)
-    meant = local.replace(tzinfo=None, second=0, microsecond=0)
-    if wall.replace(tzinfo=None, second=0, microsecond=0) != meant:
-        return (f"{meant:%H:%M} does not exist on {meant:%-d %b} (the clocks jump forward); "
-                f"runs at {wall:%H:%M}")  # fmt: skip
-    if tz.utcoffset(meant.replace(fold=0)) != tz.utcoffset(meant.replace(fold=1)):
-        which = "second" if wall.fold else "first"
-        return (f"{meant:%H:%M} happens twice on {meant:%-d %b} (the clocks go back); "
-                f"this is the {which} time")  # fmt: skip
-    return ""
 
 
 routes = [
