@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.catalog import job_definitions, workflows
+from app.core import limits
 from app.core.db import Conn
 from app.core.errors import UsageError, about
 from app.core.limits import whole_id
@@ -27,6 +28,7 @@ from app.people import versions
 from app.people.roles import Role
 from app.people.versions import VersionError
 from app.scheduling import (
+    backfills,
     calendars,
     schedule_reads,
     schedule_rules,
@@ -71,6 +73,8 @@ FLASHES = {
     "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
     "resumed": "Schedule resumed.", "not-paused": "The schedule was not paused.",
     "ran": "Started a run now.",
+    "backfill-started": "Backfill started: its runs start in a moment, oldest first.",
+    "backfill-cancelled": "Backfill cancelled: its runs not started yet are cancelled.",
     "rolled-back": "Rolled back: the schedule fires as in that version again.",
     "unchanged": "Nothing changed: the schedule already was as in that version.",
 }  # fmt: skip
@@ -272,7 +276,8 @@ async def update(request: Request) -> Response:
 
 
 def _show_page(conn: Conn, name: str) -> dict[str, Any]:
-    return {"schedule": _schedule(conn, name)}
+    schedule = _schedule(conn, name)
+    return {"schedule": schedule, "backfills": backfills.listed(conn, schedule_id=schedule["id"])}
 
 
 async def _show(request: Request, status_code: int = 200, **extra: Any) -> Response:
@@ -281,6 +286,7 @@ async def _show(request: Request, status_code: int = 200, **extra: Any) -> Respo
     done = FLASHES.get(request.query_params.get("done", ""))
     return render(request, "schedules/show.html", status_code=status_code, done=done,
                   started=_started_link(request), viewer_zone=zone_of(request),
+                  url=_url(name), max_backfill_at_once=limits.MAX_BACKFILL_CONCURRENCY,
                   **{"errors": {}, **page, **extra})  # fmt: skip
 
 
