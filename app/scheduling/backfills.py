@@ -41,7 +41,7 @@ from typing import Any
 
 from app.core import limits
 from app.core.db import Conn
-from app.core.errors import about
+from app.core.errors import Conflict, Missing, about
 from app.core.sql import query
 from app.people import audit
 from app.runs import run_inserts, submission, transitions
@@ -65,8 +65,12 @@ class BackfillError(ScheduleError):
     """A backfill cannot be started or cancelled as asked; the message says why."""
 
 
-class NoSuchBackfill(BackfillError):
-    """No backfill has that id."""
+class NoSuchBackfill(BackfillError, Missing):
+    """No backfill has that id (or no schedule that name)."""
+
+
+class BackfillEnded(BackfillError, Conflict):
+    """The backfill has already ended: nothing to cancel."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +116,7 @@ class Preview:
 def _lock_schedule(conn: Conn, name: str) -> dict[str, Any]:
     row = conn.execute(query("schedules", "schedule_lock_by_name"), {"name": name}).fetchone()
     if row is None:
-        raise BackfillError(f"there is no schedule named {name!r}")
+        raise NoSuchBackfill(f"there is no schedule named {name!r}")
     return row
 
 
@@ -311,7 +315,7 @@ def cancel(
         ).fetchone()
         if row is None:
             ended = _one(conn, backfill_id)["status"]
-            raise BackfillError(f"backfill {backfill_id} is already {ended}; nothing to cancel")
+            raise BackfillEnded(f"backfill {backfill_id} is already {ended}; nothing to cancel")
         ids = [r["id"] for r in conn.execute(
             query("backfills", "backfill_active_run_ids"), {"id": backfill_id}
         ).fetchall()]  # fmt: skip
