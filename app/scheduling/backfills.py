@@ -367,6 +367,7 @@ def listed(
         r["done"] = r["completed"]
         r["waiting"] = r["pending"] + (unsubmitted if r["status"] == "running" else 0)
         r["not_run"] = unsubmitted if r["status"] == "cancelled" else 0
+        r["at_once"] = at_once(r["overlap"], r["concurrency"])
     return rows
 
 

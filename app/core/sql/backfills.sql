@@ -79,7 +79,7 @@ ORDER BY r.id;
 -- name: backfill_list
 -- A schedule's backfills, newest first, with how their runs stand: submitted, completed,
 -- failed (failed or timed out), stopped (cancelled or skipped), running, waiting to start.
-SELECT b.id, b.schedule_id, s.name AS schedule, s.timezone, b.range_start, b.range_end,
+SELECT b.id, b.schedule_id, s.name AS schedule, s.timezone, s.overlap, b.range_start, b.range_end,
        b.next_from, b.concurrency, b.fire_count, b.left_alone, b.status, b.created_by,
        b.created_at, b.ended_at, p.submitted, p.completed, p.failed, p.stopped, p.running,
        p.pending
