@@ -32,6 +32,7 @@ cancelled.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections.abc import Iterator, Mapping
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 
 MAX_FIRES = limits.MAX_BACKFILL_FIRES
 MAX_CONCURRENCY = limits.MAX_BACKFILL_CONCURRENCY
+LOOKAHEAD = 64  # rule fires read past the free slots, per ledger lookup
 LISTED = 20  # fires listed by name in a preview (DST nights, fires left alone)
 DETAIL = "backfill"  # the ledger's detail on a backfill's fires
 
@@ -404,25 +406,29 @@ def feed(conn: Conn, backfill_id: uuid.UUID, now: datetime | None = None) -> int
     return made
 
 
+def _recorded(conn: Conn, schedule_id: uuid.UUID, start: datetime, end: datetime) -> set[datetime]:
+    """The fire times of a schedule in [start, end] already in the ledger."""
+    params = {"schedule_id": schedule_id, "start": start, "end": end}
+    rows = conn.execute(query("backfills", "fires_recorded_between"), params).fetchall()
+    return {r["fire_time"] for r in rows}
+
+
 def _submit(conn: Conn, row: Mapping[str, Any], free: int, now: datetime | None) -> int:
     """Up to `free` of the backfill's next fires: runs, ledger rows, and the move forward."""
     start, end = row["next_from"], row["range_end"]
-    recorded = {
-        r["fire_time"]
-        for r in conn.execute(
-            query("backfills", "fires_recorded_between"),
-            {"schedule_id": row["schedule_id"], "start": start, "end": end},
-        ).fetchall()
-    }
     picked: list[Fire] = []
-    next_from = end + EPSILON  # all submitted, unless a fire is left for later
-    for fire in _range_fires(recurrence_of(row), start, end):
-        if fire.at in recorded:
-            continue
-        if len(picked) == free:
-            next_from = fire.at
-            break
-        picked.append(fire)
+    fires = _range_fires(recurrence_of(row), start, end)
+    # The ledger is read a slice of fires at a time: a tick costs the fires it submits,
+    # not the rest of the range.
+    while len(picked) < free and (chunk := list(itertools.islice(fires, free + LOOKAHEAD))):
+        recorded = _recorded(conn, row["schedule_id"], chunk[0].at, chunk[-1].at)
+        for fire in chunk:
+            if fire.at not in recorded:
+                picked.append(fire)
+                if len(picked) == free:
+                    break
+    # Past the last fire submitted; past the range once the rule has no more fires in it.
+    next_from = picked[-1].at + EPSILON if len(picked) == free else end + EPSILON
     at = db_now(conn, now)
     requests = [
         run_inserts.FireRequest(row["schedule_id"], row["job_id"], f.at, at) for f in picked

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from app.core.errors import UsageError
-from app.scheduling import backfills
+from app.scheduling import backfills, schedules
 from app.scheduling.cron import Recurrence, fires_between
 from app.scheduling.fire_decisions import OverlapPolicy
 from app.services.trigger import Trigger
@@ -196,3 +196,20 @@ def test_cancelling_cancels_the_waiting_runs_and_submits_no_more(conn: Conn) -> 
     assert (row["status"], row["done"], row["stopped"], row["not_run"]) == ("cancelled", 1, 2, 7)
     with pytest.raises(UsageError, match="already cancelled"):
         backfills.cancel(conn, shown.backfill_id, actor="ana", now=NOW)
+
+
+def test_the_ledger_keeps_a_running_backfills_fires_past_their_retention(conn: Conn) -> None:
+    sid = add(conn, "hourly", cron="0 * * * *", timezone="UTC", now=NOW)
+    shown = backfills.start(conn, "hourly", start=utc("2026-06-01T00:00"),
+                            end=utc("2026-06-01T03:00"), concurrency=2, actor="ana",
+                            now=NOW)  # fmt: skip
+    trigger = Trigger(settings())
+    trigger.run_once(conn, now=NOW)
+    ninety_days_ago = NOW - timedelta(days=90)
+    schedules.prune_fires(conn, ninety_days_ago, None)
+    assert len(ledger(conn, sid)) == 2  # still counted against its cap of 2
+    trigger.run_once(conn, now=NOW)
+    assert len(backfill_runs(conn, shown.backfill_id)) == 2
+    backfills.cancel(conn, shown.backfill_id, actor="ana", now=NOW)
+    schedules.prune_fires(conn, ninety_days_ago, None)
+    assert ledger(conn, sid) == []
