@@ -74,7 +74,8 @@ FLASHES = {
     "resumed": "Schedule resumed.", "not-paused": "The schedule was not paused.",
     "ran": "Started a run now.",
     "backfill-started": "Backfill started: its runs start in a moment, oldest first.",
-    "backfill-cancelled": "Backfill cancelled: its runs not started yet are cancelled.",
+    "backfill-cancelled": ("Backfill cancelled: its runs not started yet are cancelled, "
+                           "running ones asked to stop."),
     "rolled-back": "Rolled back: the schedule fires as in that version again.",
     "unchanged": "Nothing changed: the schedule already was as in that version.",
 }  # fmt: skip

@@ -44,6 +44,9 @@ def test_an_operator_previews_starts_follows_and_cancels_a_backfill(
     assert "02:30 does not exist on 29 Mar (the clocks jump forward); runs at 03:00" in text
     assert "one at a time (not 2)" in text
     assert conn.execute("SELECT count(*) AS n FROM backfills").fetchone() == {"n": 0}
+    whole_page = post(client, "/schedules/nightly/backfills/preview", RANGE)  # without script
+    assert whole_page.status_code == 200 and "Start backfill of 4 runs" in whole_page.text
+    assert "Schedule nightly" in whole_page.text
     started = post(client, "/schedules/nightly/backfills", RANGE)
     assert started.status_code == 303
     assert started.headers["location"] == "/schedules/nightly?done=backfill-started#backfills"
