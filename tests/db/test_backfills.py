@@ -213,3 +213,19 @@ def test_the_ledger_keeps_a_running_backfills_fires_past_their_retention(conn: C
     backfills.cancel(conn, shown.backfill_id, actor="ana", now=NOW)
     schedules.prune_fires(conn, ninety_days_ago, None)
     assert ledger(conn, sid) == []
+
+
+def test_a_daily_0230_backfill_over_fall_back_runs_the_repeated_time_once(conn: Conn) -> None:
+    add(conn, "nightly", cron="30 2 * * *", timezone="Europe/Berlin", now=NOW)
+    start, end = berlin("2026-10-24T00:00"), berlin("2026-10-26T23:00")
+    shown = backfills.start(conn, "nightly", start=start, end=end, dry_run=True, actor="ana",
+                            now=NOW)  # fmt: skip
+    rule = Recurrence.from_cron("30 2 * * *", "Europe/Berlin")
+    assert [f.at for f in shown.fires] == [f.at for f in fires_between(rule, start, end)]
+    # 02:30 happens twice on Sunday 25 October: it runs at the first, 02:30 CEST
+    assert [f.at for f in shown.fires] == [
+        utc("2026-10-24T00:30"), utc("2026-10-25T00:30"), utc("2026-10-26T01:30")
+    ]  # fmt: skip
+    assert [note for _, note in shown.dst] == [
+        "02:30 happens twice on 25 Oct (the clocks go back); this is the first time"
+    ]
