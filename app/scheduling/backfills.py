@@ -8,7 +8,7 @@ ledger (`schedule_fires`) are left alone: the ledger holds one decision per fire
 
 Use:
 
-    preview = start(conn, "nightly", start=..., end=..., concurrency=2, dry_run=True)
+    shown = start(conn, "nightly", start=..., end=..., concurrency=2, dry_run=True, actor="ana")
     started = start(conn, "nightly", start=..., end=..., concurrency=2, actor="ana")
     fed = feed_all(conn)                 # the trigger, every tick, while it leads
     cancel(conn, started.backfill_id, actor="ana")
@@ -46,7 +46,7 @@ from app.core.errors import Conflict, Missing, about
 from app.core.sql import query
 from app.people import audit
 from app.runs import run_inserts, submission, transitions
-from app.scheduling.cron import EPSILON, Fire, fires_between
+from app.scheduling.cron import EPSILON, Fire, count_fires, fires_between
 from app.scheduling.cron_expressions import RecurrenceError
 from app.scheduling.fire_decisions import FireOutcome, OverlapPolicy
 from app.scheduling.fire_ledger import FireRecord, record_fires
@@ -144,21 +144,6 @@ def overlap_words(overlap: str, concurrency: int) -> str:
             + (f" (not {concurrency})" if concurrency > 1 else "") + ".")  # fmt: skip
 
 
-def preview(
-    conn: Conn,
-    name: str,
-    start: datetime,
-    end: datetime,
-    concurrency: int = 1,
-    now: datetime | None = None,
-) -> Preview:
-    """What a backfill of schedule `name` over [start, end] would run; `BackfillError`
-    with a sentence when it cannot be done. Reads only (the schedule is locked by the
-    caller's transaction when it goes on to start it)."""
-    row = _lock_schedule(conn, name)
-    return _preview(conn, row, start, end, concurrency, db_now(conn, now))
-
-
 def _preview(
     conn: Conn, row: Mapping[str, Any], start: datetime, end: datetime, concurrency: int,
     now: datetime,
@@ -171,7 +156,7 @@ def _preview(
     with about("concurrency"):
         if not 1 <= concurrency <= MAX_CONCURRENCY:
             raise BackfillError(
-                f"at once must be a whole number from 1 to {MAX_CONCURRENCY}, not {concurrency}"
+                f"how many may run at once must be from 1 to {MAX_CONCURRENCY}, not {concurrency}"
             )
     zone = row["timezone"]
     with about("end"):
@@ -186,32 +171,27 @@ def _preview(
         rule = recurrence_of(row)
     except RecurrenceError as exc:
         raise BackfillError(f"schedule {name!r} has a rule that cannot be used: {exc}") from None
-    recorded = {
-        r["fire_time"]: r
-        for r in conn.execute(
-            query("backfills", "fires_recorded_between"),
-            {"schedule_id": row["id"], "start": start, "end": end},
-        ).fetchall()
-    }
-    fires: list[Fire] = []
-    left: list[LeftAlone] = []
-    for seen, fire in enumerate(_range_fires(rule, start, end), start=1):
-        if seen > MAX_FIRES + len(recorded):
+    with about("end"):
+        if not count_fires(rule, start, end + EPSILON, MAX_FIRES)[1]:
             raise BackfillError(
                 f"that range holds more than {MAX_FIRES:,} fires of this schedule; "
                 f"pick a shorter range (a backfill runs at most {MAX_FIRES:,})"
             )
-        done = recorded.get(fire.at)
-        if done is not None:
-            left.append(LeftAlone(fire.at, fire.local, done["outcome"]))
-        else:
-            fires.append(fire)
-    with about("end"):
-        if len(fires) > MAX_FIRES:
-            raise BackfillError(
-                f"that range holds {len(fires):,} fires to run; a backfill runs at most "
-                f"{MAX_FIRES:,}: pick a shorter range"
-            )
+        recorded = {
+            r["fire_time"]: r
+            for r in conn.execute(
+                query("backfills", "fires_recorded_between"),
+                {"schedule_id": row["id"], "start": start, "end": end},
+            ).fetchall()
+        }
+        fires: list[Fire] = []
+        left: list[LeftAlone] = []
+        for fire in _range_fires(rule, start, end):
+            done = recorded.get(fire.at)
+            if done is not None:
+                left.append(LeftAlone(fire.at, fire.local, done["outcome"]))
+            else:
+                fires.append(fire)
         if not fires and not left:
             raise BackfillError(f"schedule {name!r} has no fires in that range")
     dst = [(f, note) for f in fires if (note := dst_note(f.at, f.local, zone))]
