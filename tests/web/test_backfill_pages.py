@@ -53,6 +53,8 @@ def test_an_operator_previews_starts_follows_and_cancels_a_backfill(
     Trigger(settings()).run_once(conn)
     progress = html.unescape(client.get("/schedules/nightly/backfills").text)
     assert "0 done · 0 running · 4 waiting · 0 failed" in progress
+    fires = client.get("/schedules/nightly/fires").text
+    assert fires.count('<span class="badge">backfill</span>') == 1  # one at a time
     assert "Cancel backfill" in progress
     (backfill,) = conn.execute("SELECT id FROM backfills").fetchall()
     cancel_url = f"/schedules/nightly/backfills/{backfill['id']}/cancel"

@@ -198,9 +198,10 @@ WHERE s.name = %(name)s;
 
 -- name: fire_page
 -- A page of a schedule's ledger, newest first, with each run's status; keyset on
--- fire_time (the ledger's key is (schedule_id, fire_time)).
+-- fire_time (the ledger's key is (schedule_id, fire_time)); `backfill_id` marks a
+-- backfill's fires.
 SELECT f.fire_time, f.local_time, f.outcome, f.run_id, f.dag_run_id, f.coalesced_count,
-       f.manual, f.detail, f.recorded_at, r.status AS run_status
+       f.manual, f.detail, f.recorded_at, f.backfill_id, r.status AS run_status
 FROM schedule_fires f
 LEFT JOIN job_runs r ON r.id = f.run_id
 WHERE f.schedule_id = %(id)s
