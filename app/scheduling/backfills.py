@@ -359,7 +359,14 @@ def listed(
 def feed_all(conn: Conn, now: datetime | None = None) -> int:
     """Feed every running backfill (see `feed`); how many runs were submitted."""
     ids = [r["id"] for r in conn.execute(query("backfills", "backfill_running_ids")).fetchall()]
-    return sum(feed(conn, backfill_id, now) for backfill_id in ids)
+    made = 0
+    for backfill_id in ids:
+        try:
+            made += feed(conn, backfill_id, now)
+        except RecurrenceError as exc:  # its schedule's rule broke since: the trigger stops
+            # that schedule; the backfill waits (a person cancels it or mends the rule)
+            log.error("backfill %s cannot go on: %s", backfill_id, exc)
+    return made
 
 
 def feed(conn: Conn, backfill_id: uuid.UUID, now: datetime | None = None) -> int:

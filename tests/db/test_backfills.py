@@ -229,3 +229,15 @@ def test_a_daily_0230_backfill_over_fall_back_runs_the_repeated_time_once(conn: 
     assert [note for _, note in shown.dst] == [
         "02:30 happens twice on 25 Oct (the clocks go back); this is the first time"
     ]
+
+
+def test_a_backfill_whose_rule_broke_waits_and_the_trigger_goes_on(conn: Conn) -> None:
+    sid = add(conn, "hourly", cron="0 * * * *", timezone="UTC", now=NOW)
+    shown = backfills.start(conn, "hourly", start=utc("2026-06-01T00:00"),
+                            end=utc("2026-06-01T03:00"), actor="ana", now=NOW)  # fmt: skip
+    # a zone gone from tzdata, written around validation
+    conn.execute("UPDATE schedules SET timezone = 'Mars/Olympus' WHERE id = %s", (sid,))
+    assert Trigger(settings()).run_once(conn, now=NOW).leader
+    assert backfill_runs(conn, shown.backfill_id) == []
+    (row,) = backfills.listed(conn, backfill_id=shown.backfill_id)
+    assert row["status"] == "running"
