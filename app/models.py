@@ -722,6 +722,12 @@ class ScheduleFire(FireFields, table=True):
         # /metrics: recent fires by outcome. Fire times grow with insertion, so BRIN costs
         # the trigger's inserts next to nothing.
         # autosummarize: new page ranges are summarised as they fill, not at the next vacuum.
+        # A backfill's fires and their runs (progress, cancel, the concurrency cap).
+        sa.Index(
+            "ix_schedule_fires_backfill",
+            "backfill_id",
+            postgresql_where=sa.text("backfill_id IS NOT NULL"),
+        ),
         sa.Index(
             "ix_schedule_fires_fire_time_brin",
             "fire_time",
@@ -743,6 +749,58 @@ class ScheduleFire(FireFields, table=True):
     )
     recorded_at: datetime = _ts(nullable=False, now=True)
     updated_at: datetime = _ts(nullable=False, now=True)
+    # The backfill that ran this fire (`backfills`), when one did; NULL for the trigger's
+    # own fires and "run now".
+    backfill_id: uuid.UUID | None = Field(default=None, sa_column=sa.Column(sa.Uuid, nullable=True))
+
+
+class Backfill(SQLModel, table=True):
+    """A schedule's fires over a past range, run on request (`app.scheduling.backfills`):
+    the trigger submits them oldest first while fewer than `concurrency` of its runs are
+    pending or running; each fire gets a ledger row marked with the backfill."""
+
+    __tablename__ = "backfills"
+    __table_args__ = (
+        sa.CheckConstraint("status IN ('running', 'done', 'cancelled')", name="backfills_status"),
+        sa.CheckConstraint("range_end >= range_start", name="backfills_range"),
+        sa.CheckConstraint(
+            _between("concurrency", 1, limits.MAX_BACKFILL_CONCURRENCY),
+            name="backfills_concurrency_range",
+        ),
+        sa.CheckConstraint("fire_count >= 0 AND left_alone >= 0", name="backfills_counts_nonneg"),
+        # The schedule page's backfills, newest first.
+        sa.Index("ix_backfills_schedule", "schedule_id", "created_at"),
+        # The trigger feeds the running ones, every tick.
+        sa.Index("ix_backfills_running", "id", postgresql_where=sa.text("status = 'running'")),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    schedule_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    # The range asked for, both ends included.
+    range_start: datetime = _ts(nullable=False)
+    range_end: datetime = _ts(nullable=False)
+    # Fires at or after this instant are still to submit; past `range_end`: all submitted.
+    next_from: datetime = _ts(nullable=False)
+    concurrency: int = Field(
+        default=1, sa_column=sa.Column(sa.Integer, nullable=False, server_default="1")
+    )
+    # Fires it runs, and fires of the range it leaves alone (already in the ledger).
+    fire_count: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    left_alone: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    status: str = Field(
+        default="running", sa_column=sa.Column(sa.Text, nullable=False, server_default="running")
+    )
+    created_by: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    created_at: datetime = _ts(nullable=False, now=True)
+    ended_at: datetime | None = _ts()
 
 
 class Workflow(WorkflowFields, table=True):

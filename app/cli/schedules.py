@@ -271,6 +271,88 @@ def cmd_fires(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
+    """`backfill NAME --from … --to …` starts (or with --dry-run previews) a backfill;
+    `backfill cancel ID` cancels one; `backfill NAME` alone lists the schedule's."""
+    from app.scheduling import backfills
+
+    if args.name == "cancel" and args.id is not None:
+        with transaction(resolve_database_url(settings)) as conn:
+            done = backfills.cancel(conn, backfills.parse_id(args.id), actor=cli_actor())
+        print(f"backfill {done.backfill_id} cancelled: {done.cancelled} runs cancelled, "
+              f"{done.asked_to_stop} running ones asked to stop")  # fmt: skip
+        return 0
+    if args.id is not None:
+        raise UsageError(f"unexpected {args.id!r}: use `backfill NAME --from … --to …` "
+                         f"or `backfill cancel ID`")  # fmt: skip
+    if args.start is None and args.end is None:
+        return _list_backfills(args, settings)
+    if args.start is None or args.end is None:
+        raise UsageError("give both --from and --to (the range, in the schedule's time zone)")
+    with transaction(resolve_database_url(settings)) as conn:
+        zone = schedule_reads.zone_of(conn, args.name)
+        now = schedule_rules.db_now(conn)
+        start = schedule_spec.parse_when(args.start, zone, now)
+        end = schedule_spec.parse_when(args.end, zone, now)
+        shown = backfills.start(conn, args.name, start=start, end=end,
+                                concurrency=args.concurrency, dry_run=args.dry_run,
+                                actor=cli_actor())  # fmt: skip
+    _print_preview(shown)
+    if shown.backfill_id is not None:
+        print(f"backfill {shown.backfill_id} started; the trigger starts its runs")
+    else:
+        print("dry run: nothing was started")
+    return 0
+
+
+def _print_preview(shown: Any) -> None:
+    from app.scheduling.backfills import LISTED
+
+    zone = shown.timezone
+    if shown.count:
+        print(f"{shown.count} runs, the first for {format_local(shown.first.at, zone)}, "
+              f"the last for {format_local(shown.last.at, zone)}")  # fmt: skip
+    else:
+        print("nothing to run: every time in that range already has a run or a decision")
+    print(shown.overlap_words)
+    for _, note in shown.dst[:LISTED]:
+        print(f"clock change: {note}")
+    for left in shown.left_alone[:LISTED]:
+        print(f"left alone: {format_local(left.at, zone)} ({left.outcome.replace('_', ' ')})")
+    if len(shown.left_alone) > LISTED:
+        print(f"left alone: and {len(shown.left_alone) - LISTED} more")
+    for note in shown.notes:
+        print(note)
+
+
+def _list_backfills(args: argparse.Namespace, settings: Settings) -> int:
+    from app.scheduling import backfills
+
+    with transaction(resolve_database_url(settings)) as conn:
+        row = schedule_reads.find(conn, args.name)
+        rows = backfills.listed(conn, schedule_id=row["id"])
+    if not rows:
+        print(f"schedule {args.name!r} has no backfills")
+        return 0
+    zone = row["timezone"]
+    header = ("ID", "RANGE", "STATUS", "DONE", "RUNNING", "WAITING", "FAILED", "AT ONCE")
+    lines = [
+        (
+            str(r["id"]),
+            f"{format_local(r['range_start'], zone)} to {format_local(r['range_end'], zone)}",
+            r["status"],
+            str(r["done"]),
+            str(r["running"]),
+            str(r["waiting"]),
+            str(r["failed"]),
+            str(r["concurrency"]),
+        )
+        for r in rows
+    ]
+    print_table(header, lines)
+    return 0
+
+
 def format_local(instant: datetime, zone: str, *, seconds: bool = False) -> str:
     """`2026-03-08 03:00 EDT`: an instant as the schedule's people read it."""
     local = instant.astimezone(zone_named(zone))
@@ -319,6 +401,25 @@ def add_schedule_commands(sub: Any) -> None:
     add("resume", cmd_resume, "resume a paused schedule")
     add("run-now", cmd_run_now, "create a run of the schedule's job now and print its id")
     add("delete", cmd_delete, "delete a schedule and its fire ledger (runs keep history)")
+    backfill = add(
+        "backfill",
+        cmd_backfill,
+        "run a schedule's past times over a range (--from/--to), oldest first; "
+        "`backfill NAME` lists its backfills, `backfill cancel ID` cancels one",
+    )
+    backfill.add_argument("id", nargs="?", help="with `cancel`: the backfill's id")
+    backfill.add_argument("--from", dest="start", help=f"the range's start: {TIME_HELP}")
+    backfill.add_argument("--to", dest="end", help="the range's end (included), written alike")
+    backfill.add_argument(
+        "--concurrency",
+        type=whole_number(1, limits.MAX_BACKFILL_CONCURRENCY),
+        default=1,
+        help=f"how many of its runs may run at once (1-{limits.MAX_BACKFILL_CONCURRENCY}, "
+        "default 1; one at a time unless the schedule's overlap policy is allow)",
+    )
+    backfill.add_argument(
+        "--dry-run", action="store_true", help="only say what it would run; start nothing"
+    )
     fires = add("fires", cmd_fires, "show the fire ledger: what became of each fire, and why")
     fires.add_argument(
         "--limit",

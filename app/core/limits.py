@@ -48,6 +48,8 @@ WORKER_DEATHS_PER_CRASH = 10
 MAX_COUNT = 1_000_000  # catch-up limit, auto-pause after
 MAX_RUN_ID = 2**63 - 1  # run ids are bigint
 MAX_FIRES_SHOWN = 10_000
+MAX_BACKFILL_FIRES = 10_000  # most fires one backfill runs
+MAX_BACKFILL_CONCURRENCY = 50  # most runs of one backfill at once
 MAX_DEPENDENCIES = 20  # services a job definition names as called by its runs
 
 MAX_NAME_LENGTH = 200  # schedules, jobs, workflows, handlers, DAG steps

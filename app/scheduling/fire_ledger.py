@@ -29,6 +29,7 @@ class FireRecord:
     manual: bool = False
     detail: str | None = None
     run_id: int | None = None  # the linked run, when known (saves looking it up)
+    backfill_id: uuid.UUID | None = None  # the backfill that ran this fire
 
 
 def record_fires(conn: Conn, records: list[FireRecord], now: datetime | None = None) -> None:
@@ -53,6 +54,7 @@ def fire_rows(records: list[FireRecord]) -> list[dict[str, Any]]:
             "manual": r.manual,
             "detail": r.detail,
             "run_id": r.run_id,
+            "backfill_id": None if r.backfill_id is None else str(r.backfill_id),
         }
         for r in records
     ]

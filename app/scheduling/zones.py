@@ -130,3 +130,23 @@ def clock_jump(zone: ZoneInfo, low: datetime, high: datetime) -> datetime:
         else:
             hi = mid
     return datetime.fromtimestamp(hi, UTC)
+
+
+def dst_note(at: datetime, local: datetime, zone: str) -> str:
+    """Why a fire's clock time looks odd, in words; empty when nothing odd happened.
+
+    `local` is the wall time the fire was meant for, `at` the instant it fired."""
+    try:
+        tz = zone_named(zone)
+    except RecurrenceError:
+        return ""
+    wall = at.astimezone(tz)
+    meant = local.replace(tzinfo=None, second=0, microsecond=0)
+    if wall.replace(tzinfo=None, second=0, microsecond=0) != meant:
+        return (f"{meant:%H:%M} does not exist on {meant:%-d %b} (the clocks jump forward); "
+                f"runs at {wall:%H:%M}")  # fmt: skip
+    if tz.utcoffset(meant.replace(fold=0)) != tz.utcoffset(meant.replace(fold=1)):
+        which = "second" if wall.fold else "first"
+        return (f"{meant:%H:%M} happens twice on {meant:%-d %b} (the clocks go back); "
+                f"this is the {which} time")  # fmt: skip
+    return ""

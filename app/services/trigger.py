@@ -12,7 +12,9 @@ Each tick the process renews (or tries to take) the leader lease; only the leade
    the ledger, move `next_fire_time` forward); when more than one batch is due, helper connections
    fire batches alongside (a `DueCursor` hands them out in order), so PostgreSQL writes one
    while Python plans the next;
-3. pauses schedules whose last N runs (or DAG runs) failed (when they ask for it), and
+3. feeds running backfills (`app.scheduling.backfills`): submits their next past fires
+   while fewer than their cap of their runs are pending or running;
+4. pauses schedules whose last N runs (or DAG runs) failed (when they ask for it), and
    resumes pauses that expired.
 
 What a fire does lives in `app.scheduling.fire_batches`; this module decides when and on which
@@ -41,7 +43,7 @@ import psycopg
 from app.core.config import Settings
 from app.core.db import Conn, DatabaseUnavailable, connect
 from app.core.sql import query
-from app.scheduling import fire_batches
+from app.scheduling import backfills, fire_batches
 from app.scheduling.due_cursor import DueCursor
 from app.scheduling.fire_batches import Batch
 from app.scheduling.fire_decisions import PlanLimits
@@ -63,6 +65,7 @@ class TickReport:
     fires: int = 0  # ledger rows written (all outcomes)
     runs: int = 0  # runs created
     released: int = 0  # queued fires enqueued
+    backfilled: int = 0  # runs submitted for backfills
     auto_paused: int = 0
     resumed: int = 0
 
@@ -93,6 +96,7 @@ class Trigger:
         report.schedules, report.fires, report.runs = fired.schedules, fired.fires, fired.runs
         if not self.lease.leading:
             return report
+        report.backfilled = backfills.feed_all(conn, now)
         report.auto_paused = self.auto_pause(conn, now)
         report.resumed = self.resume_expired(conn, now)
         return report

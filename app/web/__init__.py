@@ -30,6 +30,7 @@ from app.people import users
 from app.web import (
     audit,
     auth,
+    backfills,
     breakers,
     bulk_actions,
     calendars,
@@ -84,6 +85,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *home.routes,
         *auth.routes,
         *jobs.routes,
+        *backfills.routes,
         *schedules.routes,
         *forecast.routes,
         *week.routes,

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.catalog import job_definitions, workflows
+from app.core import limits
 from app.core.db import Conn
 from app.core.errors import UsageError, about
 from app.core.limits import whole_id
@@ -27,6 +28,7 @@ from app.people import versions
 from app.people.roles import Role
 from app.people.versions import VersionError
 from app.scheduling import (
+    backfills,
     calendars,
     schedule_reads,
     schedule_rules,
@@ -47,7 +49,7 @@ from app.scheduling.schedule_presets import (
     rule_of,
 )
 from app.scheduling.schedule_spec import ScheduleError, ScheduleSpec
-from app.scheduling.zones import ClockChange, iana_zone_names, zone_named
+from app.scheduling.zones import ClockChange, dst_note, iana_zone_names
 from app.web import forecast
 from app.web.access import current_user, requires
 from app.web.database import call
@@ -71,6 +73,9 @@ FLASHES = {
     "created": "Schedule created.", "saved": "Changes saved.", "paused": "Schedule paused.",
     "resumed": "Schedule resumed.", "not-paused": "The schedule was not paused.",
     "ran": "Started a run now.",
+    "backfill-started": "Backfill started: its runs start in a moment, oldest first.",
+    "backfill-cancelled": ("Backfill cancelled: its runs not started yet are cancelled, "
+                           "running ones asked to stop."),
     "rolled-back": "Rolled back: the schedule fires as in that version again.",
     "unchanged": "Nothing changed: the schedule already was as in that version.",
 }  # fmt: skip
@@ -272,7 +277,8 @@ async def update(request: Request) -> Response:
 
 
 def _show_page(conn: Conn, name: str) -> dict[str, Any]:
-    return {"schedule": _schedule(conn, name)}
+    schedule = _schedule(conn, name)
+    return {"schedule": schedule, "backfills": backfills.listed(conn, schedule_id=schedule["id"])}
 
 
 async def _show(request: Request, status_code: int = 200, **extra: Any) -> Response:
@@ -281,6 +287,7 @@ async def _show(request: Request, status_code: int = 200, **extra: Any) -> Respo
     done = FLASHES.get(request.query_params.get("done", ""))
     return render(request, "schedules/show.html", status_code=status_code, done=done,
                   started=_started_link(request), viewer_zone=zone_of(request),
+                  url=_url(name), max_backfill_at_once=limits.MAX_BACKFILL_CONCURRENCY,
                   **{"errors": {}, **page, **extra})  # fmt: skip
 
 
@@ -444,26 +451,6 @@ def clock_change_words(spec: ScheduleSpec, ahead: tuple[ClockChange, list[Fire]]
     if not notes:
         return words + " It does not move this schedule's times."
     return words + " For this schedule: " + "; ".join(notes) + "."
-
-
-def dst_note(at: datetime, local: datetime, zone: str) -> str:
-    """Why a fire's clock time looks odd, in words; empty when nothing odd happened.
-
-    `local` is the wall time the fire was meant for, `at` the instant it fired."""
-    try:
-        tz = zone_named(zone)
-    except RecurrenceError:
-        return ""
-    wall = at.astimezone(tz)
-    meant = local.replace(tzinfo=None, second=0, microsecond=0)
-    if wall.replace(tzinfo=None, second=0, microsecond=0) != meant:
-        return (f"{meant:%H:%M} does not exist on {meant:%-d %b} (the clocks jump forward); "
-                f"runs at {wall:%H:%M}")  # fmt: skip
-    if tz.utcoffset(meant.replace(fold=0)) != tz.utcoffset(meant.replace(fold=1)):
-        which = "second" if wall.fold else "first"
-        return (f"{meant:%H:%M} happens twice on {meant:%-d %b} (the clocks go back); "
-                f"this is the {which} time")  # fmt: skip
-    return ""
 
 
 routes = [

@@ -21,6 +21,7 @@ EXPECTED_TABLES = {
     "job_definitions",
     "schedules",
     "schedule_fires",
+    "backfills",
     "job_runs",
     "job_run_deps",
     "job_run_attempts",

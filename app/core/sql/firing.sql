@@ -120,10 +120,10 @@ WHERE s.id = b.id;
 -- time (a row that names its schedule's job is not looked for among DAG runs). Rows of
 -- the trigger's batch (`app.scheduling.fire_batches.fire_batch_rows`) without a `fire_time` only move a
 -- schedule. A shared fire (`%(shared)s`, none for "run now") is an enqueued row for each
--- schedule of its group, linking its run.
+-- schedule of its group, linking its run. A backfill's rows name it (`backfill_id`).
 INSERT INTO schedule_fires (
     schedule_id, fire_time, local_time, outcome, run_id, dag_run_id, coalesced_count, manual,
-    detail, recorded_at, updated_at
+    detail, recorded_at, updated_at, backfill_id
 )
 -- (Lookups as subqueries: one probe of a unique index per linked row, whatever the planner
 -- guesses about the size of the batch.)
@@ -136,17 +136,19 @@ SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome,
            SELECT d.id FROM dag_runs d WHERE d.schedule_id = f.schedule_id AND d.fire_time = f.link
        ) END,
        coalesce(f.coalesced_count, 0), coalesce(f.manual, false), f.detail,
-       coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
+       coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()),
+       f.backfill_id
 FROM (
     SELECT f.schedule_id, f.fire_time, f.local_time, f.outcome, f.link, f.coalesced_count,
-           f.manual, f.detail, f.run_id, f.job_id
+           f.manual, f.detail, f.run_id, f.job_id, f.backfill_id
     FROM jsonb_to_recordset(%(fires)s::jsonb) AS f(
         schedule_id uuid, fire_time timestamptz, local_time timestamp, outcome text,
-        link timestamptz, coalesced_count int, manual bool, detail text, run_id bigint, job_id uuid
+        link timestamptz, coalesced_count int, manual bool, detail text, run_id bigint,
+        job_id uuid, backfill_id uuid
     )
     UNION ALL
     SELECT m.schedule_id, g.fire_time, g.local_time, g.outcome, g.fire_time, NULL, NULL,
-           g.detail, NULL, m.job_id
+           g.detail, NULL, m.job_id, NULL
     FROM jsonb_to_recordset(%(shared)s::jsonb) AS g(
         schedule_ids uuid[], job_ids uuid[], fire_time timestamptz, local_time timestamp,
         outcome text, detail text

@@ -76,7 +76,8 @@ RETURNING id, name;
 -- name: fire_prune
 -- Ledger rows of fires before %(before)s, for the %(limit)s schedules after %(after)s in id
 -- order (the reaper walks all schedules a slice at a time; each slice is a range scan of
--- the ledger's key per schedule). Queued fires stay until they are enqueued.
+-- the ledger's key per schedule). Queued fires stay until they are enqueued, and the fires
+-- of a running backfill until it ends (they count its runs against its cap).
 WITH slice AS (
     SELECT id FROM schedules
     WHERE id > coalesce(%(after)s::uuid, '00000000-0000-0000-0000-000000000000')
@@ -85,6 +86,9 @@ WITH slice AS (
 ), gone AS (
     DELETE FROM schedule_fires f USING slice
     WHERE f.schedule_id = slice.id AND f.fire_time < %(before)s AND f.outcome <> 'queued'
+      AND (f.backfill_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM backfills b WHERE b.id = f.backfill_id AND b.status = 'running'
+      ))
     RETURNING 1
 )
 SELECT (SELECT max(id::text)::uuid FROM slice) AS last, (SELECT count(*) FROM gone) AS fires;
@@ -194,9 +198,10 @@ WHERE s.name = %(name)s;
 
 -- name: fire_page
 -- A page of a schedule's ledger, newest first, with each run's status; keyset on
--- fire_time (the ledger's key is (schedule_id, fire_time)).
+-- fire_time (the ledger's key is (schedule_id, fire_time)); `backfill_id` marks a
+-- backfill's fires.
 SELECT f.fire_time, f.local_time, f.outcome, f.run_id, f.dag_run_id, f.coalesced_count,
-       f.manual, f.detail, f.recorded_at, r.status AS run_status
+       f.manual, f.detail, f.recorded_at, f.backfill_id, r.status AS run_status
 FROM schedule_fires f
 LEFT JOIN job_runs r ON r.id = f.run_id
 WHERE f.schedule_id = %(id)s

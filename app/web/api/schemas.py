@@ -624,3 +624,78 @@ class BreakerSettingsIn(Strict):
 
 class BreakerNoteIn(Strict):
     note: Text | None = Field(None, description="Why, kept with the breaker and audited.")
+
+
+# ---- backfills ------------------------------------------------------------------------------
+
+
+class BackfillIn(Strict):
+    start: Text = Field(
+        description="The range's first instant: 2026-03-27T00:00 in the schedule's time zone, "
+        "or an ISO time with an offset."
+    )
+    end: Text = Field(description="The range's last instant (included), written like `start`.")
+    concurrency: Annotated[int, Field(ge=1, le=limits.MAX_BACKFILL_CONCURRENCY)] = Field(
+        default=1, description="How many of the backfill's runs may run at once."
+    )
+    dry_run: bool = Field(default=False, description="Only say what it would run.")
+
+
+class BackfillFireOut(BaseModel):
+    at: datetime = Field(description="The instant (UTC) of the fire.")
+    local_time: WallClock = Field(description="The wall-clock time it stands for, in the zone.")
+    note: str | None = Field(default=None, description="What the clock change did to it.")
+
+
+class LeftAloneOut(BaseModel):
+    at: datetime
+    local_time: WallClock
+    outcome: str = Field(description="What its fire ledger row says became of it.")
+
+
+class BackfillPreviewOut(BaseModel):
+    backfill_id: uuid.UUID | None = Field(description="The backfill started; null on a dry run.")
+    schedule: str
+    timezone: str
+    range_start: datetime
+    range_end: datetime
+    count: int = Field(description="Runs it creates: the rule's fires of the range not yet run.")
+    first: BackfillFireOut | None
+    last: BackfillFireOut | None
+    clock_changes: list[BackfillFireOut]
+    left_alone: list[LeftAloneOut]
+    overlap: OverlapPolicy
+    concurrency: int
+    at_once: int = Field(description="Runs at once, the schedule's overlap policy applied.")
+    overlap_note: str
+    notes: list[str]
+
+
+class BackfillOut(BaseModel):
+    id: uuid.UUID
+    schedule: str
+    status: str = Field(description="running, done or cancelled.")
+    range_start: datetime
+    range_end: datetime
+    concurrency: int
+    fire_count: int
+    left_alone: int
+    done: int
+    running: int
+    waiting: int
+    failed: int
+    stopped: int = Field(description="Runs cancelled or skipped.")
+    not_run: int = Field(description="Fires a cancelled backfill never submitted.")
+    created_by: str
+    created_at: datetime
+    ended_at: datetime | None
+
+
+class BackfillListOut(BaseModel):
+    backfills: list[BackfillOut]
+
+
+class BackfillCancelledOut(BaseModel):
+    backfill: BackfillOut
+    cancelled: int = Field(description="Runs that had not started, now cancelled.")
+    asked_to_stop: int = Field(description="Running runs asked to stop.")
