@@ -470,7 +470,7 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
     doc = request(live_server, "GET", "/api/v1/openapi.json").body
     read_only = make_token(db_url, "admin", "read")
     filled = {"run_id": "1", "dag_run_id": "00000000-0000-0000-0000-000000000001", "name": "x",
-              "action_id": "1"}  # fmt: skip
+              "action_id": "1", "id": "1"}  # fmt: skip
     checked = 0
     for path, methods in doc["paths"].items():
         concrete = path.format(**filled)
@@ -483,7 +483,7 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
                 scoped = request(live_server, verb, concrete, read_only, body)
                 assert scoped.status == 403, (verb, path, scoped.body)
             checked += 1
-    assert checked == 44  # breakers 4, a run's history 1, bulk actions 4, time spent 2
+    assert checked == 47  # breakers 4, run history 1, bulk actions 4, time spent 2, backfills 3
     assert query(db_url, "SELECT count(*) AS n FROM audit_log WHERE action LIKE 'run.%%' "
                  "OR action LIKE 'schedule.%%' OR action LIKE 'job.%%' "
                  "OR action LIKE 'workflow.%%'")[0]["n"] == 0  # fmt: skip
