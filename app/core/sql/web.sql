@@ -120,6 +120,16 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+  -- What it carried (app.runs.run_search): args containing any of the documents. Ended
+  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  AND (%(args_any)s::jsonb[] IS NULL
+       OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
+           AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'pending' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'running' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'blocked' AND r.args @> ANY(%(args_any)s::jsonb[])))
+  -- the result is not indexed: its search walks the runs newest first
+  AND (%(result_any)s::jsonb[] IS NULL OR r.result @> ANY(%(result_any)s::jsonb[]))
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 
