@@ -477,13 +477,15 @@ class JobRun(RunFields, table=True):
         # The runs list searching what ended runs carried (`args @> '{"customer_id": 42}'`,
         # app.runs.run_search); jsonb_path_ops: containment only, one small key per value.
         # Ended runs only: one entry per run, at its finish, not also at its submit and
-        # claim (25 % of the drain rate, docs/benchmarks.md); waiting and running runs are
-        # found through the dispatch, lease and blocked indexes above.
+        # claim; waiting and running runs are found through the dispatch, lease and blocked
+        # indexes above. No pending list (fastupdate): every finishing worker would append
+        # to that one list under one lock. Both choices: docs/benchmarks.md.
         sa.Index(
             "ix_job_runs_args",
             "args",
             postgresql_using="gin",
             postgresql_ops={"args": "jsonb_path_ops"},
+            postgresql_with={"fastupdate": "off"},
             postgresql_where=sa.text(
                 "status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')"
             ),

@@ -120,7 +120,7 @@ def _values(text: str) -> list[Any]:
             value = json.loads(text)
         except json.JSONDecodeError:
             raise UsageError(
-                f"{text} is not one quoted value (put \\ before a \" inside it)", "search"
+                f'{text} is not one quoted value (put \\ before a " inside it)', "search"
             ) from None
         if not isinstance(value, str):
             raise UsageError(f"{text} is not one quoted value", "search")

@@ -22,7 +22,8 @@ depends_on: str | Sequence[str] | None = None
 # Ended runs only: a run takes one entry, when it finishes, instead of one at its submit,
 # its claim and its finish (each a new row version with new entries in every index whose
 # predicate it meets); the few runs still waiting or running are searched through their
-# own partial indexes.
+# own partial indexes. No pending list (fastupdate off): it is one list per index, which
+# every finishing worker would append to under one lock (docs/benchmarks.md).
 ENDED = "status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')"
 
 
@@ -34,6 +35,7 @@ def upgrade() -> None:
         postgresql_using="gin",
         postgresql_ops={"args": "jsonb_path_ops"},
         postgresql_where=sa.text(ENDED),
+        postgresql_with={"fastupdate": "off"},
     )
 
 

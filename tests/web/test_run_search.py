@@ -138,9 +138,7 @@ def test_the_api_lists_runs_by_what_they_carried(api: TestClient, runs: Runs) ->
     assert bad.json()["error"]["field"] == "search"
 
 
-def test_the_page_and_the_cli_search_too(
-    db_url: str, as_role: Any, runs: Runs
-) -> None:
+def test_the_page_and_the_cli_search_too(db_url: str, as_role: Any, runs: Runs) -> None:
     client = as_role("viewer")
     page = client.get("/runs", params={"search": "order.region = eu"})
     assert page.status_code == 200
