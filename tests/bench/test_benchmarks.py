@@ -85,7 +85,7 @@ TINY_RUNS = {
             "run_list status",
             "run_list search",
             "runs, search (100 match)",
-        ],  # fmt: skip
+        ],
     ),
     "args_index": (
         ["-m", "bench.args_index", "--runs", "300", "--rounds", "1"],
