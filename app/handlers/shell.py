@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
 from app.core import launcher
@@ -27,6 +28,7 @@ from app.core.process_secrets import is_secret
 from app.handlers.args import number, optional_string, string_list, string_map
 from app.handlers.gate import SHELL_DISABLED_MESSAGE, shell_enabled
 from app.handlers.jobs import JobContext, NonRetryableError
+from app.handlers.shell_control import CONTROL_VARIABLE, ControlReader
 
 OUTPUT_TAIL_BYTES = 4096  # of stdout and of stderr, kept in the result
 POLL_SECONDS = 0.05  # how often a running command checks for cancellation
@@ -52,8 +54,9 @@ def run_command(
 
     Returns `{"returncode", "stdout", "stderr"}` with the tail of each stream. The command
     sees PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR of the worker,
-    the worker's variables named in `pass_env` (a list), and `env` (names to values);
-    `timeout` (seconds) bounds the command itself.
+    the worker's variables named in `pass_env` (a list), and `env` (names to values), and
+    JOB_CONTROL_FILE, where it may report progress or ask to snooze
+    (`app.handlers.shell_control`); `timeout` (seconds) bounds the command itself.
     """
     argv = _argv(command)
     limit = number("timeout", timeout, minimum=0.001, allow_none=True)
@@ -61,7 +64,14 @@ def run_command(
     environment = command_environment(env, pass_env, os.environ)
     if not _enabled_for_the_fleet():
         raise NonRetryableError(SHELL_DISABLED_MESSAGE)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory(prefix="sundial-run-") as folder,
+    ):
+        control = ControlReader(Path(folder) / "control", ctx)
+        control.path.touch(mode=0o600)
+        environment[CONTROL_VARIABLE] = str(control.path)
         # Under the launcher, in a session of its own: whatever the command starts, even
         # detached, ends with the run, or with this process however it dies.
         alive = lifeline()
@@ -78,8 +88,11 @@ def run_command(
             )
         except OSError as exc:
             raise NonRetryableError(f"cannot run {argv[0]!r}: {exc}") from exc
-        returncode = _wait(proc, ctx, limit)
+        returncode = _wait(proc, ctx, limit, control)
         stdout, stderr = _tail(out), _tail(err)
+        control.poll(ended=True)
+    if control.snooze is not None:  # whatever its exit code: it asked to come back later
+        ctx.snooze(control.snooze.seconds, control.snooze.reason)
     if returncode == launcher.CANNOT_RUN and stderr.startswith(launcher.CANNOT_RUN_PREFIX):
         reason = stderr.removeprefix(launcher.CANNOT_RUN_PREFIX).strip()
         raise NonRetryableError(f"cannot run {reason}")
@@ -121,14 +134,18 @@ def _argv(command: Any) -> list[str]:
     )
 
 
-def _wait(proc: subprocess.Popen[bytes], ctx: JobContext, limit: float) -> int:
-    """Wait for the command, killing it once the run is cancelled or `limit` passes."""
+def _wait(
+    proc: subprocess.Popen[bytes], ctx: JobContext, limit: float, control: ControlReader
+) -> int:
+    """Wait for the command, passing on the progress it reports, killing it once the run
+    is cancelled or `limit` passes."""
     deadline = time.monotonic() + limit
     while True:
         try:
             return proc.wait(timeout=POLL_SECONDS)
         except subprocess.TimeoutExpired:
             pass
+        control.poll()
         if ctx.cancelled or time.monotonic() >= deadline:
             _kill(proc)
             ctx.check_cancelled()

@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from app.core.db import Conn
 from app.core.sql import query
-from app.observability import lag_slo
+from app.observability import lag_slo, worker_hint
 from app.runs import breakers
 from app.runs.breaker_rules import BreakerState
 from app.runs.breakers import Breaker
@@ -38,11 +38,15 @@ WORKER_LIVE_SECONDS = 60.0
 BOUND_EPSILON = 1e-9
 
 
-def read_fleet(conn: Conn, window_seconds: float, now: datetime | None = None) -> bytes:
+def read_fleet(
+    conn: Conn, window_seconds: float, now: datetime | None = None, *, default_slots: int = 1
+) -> bytes:
     """The fleet's figures in Prometheus text format, from cheap indexed reads (see
-    app/core/sql/metrics.sql): the same on every web process, whichever did the work."""
+    app/core/sql/metrics.sql): the same on every web process, whichever did the work.
+    `default_slots`: a worker's concurrency when none is live to say (the setting's)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Fleet(_read(conn, window_seconds, now), window_seconds))
+    reading = _read(conn, window_seconds, now)
+    registry.register(_Fleet(reading, window_seconds, default_slots))
     return generate_latest(registry)
 
 
@@ -61,6 +65,7 @@ class _Reading:
     paused_queues: list[str]
     queue_limits: list[dict[str, Any]]
     services: list[Breaker]
+    queue_work: list[dict[str, Any]]
 
 
 def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
@@ -92,6 +97,7 @@ def _read(conn: Conn, window_seconds: float, now: datetime | None) -> _Reading:
         leaders=rows("metrics_leaders", {"now": now}),
         workers=rows("metrics_workers", {"now": now, "live_seconds": WORKER_LIVE_SECONDS}),
         dead_man=lag_slo.dead_man_firing(conn, now=counts["now"]),
+        queue_work=rows("metrics_queue_work", window),
     )
 
 
@@ -113,9 +119,11 @@ def _buckets(counts: dict[int, int], bounds: tuple[float, ...]) -> list[tuple[st
 
 
 class _Fleet(Collector):
-    def __init__(self, reading: _Reading, window_seconds: float) -> None:
+    def __init__(self, reading: _Reading, window_seconds: float, default_slots: int) -> None:
         self.r = reading
         self.window = f"{window_seconds:g}s"
+        self.window_seconds = window_seconds
+        self.default_slots = default_slots
 
     def collect(self) -> Iterator[Metric]:
         r = self.r
@@ -164,6 +172,7 @@ class _Fleet(Collector):
         dead_man.add_metric([], r.dead_man)
         yield dead_man
         yield from self._workers(r)
+        yield self._workers_wanted(r)
 
     def _queue(self, r: _Reading) -> Iterator[Metric]:
         by_priority: dict[int, int] = defaultdict(int)
@@ -339,6 +348,51 @@ class _Fleet(Collector):
         )
         stale.add_metric([], sum(int((w["stats"] or {}).get("lost", 0)) for w in r.workers))
         yield stale
+
+    def _workers_wanted(self, r: _Reading) -> Metric:
+        wanted = GaugeMetricFamily(
+            "sundial_workers_wanted",
+            "Worker processes each queue wants, for an autoscaler: enough slots for its "
+            f"starts a second and its due backlog at {worker_hint.TARGET_BUSY:.0%} busy, and "
+            "one more than are live while its oldest due run waits past "
+            f"{worker_hint.LAG_TARGET_SECONDS:g} s on nearly busy slots (docs/operations.md).",
+            labels=["queue"],
+        )
+        for queue, load in sorted(_queue_loads(r, self.window_seconds).items()):
+            wanted.add_metric(
+                [queue], worker_hint.workers_wanted(load, default_slots=self.default_slots)
+            )
+        return wanted
+
+
+def _queue_loads(r: _Reading, window_seconds: float) -> dict[str, worker_hint.QueueLoad]:
+    """Each queue with due or recent work or live workers: its figures for the hint."""
+    due: dict[str, int] = defaultdict(int)
+    waited: dict[str, float] = defaultdict(float)
+    for row in r.pending:
+        due[row["queue"]] += row["due"]
+        if row["oldest_due"] is not None:
+            wait = (row["now"] - row["oldest_due"]).total_seconds()
+            waited[row["queue"]] = max(waited[row["queue"]], wait)
+    workers: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for w in r.workers:
+        if w["live"]:
+            workers[(w["stats"] or {}).get("queue", "default")].append(w)
+    work = {row["queue"]: row for row in r.queue_work}
+    loads = {}
+    for queue in set(due) | set(workers) | set(work):
+        ended = work.get(queue)
+        serving = workers.get(queue, [])
+        loads[queue] = worker_hint.QueueLoad(
+            starts_per_second=ended["n"] / window_seconds if ended else 0.0,
+            mean_run_seconds=ended["run_seconds"] / ended["n"] if ended else None,
+            due=due.get(queue, 0),
+            oldest_due_seconds=waited.get(queue, 0.0),
+            running=sum(int((w["stats"] or {}).get("in_flight", 0)) for w in serving),
+            workers=len(serving),
+            slots=sum(w["concurrency"] or 0 for w in serving),
+        )
+    return loads
 
 
 def _histogram(

@@ -59,7 +59,12 @@ async def metrics_text(request: Request) -> Response:
     cache = _cache(request)
     async with cache.lock:
         if time.monotonic() - cache.read_at >= settings.metrics_cache_seconds:
-            cache.body = await call(request, metrics.read_fleet, settings.metrics_window_seconds)
+            cache.body = await call(
+                request,
+                metrics.read_fleet,
+                settings.metrics_window_seconds,
+                default_slots=settings.worker_concurrency,
+            )
             cache.read_at = time.monotonic()
     return Response(cache.body, media_type=CONTENT_TYPE)
 

@@ -196,6 +196,7 @@ def test_a_command_sees_a_minimal_environment(monkeypatch: pytest.MonkeyPatch) -
     assert names <= {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"} | {
         "TMPDIR",
         "PWD",  # env(1) does not add it, but some shells export it
+        "JOB_CONTROL_FILE",  # where it may report progress or snooze: a path, no setting
     }
     passed = run_command(
         context(), command=["env"], pass_env=["REPORT_BUCKET"], env={"GREETING": "hi"}

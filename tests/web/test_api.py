@@ -486,7 +486,8 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
 ) -> None:
     doc = request(live_server, "GET", "/api/v1/openapi.json").body
     read_only = make_token(db_url, "admin", "read")
-    filled = {"run_id": "1", "dag_run_id": "00000000-0000-0000-0000-000000000001", "name": "x"}
+    filled = {"run_id": "1", "dag_run_id": "00000000-0000-0000-0000-000000000001", "name": "x",
+              "action_id": "1"}  # fmt: skip
     checked = 0
     for path, methods in doc["paths"].items():
         concrete = path.format(**filled)
@@ -499,7 +500,7 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
                 scoped = request(live_server, verb, concrete, read_only, body)
                 assert scoped.status == 403, (verb, path, scoped.body)
             checked += 1
-    assert checked == 37  # 4 of them the circuit breakers'
+    assert checked == 42  # 4 of them the circuit breakers', 1 a run's history, 4 bulk actions'
     assert query(db_url, "SELECT count(*) AS n FROM audit_log WHERE action LIKE 'run.%%' "
                  "OR action LIKE 'schedule.%%' OR action LIKE 'job.%%' "
                  "OR action LIKE 'workflow.%%'")[0]["n"] == 0  # fmt: skip

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from app.core.config import Settings
 from app.core.errors import UsageError
 from app.handlers.jobs import Outcome, OutcomeStatus
-from app.runs import run_inserts, run_list, submission, transitions
+from app.runs import bulk_actions, run_inserts, run_list, submission, transitions
 from app.runs.run_list import RunFilter
 from app.web import create_app
 from tests.helpers.api_client import make_token
@@ -151,3 +151,16 @@ def test_the_page_and_the_cli_search_too(db_url: str, as_role: Any, runs: Runs) 
     assert [r["id"] for r in json.loads(listed.stdout)] == [runs["string"]]
     refused = run_sundial(db_url, "runs", "list", "--search", "customer id = 42")
     assert refused.returncode == 2 and "'customer id' is not a field" in refused.stderr
+
+
+def test_a_bulk_action_takes_the_runs_the_search_shows(
+    conn: psycopg.Connection[Any], runs: Runs
+) -> None:
+    where = RunFilter(search="customer_id = 42")
+    shown = _found(conn, "customer_id = 42")
+    assert run_list.count_matching(conn, where) == (len(shown), shown[0])
+    assert run_list.matching_ids(conn, where, before_id=None, limit=10) == shown
+    described = bulk_actions.describe(bulk_actions.Selection(where=where))
+    assert described == "carrying customer_id = 42"
+    stored = bulk_actions.filter_from_json(bulk_actions.filter_json(where))
+    assert stored.search == "customer_id = 42"

@@ -3,9 +3,10 @@
 -- an index of finish or fire times: none scans job_runs whole.
 
 -- name: metrics_pending
--- (read) each queue by priority: depth, and the oldest due run's run_at
+-- (read) each queue by priority: depth, runs due now, and the oldest due run's run_at
 -- (ix_job_runs_dispatch).
 SELECT queue, priority, count(*) AS n,
+       count(*) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())) AS due,
        min(run_at) FILTER (WHERE run_at <= coalesce(%(now)s::timestamptz, now())) AS oldest_due,
        coalesce(%(now)s::timestamptz, now()) AS now
 FROM job_runs WHERE status = 'pending'
@@ -45,6 +46,25 @@ SELECT handler, status,
        sum(attempt) AS attempt_sum
 FROM ended
 GROUP BY 1, 2, 3, 4, 5;
+
+-- name: metrics_queue_work
+-- (read) per queue, the runs that ended within the window having started: how many and
+-- their run time together, what the worker-count hint (app/observability/worker_hint.py)
+-- sizes a queue's workers by. One branch per partial index of ended runs.
+WITH ended AS (
+    SELECT queue, started_at, finished_at FROM job_runs
+    WHERE status IN ('completed', 'cancelled', 'skipped')
+      AND finished_at > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s)
+    UNION ALL
+    SELECT queue, started_at, finished_at FROM job_runs
+    WHERE status IN ('failed', 'timed_out')
+      AND finished_at > coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(window_seconds)s)
+)
+SELECT queue, count(*) AS n,
+       coalesce(sum(extract(epoch FROM finished_at - started_at)), 0)::float8 AS run_seconds
+FROM ended
+WHERE started_at IS NOT NULL
+GROUP BY queue;
 
 -- name: metrics_counts
 -- (read) one round trip for the single figures: the reading's clock, runs holding a lease

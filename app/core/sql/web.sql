@@ -134,6 +134,62 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 
+-- name: run_match_count
+-- (read) how many runs the runs list's filter matches, and the newest of them: a bulk
+-- action's count and where it starts. Its WHERE is run_list's, word for word (a test
+-- compares them), so a filter selects the same runs to show and to act on.
+SELECT count(*) AS total, max(r.id) AS newest
+FROM job_runs r
+WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
+  AND (%(job_id)s::uuid IS NULL OR r.job_id = %(job_id)s::uuid)
+  AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
+  AND (%(dag_run_id)s::uuid IS NULL OR r.dag_run_id = %(dag_run_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
+  AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+  -- What it carried (app.runs.run_search): args containing any of the documents. Ended
+  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  AND (%(args_any)s::jsonb[] IS NULL
+       OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
+           AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'pending' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'running' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'blocked' AND r.args @> ANY(%(args_any)s::jsonb[])))
+  -- the result is not indexed: its search walks the runs newest first
+  AND (%(result_any)s::jsonb[] IS NULL OR r.result @> ANY(%(result_any)s::jsonb[]))
+;
+
+-- name: run_match_ids
+-- (read) the next batch of a bulk action: ids of runs matching the runs list's filter
+-- below keyset `before_id`, newest first. run_list's WHERE, word for word.
+SELECT r.id
+FROM job_runs r
+WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
+  AND (%(job_id)s::uuid IS NULL OR r.job_id = %(job_id)s::uuid)
+  AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
+  AND (%(dag_run_id)s::uuid IS NULL OR r.dag_run_id = %(dag_run_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
+  AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+  -- What it carried (app.runs.run_search): args containing any of the documents. Ended
+  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  AND (%(args_any)s::jsonb[] IS NULL
+       OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
+           AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'pending' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'running' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'blocked' AND r.args @> ANY(%(args_any)s::jsonb[])))
+  -- the result is not indexed: its search walks the runs newest first
+  AND (%(result_any)s::jsonb[] IS NULL OR r.result @> ANY(%(result_any)s::jsonb[]))
+ORDER BY r.id DESC
+LIMIT %(limit)s;
+
 -- name: run_job_by_name
 -- (read) a job definition's id from its name, for the runs filter.
 SELECT id FROM job_definitions WHERE name = %(job)s;

@@ -1,4 +1,4 @@
-"""Runs over the API: submit (one, a batch, a DAG), read, list, cancel, retry — through
+"""Runs over the API: submit (one, a batch, a DAG), read, list, history, cancel, retry — through
 `app.runs.transitions`, the functions the CLI calls.
 
 Idempotency: a key seen before with the same payload answers 200 with that run; with a
@@ -21,7 +21,7 @@ from app.core.db import Conn
 from app.core.sql import query
 from app.dags import dag_graph, dag_submission
 from app.people.roles import Role
-from app.runs import run_actions, run_inserts, run_list, run_reads, submission
+from app.runs import run_actions, run_inserts, run_list, run_reads, run_timeline, submission
 from app.runs.run_actions import RunActionRefused
 from app.runs.run_fields import RunDetailRow, RunRow
 from app.runs.run_inserts import NewRun
@@ -35,6 +35,8 @@ from app.web.api.schemas import (
     RetryOut,
     RunBatchIn,
     RunDetailOut,
+    RunEventOut,
+    RunEventsOut,
     RunIn,
     RunOut,
     RunPageOut,
@@ -179,6 +181,14 @@ def _retry(conn: Conn, run_id: int, actor: str) -> tuple[list[int], RunRow]:
     return retried.unskipped, _run(conn, run_id)
 
 
+def _events(conn: Conn, run_id: int) -> RunEventsOut:
+    events = run_timeline.events_of_run(conn, run_id)
+    if events is None:
+        raise ApiError(404, f"there is no run {run_id}")
+    out = [RunEventOut.model_validate(e, from_attributes=True) for e in events]
+    return RunEventsOut(run_id=run_id, events=out)
+
+
 def _submit_dag(conn: Conn, dag: DagIn) -> dag_submission.SubmittedDag:
     nodes: dict[str, NewRun] = {}
     edges: list[tuple[str, str]] = [(up, down) for up, down in dag.edges]
@@ -251,6 +261,19 @@ async def show(api: ApiCall) -> Response:
 
 
 @operation(
+    Role.VIEWER,
+    "A run's history: every transition with its time, who made it and what it means",
+    path={"run_id": int},
+    response=RunEventsOut,
+    also=(404,),
+    description="Built from the run, its attempts, the audit log and its services' circuit "
+    "breakers, oldest first. An actor the records cannot name is `unknown`.",
+)
+async def events(api: ApiCall) -> Response:
+    return json_response(await call(api.request, _events, api.path["run_id"]))
+
+
+@operation(
     Role.OPERATOR,
     "Cancel a run (a running one is stopped by its worker)",
     path={"run_id": int},
@@ -294,6 +317,7 @@ routes = [
     Route(f"{PREFIX}/runs", index, methods=["GET"], name="api_runs_index"),
     Route(f"{PREFIX}/runs/batch", submit_batch, methods=["POST"], name="api_runs_batch"),
     Route(f"{PREFIX}/runs/{{run_id:int}}", show, methods=["GET"], name="api_runs_show"),
+    Route(f"{PREFIX}/runs/{{run_id:int}}/events", events, methods=["GET"], name="api_runs_events"),
     Route(f"{PREFIX}/runs/{{run_id:int}}/cancel", cancel, methods=["POST"], name="api_runs_cancel"),
     Route(f"{PREFIX}/runs/{{run_id:int}}/retry", retry, methods=["POST"], name="api_runs_retry"),
     Route(f"{PREFIX}/dags", submit_dag, methods=["POST"], name="api_dags_submit"),

@@ -42,6 +42,7 @@ from app.runs.breakers import MAX_PROBES, MAX_WINDOW_SECONDS, Breaker
 from app.runs.queues import MAX_WEIGHT, MAX_WEIGHTS, QueueRow
 from app.runs.run_fields import AttemptFields, RunRow, RunSettingsFields
 from app.runs.run_search import MAX_SEARCH_LENGTH
+from app.runs.run_timeline import ActorKind, EventKind
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import OverlapPolicy
@@ -202,6 +203,35 @@ class CancelOut(BaseModel):
 class RetryOut(BaseModel):
     run: RunOut
     unskipped: list[int] = Field(description="DAG steps that wait for this run again.")
+
+
+class RunEventActorOut(BaseModel):
+    kind: ActorKind
+    name: str | None = Field(
+        description="The worker's id, the person's user name, the schedule's or step's "
+        "name; null when the kind says it all (the reaper, Sundial) or it is unknown."
+    )
+    words: str = Field(description="Who, as the dashboard says it.")
+
+
+class RunEventOut(BaseModel):
+    at: datetime | None = Field(description="When; null when the records do not say.")
+    kind: EventKind
+    actor: RunEventActorOut
+    summary: str = Field(description="What happened, in words.")
+    detail: str | None = Field(description="More: the attempt's error, a reason, who is unknown.")
+    attempt: int | None = Field(description="The attempt it concerns, if one.")
+    until: datetime | None = Field(
+        description="A time it points at: when a delayed run is due (submitted), the next "
+        "try (retry_scheduled), when it runs again (snoozed), its deadline (skipped)."
+    )
+    service: str | None = Field(description="For breaker: the service whose breaker changed.")
+    breaker_state: str | None = Field(description="For breaker: its new state.")
+
+
+class RunEventsOut(BaseModel):
+    run_id: int
+    events: list[RunEventOut] = Field(description="Oldest first; events of unknown time last.")
 
 
 class DagOut(BaseModel):
