@@ -5,6 +5,7 @@ the string; nested fields; the result; runs in every state; with the other filte
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from app.runs.run_list import RunFilter
 from app.web import create_app
 from tests.helpers.api_client import make_token
 from tests.helpers.commands import run_sundial
+from tests.helpers.people import csrf_of
 
 Runs = dict[str, int]
 
@@ -164,3 +166,32 @@ def test_a_bulk_action_takes_the_runs_the_search_shows(
     assert described == "carrying customer_id = 42"
     stored = bulk_actions.filter_from_json(bulk_actions.filter_json(where))
     assert stored.search == "customer_id = 42"
+
+
+def test_an_operator_cancels_the_runs_a_search_shows_and_no_other(
+    as_role: Any, conn: psycopg.Connection[Any], db_url: str, runs: Runs
+) -> None:
+    client = as_role("operator")
+    params = {"action": "cancel", "scope": "matching", "search": "customer_id = 42"}
+    confirm = client.get("/runs/bulk", params=params)
+    assert confirm.status_code == 200
+    # of the four runs with 42 or "42", the pending and the running one can be cancelled
+    assert "Cancel 4 runs matching: carrying customer_id = 42?" in confirm.text
+    started = client.post(
+        "/runs/bulk",
+        data={**params, "csrf_token": csrf_of(client, "/runs")},
+        follow_redirects=False,
+    )
+    assert started.status_code == 303
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        action = conn.execute("SELECT * FROM bulk_actions").fetchone()
+        if action and action["status"] == "finished":
+            break
+        time.sleep(0.1)
+    assert action is not None and (action["done"], action["skipped"]) == (2, 2)
+    rows = conn.execute("SELECT id, status FROM job_runs").fetchall()
+    statuses = {r["id"]: r["status"] for r in rows}
+    assert statuses[runs["pending"]] == "cancelled"
+    assert statuses[runs["eu"]] == "failed" and statuses[runs["zero"]] == "completed"
+    assert action["filter"] == {"search": "customer_id = 42"}
