@@ -474,6 +474,22 @@ class JobRun(RunFields, table=True):
         ),
         # /metrics counts blocked runs (DAG steps waiting) without scanning the table.
         sa.Index("ix_job_runs_blocked", "id", postgresql_where=sa.text("status = 'blocked'")),
+        # The runs list searching what ended runs carried (`args @> '{"customer_id": 42}'`,
+        # app.runs.run_search); jsonb_path_ops: containment only, one small key per value.
+        # Ended runs only: one entry per run, at its finish, not also at its submit and
+        # claim; waiting and running runs are found through the dispatch, lease and blocked
+        # indexes above. No pending list (fastupdate): every finishing worker would append
+        # to that one list under one lock. Both choices: docs/benchmarks.md.
+        sa.Index(
+            "ix_job_runs_args",
+            "args",
+            postgresql_using="gin",
+            postgresql_ops={"args": "jsonb_path_ops"},
+            postgresql_with={"fastupdate": "off"},
+            postgresql_where=sa.text(
+                "status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')"
+            ),
+        ),
     )
 
     # The fields people see (what it runs, where from, how it went) are RunFields'; these

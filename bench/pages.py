@@ -28,6 +28,7 @@ from starlette.testclient import TestClient
 from app.core.config import Settings
 from app.core.sql import query
 from app.people import users
+from app.runs.run_list import search_params
 from app.web import create_app
 from bench.bench_db import scratch_database
 from bench.trigger_fires import create_schedules
@@ -52,7 +53,9 @@ SELECT 'noop', md5('job' || (1 + i %% %(schedules)s))::uuid,
        CASE WHEN s.status = 'blocked' THEN 1 ELSE 0 END,
        CASE WHEN s.status IN ('failed', 'timed_out')
        THEN 'ConnectionError: host ' || (i %% 97) || ' refused' END,
-       '{}'::jsonb
+       -- 10,000 customers (100 runs each), a third of the orders in each region
+       jsonb_build_object('customer_id', i %% 10000, 'order',
+                          jsonb_build_object('region', (ARRAY['eu', 'us', 'apac'])[1 + i %% 3]))
 FROM generate_series(1, %(runs)s) AS i
 -- the oldest 95%% spread over a week, the newest 5%% over the last hour
 CROSS JOIN LATERAL (SELECT CASE
@@ -114,6 +117,8 @@ NO_FILTER: dict[str, Any] = dict.fromkeys(
         "until",
         "error",
         "queue",
+        "args_any",
+        "result_any",
     )
 ) | {"limit": 51}
 RUN_LISTS: list[tuple[str, dict[str, Any]]] = [
@@ -124,6 +129,9 @@ RUN_LISTS: list[tuple[str, dict[str, Any]]] = [
     ("run_list schedule", {"schedule_id": "00000000-0000-0000-0000-000000000007"}),
     ("run_list error", {"error": "%host 13 refused%"}),
     ("run_list older page", {"before_id": 500_000}),
+    ("run_list search", search_params("customer_id = 42")),
+    ("run_list search, common", search_params("order.region = eu")),
+    ("run_list search, failed", {**search_params("customer_id = 42"), "status": "failed"}),
 ]
 
 
@@ -193,6 +201,10 @@ def time_pages(url: str, samples: int) -> None:
         "runs, job": "/runs?job=job-7",
         "runs, schedule": "/runs?schedule=schedule-7",
         "runs, error text": "/runs?error=host+13+refused",
+        "runs, search (100 match)": "/runs?search=customer_id+%3D+42",
+        "runs, search, a third": "/runs?search=order.region+%3D+eu",
+        "runs, search and failed": "/runs?search=customer_id+%3D+42&status=failed",
+        "runs, search, two fields": "/runs?search=customer_id+%3D+42+and+order.region+%3D+apac",
         "runs, older page": f"/runs?before={middle}",
         "runs, last hour": "/runs?from="
         + time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 3600)),

@@ -199,12 +199,15 @@ def filter_of(args: argparse.Namespace) -> Any:
         until=parse_time(args.until, "--until") if args.until else None,
         error=args.error,
         queue=args.queue,
+        search=args.search,
         before_id=args.before_id,
         limit=args.limit,
     ).check()
 
 
-FILTER_OPTIONS = ("status", "job", "schedule", "dag_run", "since", "until", "error", "queue")
+FILTER_OPTIONS = (
+    "status", "job", "schedule", "dag_run", "since", "until", "error", "queue", "search"
+)  # fmt: skip
 
 
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
@@ -351,6 +354,11 @@ def add_run_commands(sub: Any) -> None:
     runs.add_argument("--until", help="created before this ISO 8601 time with zone")
     runs.add_argument("--error", help="text in the last error (any case)")
     runs.add_argument("--queue", help="runs of this named queue")
+    runs.add_argument(
+        "--search",
+        help="runs by what they carried: 'customer_id = 42', 'order.region = eu', joined "
+        "by 'and'; 'result.total = 3' searches the result",
+    )
     runs.add_argument("--before-id", type=int, help="runs older than this run id")
     runs.add_argument(
         "--limit",

@@ -76,6 +76,7 @@ LABELS = {
     "until": "created before",
     "error": "error contains",
     "queue": "queue",
+    "search": "carrying",
 }
 
 

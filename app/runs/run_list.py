@@ -14,9 +14,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from app.core.db import Conn
 from app.core.errors import UsageError
 from app.core.sql import like_literal, query
+from app.runs import run_search
 from app.runs.states import RunStatus
 
 DEFAULT_PAGE_SIZE = 50
@@ -36,6 +39,7 @@ class RunFilter:
     until: datetime | None = None  # created before
     error: str | None = None  # text in the last error (case-insensitive)
     queue: str | None = None  # the named queue it waits or waited in
+    search: str | None = None  # what it carried: `customer_id = 42` (app.runs.run_search)
     before_id: int | None = None
     limit: int = DEFAULT_PAGE_SIZE
 
@@ -50,6 +54,8 @@ class RunFilter:
             raise UsageError("before id must be a positive run id")
         if self.since and self.until and self.since >= self.until:
             raise UsageError("the start of the time range must be before its end")
+        if self.search is not None:
+            run_search.parse(self.search)
         return self
 
 
@@ -81,6 +87,16 @@ def _schedule_id(conn: Conn, schedule: str) -> uuid.UUID:
     return row["id"] if row else NO_SUCH_SCHEDULE
 
 
+def search_params(search: str | None) -> dict[str, list[Jsonb] | None]:
+    """The `args_any` and `result_any` parameters of a search (None: any), for the runs
+    list's queries and the API's `api_run_page`."""
+    found = run_search.parse(search) if search else run_search.Search()
+    return {
+        "args_any": [Jsonb(d) for d in found.args] or None,
+        "result_any": [Jsonb(d) for d in found.result] or None,
+    }
+
+
 def filter_params(conn: Conn, where: RunFilter) -> dict[str, Any]:
     """The named queries' parameters for `where` (run_list, run_match_count and
     run_match_ids share one WHERE)."""
@@ -97,6 +113,7 @@ def filter_params(conn: Conn, where: RunFilter) -> dict[str, Any]:
         "until": where.until,
         "error": _like(where.error) if where.error else None,
         "queue": where.queue,
+        **search_params(where.search),
     }
 
 

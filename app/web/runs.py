@@ -29,7 +29,7 @@ from app.web.database import call
 from app.web.render import render
 from app.web.viewer_zone import DEFAULT_ZONE, viewer_zone
 
-FILTER_FIELDS = ("status", "job", "schedule", "dag_run", "from", "to", "error", "queue")
+FILTER_FIELDS = ("status", "job", "schedule", "dag_run", "from", "to", "error", "queue", "search")
 CANCELLABLE = frozenset({"pending", "blocked", "running"})
 RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
 
@@ -63,6 +63,7 @@ def filter_of(params: QueryParams, zone: str = DEFAULT_ZONE) -> RunFilter:
         until=_moment(params, "to", "To", zone),
         error=(params.get("error") or "").strip() or None,
         queue=(params.get("queue") or "").strip() or None,
+        search=(params.get("search") or "").strip() or None,
         before_id=int(before) if before else None,
     ).check()
 

@@ -4,7 +4,7 @@ cursor and the counts, moved in each batch's transaction), so an action a dying 
 process leaves behind is taken over where it stopped.
 
 Revision ID: 0027
-Revises: 0025
+Revises: 0026
 Create Date: 2026-12-04 21:30:00.000000
 """
 
@@ -17,7 +17,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0027"
-down_revision: str | None = "0025"
+down_revision: str | None = "0026"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -81,7 +81,17 @@ TINY_RUNS = {
     ),
     "pages": (
         ["-m", "bench.pages", "--runs", "3000", "--schedules", "20", "--samples", "2"],
-        ["page render time over 2 requests", "overview (live refresh)", "run_list status"],
+        [
+            "page render time over 2 requests",
+            "overview (live refresh)",
+            "run_list status",
+            "run_list search",
+            "runs, search (100 match)",
+        ],
+    ),
+    "args_index": (
+        ["-m", "bench.args_index", "--runs", "300", "--rounds", "1"],
+        ["round 1 ended ", "none         submit", "ended        submit", "drain against none"],
     ),
     "metrics": (
         ["-m", "bench.metrics", "--runs", "2000", "--rounds", "2"],

@@ -21,11 +21,19 @@ MAX_SECONDS = "60"
 # Rules a JSON schema cannot state, which the server answers with 422 naming the field:
 # a cron expression's meaning, DAG and workflow edges naming their own nodes (and no
 # cycle), instants between 1970 and 2200 and a pause ending in the future, and numbers
-# with a fraction in args within ±2**53. Every other rule is in the document: a
+# with a fraction in args within ±2**53; and the runs list's `search`, read as
+# `field = value` (app.runs.run_search). Every other rule is in the document: a
 # schema-valid request is never refused for its shape.
 CONFIG = """
 [[operations]]
 include-method-regex = "^(POST|PUT|PATCH)$"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
+]
+
+[[operations]]
+include-method = "GET"
+include-path = "/api/v1/runs"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
 ]

@@ -8,6 +8,14 @@ WHERE (%(before)s::bigint IS NULL OR r.id < %(before)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
   AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
   AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
+  -- what it carried, as in web.run_list (app.runs.run_search)
+  AND (%(args_any)s::jsonb[] IS NULL
+       OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
+           AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'pending' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'running' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'blocked' AND r.args @> ANY(%(args_any)s::jsonb[])))
+  AND (%(result_any)s::jsonb[] IS NULL OR r.result @> ANY(%(result_any)s::jsonb[]))
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 

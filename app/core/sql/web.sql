@@ -102,14 +102,15 @@ WHERE status = 'running'
 
 -- name: run_list
 -- (read) runs newest first, one page after keyset `before_id`; every filter optional
--- (NULL: any). The runs page and `sundial runs list` share it.
+-- (NULL: any). The runs page and `sundial runs list` share it. The names of job and
+-- schedule are looked up by key for the page's runs only (after the LIMIT, also when a
+-- bitmap, as a search's, needs a sort): not a hash of every job and schedule.
 SELECT r.id, r.handler, r.status, r.priority, r.attempt, r.max_retries, r.run_at,
-       r.started_at, r.finished_at, r.created_at, r.job_id, j.name AS job_name,
-       r.schedule_id, s.name AS schedule_name, r.dag_run_id, r.dag_node,
-       r.cancel_requested, left(r.last_error, 300) AS last_error
+       r.started_at, r.finished_at, r.created_at, r.job_id,
+       (SELECT j.name FROM job_definitions j WHERE j.id = r.job_id) AS job_name,
+       r.schedule_id, (SELECT s.name FROM schedules s WHERE s.id = r.schedule_id) AS schedule_name,
+       r.dag_run_id, r.dag_node, r.cancel_requested, left(r.last_error, 300) AS last_error
 FROM job_runs r
-LEFT JOIN job_definitions j ON j.id = r.job_id
-LEFT JOIN schedules s ON s.id = r.schedule_id
 WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
   AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
@@ -120,6 +121,16 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+  -- What it carried (app.runs.run_search): args containing any of the documents. Ended
+  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  AND (%(args_any)s::jsonb[] IS NULL
+       OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
+           AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'pending' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'running' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'blocked' AND r.args @> ANY(%(args_any)s::jsonb[])))
+  -- the result is not indexed: its search walks the runs newest first
+  AND (%(result_any)s::jsonb[] IS NULL OR r.result @> ANY(%(result_any)s::jsonb[]))
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 
@@ -139,6 +150,16 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+  -- What it carried (app.runs.run_search): args containing any of the documents. Ended
+  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  AND (%(args_any)s::jsonb[] IS NULL
+       OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
+           AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'pending' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'running' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'blocked' AND r.args @> ANY(%(args_any)s::jsonb[])))
+  -- the result is not indexed: its search walks the runs newest first
+  AND (%(result_any)s::jsonb[] IS NULL OR r.result @> ANY(%(result_any)s::jsonb[]))
 ;
 
 -- name: run_match_ids
@@ -156,6 +177,16 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+  -- What it carried (app.runs.run_search): args containing any of the documents. Ended
+  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  AND (%(args_any)s::jsonb[] IS NULL
+       OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
+           AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'pending' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'running' AND r.args @> ANY(%(args_any)s::jsonb[]))
+       OR (r.status = 'blocked' AND r.args @> ANY(%(args_any)s::jsonb[])))
+  -- the result is not indexed: its search walks the runs newest first
+  AND (%(result_any)s::jsonb[] IS NULL OR r.result @> ANY(%(result_any)s::jsonb[]))
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 

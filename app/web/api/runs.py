@@ -21,7 +21,7 @@ from app.core.db import Conn
 from app.core.sql import query
 from app.dags import dag_graph, dag_submission, dag_timeline
 from app.people.roles import Role
-from app.runs import run_actions, run_inserts, run_reads, run_timeline, submission
+from app.runs import run_actions, run_inserts, run_list, run_reads, run_timeline, submission
 from app.runs.run_actions import RunActionRefused
 from app.runs.run_fields import RunDetailRow, RunRow
 from app.runs.run_inserts import NewRun
@@ -155,6 +155,7 @@ def _page(conn: Conn, where: RunPageQuery) -> dict[str, Any]:
         "status": where.status and where.status.value,
         "handler": where.handler,
         "schedule_id": schedule_id,
+        **run_list.search_params(where.search),
         "limit": where.limit + 1,
     }
     rows = conn.execute(query("api", "api_run_page"), params).fetchall()

@@ -41,6 +41,7 @@ from app.handlers.execution_models import ExecutionModel
 from app.runs.breakers import MAX_PROBES, MAX_WINDOW_SECONDS, Breaker
 from app.runs.queues import MAX_WEIGHT, MAX_WEIGHTS, QueueRow
 from app.runs.run_fields import AttemptFields, RunRow, RunSettingsFields
+from app.runs.run_search import MAX_SEARCH_LENGTH
 from app.runs.run_timeline import ActorKind, EventKind
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
@@ -176,6 +177,13 @@ class RunPageQuery(Strict):
     status: RunStatus | None = None
     handler: Name | None = None
     schedule: Name | None = Field(None, description="Runs of this schedule.")
+    search: Annotated[str, Field(min_length=1, max_length=MAX_SEARCH_LENGTH)] | None = Field(
+        None,
+        description="Runs by what they carried: `customer_id = 42`, `order.region = eu`, "
+        "several joined by `and`; `result.total = 3` searches the result. A number (or "
+        "true, false, null) also matches the same text as a string; quote a value to "
+        'match only the string: `customer_id = "42"`.',
+    )
     before: Annotated[int, Field(ge=1, le=limits.MAX_RUN_ID)] | None = Field(
         None, description="Keyset cursor: runs with a smaller id (the next of a page)."
     )
