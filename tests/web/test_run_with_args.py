@@ -1,0 +1,151 @@
+""" "Run now" on a job: a form of the handler's declared arguments (or a JSON editor),
+filled from the last run started by hand, refused next to the field at fault with nothing
+started, and on success the new run's page; operators only, audited, CSRF-checked."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from starlette.testclient import TestClient
+
+from app.catalog import job_definitions
+from app.catalog.job_fields import JobSpec
+from tests.helpers.databases import count
+from tests.helpers.web import post
+from tests.web.test_job_args import error_of, live_worker_declaring
+
+Conn = psycopg.Connection[Any]
+
+
+def make_job(conn: Conn, name: str = "nightly", handler: str = "report", **args: Any) -> None:
+    spec = JobSpec(name=name, handler=handler, args=args, priority=7, queue="reports")
+    job_definitions.create(conn, spec, actor="test")
+
+
+def runs(conn: Conn) -> list[dict[str, Any]]:
+    return conn.execute(
+        "SELECT id, handler, args, priority, queue, job_id IS NOT NULL AS of_job "
+        "FROM job_runs ORDER BY id"
+    ).fetchall()
+
+
+def test_the_form_has_a_labelled_field_per_declared_argument_with_the_jobs_args(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    live_worker_declaring(conn)
+    make_job(conn, email="ops@example.com", retries=2)
+    client = as_role("operator")
+    assert 'href="/jobs/nightly/run"' in client.get("/jobs/nightly").text
+    page = client.get("/jobs/nightly/run")
+    assert page.status_code == 200
+    html = page.text
+    assert '<label for="arg-1">Email <span class="muted">(required)</span></label>' in html
+    assert 'name="args.email" value="ops@example.com"' in html
+    assert re.search(r'name="args.retries" value="2"\s+type="number" step="1"', html)
+    assert 'type="checkbox" id="arg-3" name="args.urgent" value="on" >' in html  # unticked
+    assert '<option value="plain"' in html and '<option value="loud"' in html
+    assert "Filled in with the job's own arguments" in html
+    assert 'name="csrf_token"' in html and 'name="args"' not in html
+
+
+def test_a_bad_value_is_refused_next_to_its_field_and_nothing_starts(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    live_worker_declaring(conn)
+    make_job(conn, email="ops@example.com")
+    client = as_role("operator")
+    form = {"args_for": "report", "args.email": "a@example.com", "args.retries": "three"}
+    not_whole = post(client, "/jobs/nightly/run", form)
+    assert not_whole.status_code == 422
+    assert error_of(not_whole.text, "arg-2") == "retries must be a whole number"
+    assert 'value="three"' in not_whole.text and "Nothing was started" in not_whole.text
+
+    missing = post(client, "/jobs/nightly/run", {"args_for": "report", "args.retries": "1"})
+    assert missing.status_code == 422
+    assert error_of(missing.text, "arg-1") == "email is required"
+
+    wrong_choice = post(client, "/jobs/nightly/run", {**form, "args.retries": "1",
+                                                      "args.tone": "shouty"})  # fmt: skip
+    assert wrong_choice.status_code == 422
+    assert error_of(wrong_choice.text, "arg-4") == "tone must be one of: plain, loud"
+    assert runs(conn) == []
+    assert count(conn, "audit_log WHERE action = 'job.run'") == 0
+
+
+def test_starting_opens_the_run_is_audited_and_is_offered_next_time(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    live_worker_declaring(conn)
+    make_job(conn, email="ops@example.com")
+    client = as_role("operator")
+    form = {"args_for": "report", "args.email": "boss@example.com", "args.retries": "5",
+            "args.urgent": "on", "args.tone": "loud"}  # fmt: skip
+    started = post(client, "/jobs/nightly/run", form)
+    assert started.status_code == 303
+    (run,) = runs(conn)
+    assert started.headers["location"] == f"/runs/{run['id']}"
+    want = {"email": "boss@example.com", "retries": 5, "urgent": True, "tone": "loud"}
+    assert run == {"id": run["id"], "handler": "report", "args": want, "priority": 7,
+                   "queue": "reports", "of_job": True}  # fmt: skip
+    audited = conn.execute(
+        "SELECT actor, target_id, details FROM audit_log WHERE action = 'job.run'"
+    ).fetchall()
+    assert audited == [{"actor": "operator", "target_id": "nightly",
+                        "details": {"before": None,
+                                    "after": {"run_id": run["id"], "args": want}}}]  # fmt: skip
+    assert job_definitions.get(conn, "nightly")["args"] == {"email": "ops@example.com"}
+
+    again = client.get("/jobs/nightly/run").text
+    assert "Filled in from your last run on" in again
+    assert 'name="args.email" value="boss@example.com"' in again
+    assert 'name="args.urgent" value="on" checked' in again
+    assert '<option value="loud" selected>' in again
+
+    other = as_role("admin").get("/jobs/nightly/run").text
+    assert "Filled in from the last run operator started on" in other
+
+
+def test_without_a_schema_a_json_editor_is_checked_as_a_json_object(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    make_job(conn, handler="noop", seconds=5)
+    client = as_role("operator")
+    page = client.get("/jobs/nightly/run").text
+    shown = re.search(r'<textarea id="args" name="args"[^>]*>([^<]*)</textarea>', page)
+    assert shown and shown[1].replace("&#34;", '"') == '{\n  "seconds": 5\n}'
+    assert '<label for="args">Arguments (JSON object)</label>' in page
+
+    broken = post(client, "/jobs/nightly/run", {"args": '{"seconds": '})
+    assert broken.status_code == 422
+    assert (error_of(broken.text, "args") or "").startswith("args are not valid JSON")
+    assert "{&#34;seconds&#34;: </textarea>" in broken.text  # what was typed stays
+    a_list = post(client, "/jobs/nightly/run", {"args": "[1, 2]"})
+    assert a_list.status_code == 422
+    assert error_of(a_list.text, "args") == 'args must be a JSON object, like {"key": 1}'.replace(
+        '"', "&#34;"
+    )
+    assert runs(conn) == []
+
+    started = post(client, "/jobs/nightly/run", {"args": '{"seconds": 0.1}'})
+    assert started.status_code == 303
+    assert [r["args"] for r in runs(conn)] == [{"seconds": 0.1}]
+    assert "{\n  &#34;seconds&#34;: 0.1\n}" in client.get("/jobs/nightly/run").text
+
+
+def test_only_operators_start_runs_with_a_csrf_token_and_unknown_jobs_are_404(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    make_job(conn, handler="noop")
+    viewer = as_role("viewer")
+    assert "/jobs/nightly/run" not in viewer.get("/jobs/nightly").text
+    assert viewer.get("/jobs/nightly/run").status_code == 403
+    assert post(viewer, "/jobs/nightly/run", {"args": "{}"}).status_code == 403
+    operator = as_role("operator")
+    forged = operator.post("/jobs/nightly/run", data={"args": "{}"}, follow_redirects=False)
+    assert forged.status_code == 403
+    assert operator.get("/jobs/nothing/run").status_code == 404
+    assert post(operator, "/jobs/nothing/run", {"args": "{}"}).status_code == 404
+    assert runs(conn) == []
