@@ -7,6 +7,9 @@ the start is audited (`job.run`, with the run's id and arguments) in the same tr
 
     run_id = start_job(conn, "nightly", {"email": "ops@example.com"}, actor="alice")
     last_job_args(conn, "nightly")  # -> LastArgs(args={...}, at=..., actor="alice")
+
+A workflow's DAG run is started by `app.catalog.workflows.run_now` with each step's
+arguments; `workflow_defaults` and `last_workflow_args` are what its form offers.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from app.catalog.job_definitions import JobError
 from app.core import limits
 from app.core.db import Conn
 from app.core.errors import UsageError
+from app.core.sql import query
+from app.dags.workflow_shapes import shapes
 from app.handlers import handler_args
 from app.people import audit
 from app.runs import run_inserts, submission
@@ -100,7 +105,29 @@ def _last(conn: Conn, target_type: str, subject_id: Any, action: str) -> LastArg
     return LastArgs(after["args"], row["at"], row["actor"])
 
 
-def last_workflow_args(conn: Conn, workflow_id: Any) -> LastArgs | None:
-    """The arguments, step by step, of a workflow's last DAG run started by hand (None:
-    never, or only before runs recorded their arguments)."""
-    return _last(conn, "workflow", workflow_id, "workflow.run")
+def last_workflow_args(conn: Conn, name: str) -> LastArgs | None:
+    """The arguments, step by step, of workflow `name`'s last DAG run started by hand
+    (None: never, or only before such runs recorded their arguments)."""
+    row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
+    return _last(conn, "workflow", row["id"], "workflow.run") if row else None
+
+
+@dataclass(frozen=True, slots=True)
+class StepDefaults:
+    """What a step of a workflow runs unless a person says otherwise."""
+
+    job: str
+    handler: str
+    args: dict[str, Any]  # the job's args under the step's
+
+
+def workflow_defaults(conn: Conn, name: str) -> dict[str, StepDefaults]:
+    """Each step of workflow `name` as a DAG run of it starts it (empty: no such workflow)."""
+    row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
+    if row is None:
+        return {}
+    shape = shapes(conn, [row["id"]])[row["id"]]
+    return {
+        step: StepDefaults(shape.steps[step].job, run.handler, dict(run.args))
+        for step, run in shape.runs.items()
+    }

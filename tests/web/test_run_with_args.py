@@ -4,6 +4,7 @@ started, and on success the new run's page; operators only, audited, CSRF-checke
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -11,8 +12,10 @@ from typing import Any
 import psycopg
 from starlette.testclient import TestClient
 
-from app.catalog import job_definitions
+from app.catalog import job_definitions, workflows
 from app.catalog.job_fields import JobSpec
+from app.catalog.workflows import WorkflowSpec
+from app.dags.workflow_shapes import Step
 from tests.helpers.databases import count
 from tests.helpers.web import post
 from tests.web.test_job_args import error_of, live_worker_declaring
@@ -149,3 +152,72 @@ def test_only_operators_start_runs_with_a_csrf_token_and_unknown_jobs_are_404(
     assert operator.get("/jobs/nothing/run").status_code == 404
     assert post(operator, "/jobs/nothing/run", {"args": "{}"}).status_code == 404
     assert runs(conn) == []
+
+
+def make_workflow(conn: Conn) -> None:
+    make_job(conn, "extract", email="ops@example.com")
+    make_job(conn, "load", handler="noop", batch=10)
+    steps = {"extract": Step("extract"), "load": Step("load", {"to": "db"})}
+    workflows.define(conn, WorkflowSpec("etl", steps, [("extract", "load")]), actor="test")
+
+
+def test_a_workflow_form_has_each_steps_arguments_in_the_order_they_run(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    live_worker_declaring(conn)
+    make_workflow(conn)
+    client = as_role("operator")
+    assert 'href="/workflows/etl/run"' in client.get("/workflows/etl").text
+    html = client.get("/workflows/etl/run").text
+    assert html.index("Step extract") < html.index("Step load")
+    assert "<legend>Arguments for step extract</legend>" in html
+    assert 'id="s0-arg-1" name="s0.args.email" value="ops@example.com"' in html
+    assert '<label for="s1-args">Arguments for step load: arguments (JSON object)</label>' in html
+    shown = re.search(r'<textarea id="s1-args" name="s1.args"[^>]*>([^<]*)</textarea>', html)
+    assert shown and json.loads(shown[1].replace("&#34;", '"')) == {"batch": 10, "to": "db"}
+    assert "Filled in with each step's own arguments" in html
+
+
+def test_a_workflow_run_is_refused_step_by_step_or_started_and_opened(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    live_worker_declaring(conn)
+    make_workflow(conn)
+    client = as_role("operator")
+    form = {"s0.step": "extract", "s0.args_for": "report", "s0.args.email": "a@example.com",
+            "s0.args.retries": "x", "s1.step": "load", "s1.args": "{nope"}  # fmt: skip
+    refused = post(client, "/workflows/etl/run", form)
+    assert refused.status_code == 422
+    assert error_of(refused.text, "s0-arg-2") == "retries must be a whole number"
+    assert (error_of(refused.text, "s1-args") or "").startswith("args are not valid JSON")
+    assert 'value="x"' in refused.text and "{nope</textarea>" in refused.text
+    assert count(conn, "dag_runs") == 0 and count(conn, "job_runs") == 0
+
+    form = {**form, "s0.args.retries": "4", "s0.args.email": "", "s1.args": '{"to": "lake"}'}
+    missing = post(client, "/workflows/etl/run", form)  # the schema's rule, checked in the domain
+    assert missing.status_code == 422
+    assert error_of(missing.text, "s0-arg-1") == "step extract: email is required"
+    assert count(conn, "dag_runs") == 0
+
+    started = post(client, "/workflows/etl/run", {**form, "s0.args.email": "b@example.com"})
+    assert started.status_code == 303
+    (dag_run_id,) = conn.execute("SELECT id FROM dag_runs").fetchone().values()
+    assert started.headers["location"] == f"/dag-runs/{dag_run_id}"
+    got = conn.execute("SELECT dag_node, args FROM job_runs ORDER BY id").fetchall()
+    want = {"extract": {"email": "b@example.com", "retries": 4, "urgent": False},
+            "load": {"to": "lake"}}  # fmt: skip
+    assert {r["dag_node"]: r["args"] for r in got} == want
+    (after,) = (
+        conn.execute(
+            "SELECT details -> 'after' -> 'args' FROM audit_log WHERE action = 'workflow.run'"
+        )
+        .fetchone()
+        .values()
+    )
+    assert after == want
+    assert client.get(started.headers["location"]).status_code == 200
+
+    again = client.get("/workflows/etl/run").text
+    assert "Filled in from your last run on" in again
+    assert 'name="s0.args.email" value="b@example.com"' in again
+    assert "{\n  &#34;to&#34;: &#34;lake&#34;\n}</textarea>" in again
