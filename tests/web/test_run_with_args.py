@@ -16,6 +16,7 @@ from app.catalog import job_definitions, workflows
 from app.catalog.job_fields import JobSpec
 from app.catalog.workflows import WorkflowSpec
 from app.dags.workflow_shapes import Step
+from tests.helpers.api_client import make_token, request
 from tests.helpers.databases import count
 from tests.helpers.web import post
 from tests.web.test_job_args import error_of, live_worker_declaring
@@ -221,3 +222,48 @@ def test_a_workflow_run_is_refused_step_by_step_or_started_and_opened(
     assert "Filled in from your last run on" in again
     assert 'name="s0.args.email" value="b@example.com"' in again
     assert "{\n  &#34;to&#34;: &#34;lake&#34;\n}</textarea>" in again
+
+
+def test_the_api_starts_a_job_or_a_workflow_with_arguments_checked_the_same_way(
+    live_server: str, db_url: str, conn: Conn
+) -> None:
+    live_worker_declaring(conn)
+    make_workflow(conn)
+    token = make_token(db_url, "operator")
+    bad = request(live_server, "POST", "/api/v1/jobs/extract/runs", token,
+                  {"args": {"email": "a@example.com", "retries": "three"}})  # fmt: skip
+    assert bad.status == 422
+    assert bad.error == {"message": "retries must be a whole number", "field": "args.retries"}
+    unknown = request(live_server, "POST", "/api/v1/jobs/nothing/runs", token, {})
+    assert unknown.status == 404
+    bad_step = request(live_server, "POST", "/api/v1/workflows/etl/runs", token,
+                       {"args": {"extract": {"retries": 1}}})  # fmt: skip
+    assert bad_step.status == 422
+    assert bad_step.error == {"message": "step extract: email is required",
+                              "field": "step:extract.args.email"}  # fmt: skip
+    no_step = request(live_server, "POST", "/api/v1/workflows/etl/runs", token,
+                      {"args": {"ghost": {}}})  # fmt: skip
+    assert no_step.status == 422 and no_step.error["field"] == "steps"
+    assert runs(conn) == []
+
+    own = request(live_server, "POST", "/api/v1/jobs/extract/runs", token)
+    assert own.status == 201 and own.body["args"] == {"email": "ops@example.com"}
+    chosen = request(live_server, "POST", "/api/v1/jobs/extract/runs", token,
+                     {"args": {"email": "b@example.com", "urgent": True}})  # fmt: skip
+    assert chosen.status == 201
+    assert (chosen.body["args"], chosen.body["priority"], chosen.body["queue"]) == (
+        {"email": "b@example.com", "urgent": True}, 7, "reports")  # fmt: skip
+    dag = request(live_server, "POST", "/api/v1/workflows/etl/runs", token,
+                  {"args": {"load": {"to": "lake"}}})  # fmt: skip
+    assert dag.status == 201
+    got = conn.execute(
+        "SELECT dag_node, args FROM job_runs WHERE dag_run_id IS NOT NULL ORDER BY id"
+    ).fetchall()
+    assert {r["dag_node"]: r["args"] for r in got} == {
+        "extract": {"email": "ops@example.com"}, "load": {"to": "lake"}}  # fmt: skip
+    audited = conn.execute(
+        "SELECT action, actor FROM audit_log WHERE action IN ('job.run', 'workflow.run') "
+        "ORDER BY id"
+    ).fetchall()
+    assert [a["action"] for a in audited] == ["job.run", "job.run", "workflow.run"]
+    assert {a["actor"] for a in audited} == {"operator-write (api token 1)"}
