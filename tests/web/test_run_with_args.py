@@ -120,7 +120,7 @@ def test_without_a_schema_a_json_editor_is_checked_as_a_json_object(
     page = client.get("/jobs/nightly/run").text
     shown = re.search(r'<textarea id="args" name="args"[^>]*>([^<]*)</textarea>', page)
     assert shown and shown[1].replace("&#34;", '"') == '{\n  "seconds": 5\n}'
-    assert '<label for="args">Arguments (JSON object)</label>' in page
+    assert '<label for="args">Arguments for this run (JSON object)</label>' in page
 
     broken = post(client, "/jobs/nightly/run", {"args": '{"seconds": '})
     assert broken.status_code == 422
@@ -173,7 +173,7 @@ def test_a_workflow_form_has_each_steps_arguments_in_the_order_they_run(
     assert html.index("Step extract") < html.index("Step load")
     assert "<legend>Arguments for step extract</legend>" in html
     assert 'id="s0-arg-1" name="s0.args.email" value="ops@example.com"' in html
-    assert '<label for="s1-args">Arguments for step load: arguments (JSON object)</label>' in html
+    assert '<label for="s1-args">Arguments for step load (JSON object)</label>' in html
     shown = re.search(r'<textarea id="s1-args" name="s1.args"[^>]*>([^<]*)</textarea>', html)
     assert shown and json.loads(shown[1].replace("&#34;", '"')) == {"batch": 10, "to": "db"}
     assert "Filled in with each step's own arguments" in html
