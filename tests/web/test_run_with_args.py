@@ -16,6 +16,7 @@ from app.catalog import job_definitions, workflows
 from app.catalog.job_fields import JobSpec
 from app.catalog.workflows import WorkflowSpec
 from app.dags.workflow_shapes import Step
+from app.handlers.gate import set_shell_enabled
 from tests.helpers.api_client import make_token, request
 from tests.helpers.databases import count
 from tests.helpers.web import post
@@ -267,3 +268,15 @@ def test_the_api_starts_a_job_or_a_workflow_with_arguments_checked_the_same_way(
     ).fetchall()
     assert [a["action"] for a in audited] == ["job.run", "job.run", "workflow.run"]
     assert {a["actor"] for a in audited} == {"operator-write (api token 1)"}
+
+
+def test_only_an_admin_starts_a_job_that_runs_commands(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    set_shell_enabled(conn, True, "test")
+    spec = JobSpec(name="cleanup", handler="shell", args={"command": ["true"]})
+    job_definitions.create(conn, spec, actor="test")
+    operator = as_role("operator")
+    refused = post(operator, "/jobs/cleanup/run", {"args": '{"command": ["rm", "-rf", "/"]}'})
+    assert refused.status_code == 403 and "admin may start work" in refused.text
+    assert runs(conn) == []
