@@ -337,6 +337,8 @@ def _run_page(conn: Conn, name: str) -> dict[str, Any]:
     workflow = _detail(conn, name)
     picture = layout(list(workflow["steps"]), [(u, d) for u, d in workflow["edges"]])
     order = [n.name for n in sorted(picture.nodes, key=lambda n: (n.layer, n.name))]
+    if len(order) > MAX_EDITOR_STEPS:  # one box each would make a page nobody can use
+        return {"workflow": workflow, "steps": [], "last": None, "too_large": len(order)}
     defaults = hand_runs.workflow_defaults(conn, name)
     last = hand_runs.last_workflow_args(conn, name)
     offered = {s: (last.args.get(s) if last else None) for s in order}

@@ -17,6 +17,7 @@ from app.catalog.job_fields import JobSpec
 from app.catalog.workflows import WorkflowSpec
 from app.dags.workflow_shapes import Step
 from app.handlers.gate import set_shell_enabled
+from app.web.workflows import MAX_EDITOR_STEPS
 from tests.helpers.api_client import make_token, request
 from tests.helpers.databases import count
 from tests.helpers.web import post
@@ -280,3 +281,17 @@ def test_only_an_admin_starts_a_job_that_runs_commands(
     refused = post(operator, "/jobs/cleanup/run", {"args": '{"command": ["rm", "-rf", "/"]}'})
     assert refused.status_code == 403 and "admin may start work" in refused.text
     assert runs(conn) == []
+
+
+def test_a_workflow_too_large_to_list_starts_with_each_steps_own_arguments(
+    as_role: Callable[[str], TestClient], conn: Conn
+) -> None:
+    make_job(conn, "tick", handler="noop", n=1)
+    steps = {f"s{i}": Step("tick") for i in range(MAX_EDITOR_STEPS + 1)}
+    workflows.define(conn, WorkflowSpec("big", steps), actor="test")
+    client = as_role("operator")
+    page = client.get("/workflows/big/run").text
+    assert f"This workflow has {MAX_EDITOR_STEPS + 1} steps, too many to list here" in page
+    assert "<textarea" not in page
+    assert post(client, "/workflows/big/run", {}).status_code == 303
+    assert count(conn, "job_runs WHERE args = '{\"n\": 1}'") == MAX_EDITOR_STEPS + 1
