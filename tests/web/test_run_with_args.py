@@ -278,9 +278,14 @@ def test_only_an_admin_starts_a_job_that_runs_commands(
     spec = JobSpec(name="cleanup", handler="shell", args={"command": ["true"]})
     job_definitions.create(conn, spec, actor="test")
     operator = as_role("operator")
+    assert 'href="/jobs/cleanup/run"' not in operator.get("/jobs/cleanup").text
     refused = post(operator, "/jobs/cleanup/run", {"args": '{"command": ["rm", "-rf", "/"]}'})
     assert refused.status_code == 403 and "admin may start work" in refused.text
     assert runs(conn) == []
+    admin = as_role("admin")
+    assert 'href="/jobs/cleanup/run"' in admin.get("/jobs/cleanup").text
+    assert post(admin, "/jobs/cleanup/run", {"args": '{"command": ["true"]}'}).status_code == 303
+    assert [r["args"] for r in runs(conn)] == [{"command": ["true"]}]
 
 
 def test_a_workflow_too_large_to_list_starts_with_each_steps_own_arguments(
