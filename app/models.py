@@ -1213,3 +1213,51 @@ class DependencyCall(SQLModel, table=True):
     at: datetime = Field(sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False))
     ok: bool = Field(sa_column=sa.Column(sa.Boolean, nullable=False))
     retry: bool = Field(sa_column=sa.Column(sa.Boolean, nullable=False))
+
+
+class BulkAction(SQLModel, table=True):
+    """Cancel, retry or re-run of many runs at once (`app.runs.bulk_actions`): what was
+    asked (the runs list's filter, or the ticked runs), by whom, and how far it got. Each
+    batch of runs moves and advances `cursor_id` and the counts in one transaction, so a
+    web process that dies mid-way leaves the exact place to resume from; the process
+    working on it holds `lease_until`, and another takes it over once that has passed."""
+
+    __tablename__ = "bulk_actions"
+    __table_args__ = (
+        sa.CheckConstraint("action IN ('cancel', 'retry', 'rerun')", name="bulk_actions_action"),
+        sa.CheckConstraint("status IN ('running', 'finished')", name="bulk_actions_status"),
+        sa.Index("ix_bulk_actions_recent", "created_at"),
+    )
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    action: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    actor: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    filter: dict[str, Any] | None = Field(default=None, sa_column=sa.Column(JSONB, nullable=True))
+    run_ids: list[int] | None = Field(
+        default=None, sa_column=sa.Column(ARRAY(sa.BigInteger), nullable=True)
+    )
+    described: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    total: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    cursor_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, nullable=True))
+    done: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    skipped: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    may_run_commands: bool = Field(
+        default=False, sa_column=sa.Column(sa.Boolean, nullable=False, server_default=sa.false())
+    )
+    status: str = Field(
+        default="running", sa_column=sa.Column(sa.Text, nullable=False, server_default="running")
+    )
+    owner: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    lease_until: datetime | None = _ts()
+    resumed: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    created_at: datetime = _ts(nullable=False, now=True)
+    finished_at: datetime | None = _ts()

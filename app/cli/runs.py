@@ -186,12 +186,11 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
-    """`sundial runs list`: the runs page's list (same filters, same query), as lines."""
-    from app.core.text import safe
+def filter_of(args: argparse.Namespace) -> Any:
+    """The `runs` command's filter options as the runs list's filter, checked."""
     from app.runs import run_list
 
-    where = run_list.RunFilter(
+    return run_list.RunFilter(
         status=args.status,
         job=args.job,
         schedule=args.schedule,
@@ -203,6 +202,20 @@ def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
         before_id=args.before_id,
         limit=args.limit,
     ).check()
+
+
+FILTER_OPTIONS = ("status", "job", "schedule", "dag_run", "since", "until", "error", "queue")
+
+
+def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
+    """`sundial runs list`: the runs page's list (same filters, same query), as lines;
+    `sundial runs cancel|retry|rerun`: act on every run the filter matches."""
+    from app.core.text import safe
+    from app.runs import run_list
+
+    if args.runs_command != "list":
+        return _bulk(args, settings)
+    where = filter_of(args)
     with connect(resolve_database_url(settings), autocommit=True) as conn:
         page = run_list.list_runs(conn, where)
     if args.json:
@@ -218,6 +231,46 @@ def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
             print("no runs match")
     if page.older is not None:
         print(f"older runs: --before-id {page.older.before_id}", file=sys.stderr)
+    return 0
+
+
+def _bulk(args: argparse.Namespace, settings: Settings) -> int:
+    """Count, confirm (or --yes), then every batch here, printing progress."""
+    from app.people.audit import cli_actor
+    from app.runs import bulk_actions
+
+    verb = bulk_actions.BulkVerb(args.runs_command)
+    if args.run and (args.all or any(getattr(args, name) for name in FILTER_OPTIONS)):
+        raise UsageError("give either a filter (or --all) or --run IDs, not both")
+    if args.run:
+        selection = bulk_actions.Selection(run_ids=tuple(args.run))
+    else:
+        if not any(getattr(args, name) for name in FILTER_OPTIONS) and not args.all:
+            raise UsageError(
+                f"say which runs to {verb.value.replace('rerun', 're-run')}: a filter such as "
+                "--status failed --job nightly-report, --run ID, or --all for every run"
+            )
+        selection = bulk_actions.Selection(where=filter_of(args))
+    selection.check()
+    owner = bulk_actions.owner_name("cli")
+    with connect(resolve_database_url(settings), autocommit=True) as conn:
+        total, _ = bulk_actions.count(conn, selection)
+        question = bulk_actions.question(verb, total, selection)
+        if not total:
+            print(f"{question} None match: nothing to do.")
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError(f"{question} Add --yes to confirm.")
+            if input(f"{question} [y/N] ").strip().lower() not in {"y", "yes"}:
+                print("Nothing done.")
+                return 1
+        action_id = bulk_actions.start(conn, verb, selection, actor=cli_actor(), owner=owner)
+        while bulk_actions.run_batch(conn, action_id, owner=owner):
+            row = bulk_actions.get(conn, action_id)
+            print(f"{row['handled']:,} of {row['total']:,} done", file=sys.stderr)
+        row = bulk_actions.get(conn, action_id)
+    print(f"{row['title']}: {row['state']}.")
     return 0
 
 
@@ -280,10 +333,16 @@ def add_run_commands(sub: Any) -> None:
         "runs",
         help="list runs, newest first, with filters",
         description="List runs newest first (the dashboard's runs page). Page with "
-        "--before-id: the command prints the value for the next, older page.",
+        "--before-id: the command prints the value for the next, older page. cancel, retry "
+        "and rerun act on every run the same filter matches, after saying how many.",
     )
     runs.set_defaults(func=cmd_runs, process="runs")
-    runs.add_argument("runs_command", choices=["list"])
+    runs.add_argument(
+        "runs_command",
+        choices=["list", "cancel", "retry", "rerun"],
+        help="list them, or cancel / retry / re-run (same arguments) every run the filter "
+        "matches (or each --run), in batches, after saying how many",
+    )
     runs.add_argument("--status", help="pending, blocked, running, completed, failed, ...")
     runs.add_argument("--job", help="a handler name or a job definition's name")
     runs.add_argument("--schedule", help="a schedule's name or id")
@@ -300,6 +359,11 @@ def add_run_commands(sub: Any) -> None:
         help=f"how many (1-{MAX_PAGE_SIZE}, default {DEFAULT_PAGE_SIZE})",
     )
     runs.add_argument("--json", action="store_true", help="print JSON rows")
+    runs.add_argument(
+        "--run", type=int, action="append", metavar="ID", help="cancel|retry|rerun: this run"
+    )
+    runs.add_argument("--all", action="store_true", help="cancel|retry|rerun: with no filter")
+    runs.add_argument("--yes", action="store_true", help="cancel|retry|rerun: do not ask")
     for name, func, text in (
         ("cancel", cmd_cancel, "cancel a run (a running one is stopped by its worker)"),
         ("retry", cmd_retry, "queue a failed, timed out or cancelled run again"),

@@ -21,6 +21,9 @@ to finishing a run.
 - Durations: p50/p95 are read from log-scale histograms with 16 buckets per doubling,
   so a figure is within ±2.2 % of the duration at that rank (exact for a job whose runs
   all took the same time); they interpolate between ranks like `percentile_cont`.
+- Kept: the hourly rows of the last KEEP_HOURS (a week), for each job's duration trend
+  (`app.observability.job_durations`); the window sums only its own hours. A roll-up not
+  filled for a whole window (no reaper for a day) starts again from the window's start.
 - Who fills: the reaper on every pass, and a reader when a minute closed since; a
   filler locks the one state row with SKIP LOCKED, so two never add a minute twice and
   a reader never waits for one. A manual retry does not take back the ending it
@@ -38,6 +41,9 @@ from app.core.db import Conn
 from app.core.sql import query
 
 HOURS = 24
+# Hours kept in the roll-up: the window's, and the week before for each job's duration
+# trend (`app.observability.job_durations`).
+KEEP_HOURS = 7 * 24
 JOBS_SHOWN = 50
 SORTS = ("failing", "slowest", "busiest")
 GRACE_SECONDS = 30
@@ -117,10 +123,15 @@ def fill(conn: Conn, *, now: datetime | None = None) -> bool:
         span = {"since": through, "until": closed, "per_octave": BUCKETS_PER_DOUBLING}
         conn.execute(_q("job_stats_fill_hours"), span)
         conn.execute(_q("job_stats_fill_durations"), span)
-        conn.execute(_q("job_stats_window_refresh"), {**span, "window_start": window_start})
+        left_since = min(state["window_start"] or window_start, window_start)
+        conn.execute(
+            _q("job_stats_window_refresh"),
+            {**span, "window_start": window_start, "left_since": left_since},
+        )
         if state["window_start"] != window_start:
             conn.execute(_q("job_stats_window_drop"), {"window_start": window_start})
-            conn.execute(_q("job_stats_prune"), {"window_start": window_start})
+            keep_since = window_start - timedelta(hours=KEEP_HOURS - HOURS)
+            conn.execute(_q("job_stats_prune"), {"keep_since": keep_since})
         conn.execute(_q("job_stats_state_save"), {"through": closed, "window_start": window_start})
     return True
 

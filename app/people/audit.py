@@ -23,6 +23,7 @@ from app.core.db import Conn
 from app.core.sql import query
 
 AUDIT_PAGE_SIZE = 100
+CLI_ACTOR = "cli"  # a command-line change's actor: `cli:<operating-system user>`
 
 
 def _dumps(value: Any) -> str:
@@ -33,9 +34,9 @@ def _dumps(value: Any) -> str:
 def cli_actor() -> str:
     """Who a change made from the command line is recorded as: the operating-system user."""
     try:
-        return f"cli:{getpass.getuser()}"
+        return f"{CLI_ACTOR}:{getpass.getuser()}"
     except (KeyError, OSError):
-        return "cli"
+        return CLI_ACTOR
 
 
 def record(

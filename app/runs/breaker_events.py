@@ -31,6 +31,7 @@ class BreakerEvent:
     dependency: str
     state: str  # open, half_open or closed; for retries: retries_held or retries_resumed
     words: str
+    actor: str = SYSTEM_ACTOR  # as the audit log names who made the change
 
 
 def events_of_run(
@@ -47,7 +48,7 @@ def events_of_run(
 
 def _event(row: dict[str, Any]) -> BreakerEvent:
     state = row["action"].removeprefix("dependency.")
-    return BreakerEvent(row["at"], row["dependency"], state, words(row))
+    return BreakerEvent(row["at"], row["dependency"], state, words(row), row["actor"])
 
 
 def words(row: dict[str, Any]) -> str:

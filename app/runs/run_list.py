@@ -81,12 +81,12 @@ def _schedule_id(conn: Conn, schedule: str) -> uuid.UUID:
     return row["id"] if row else NO_SUCH_SCHEDULE
 
 
-def list_runs(conn: Conn, where: RunFilter) -> RunPage:
-    """One page of runs matching `where`, newest first, and the filter of the older page."""
-    where.check()
+def filter_params(conn: Conn, where: RunFilter) -> dict[str, Any]:
+    """The named queries' parameters for `where` (run_list, run_match_count and
+    run_match_ids share one WHERE)."""
     # A job definition's name picks its runs (by index); any other name is a handler's.
     job_id = _job_id(conn, where.job) if where.job else None
-    params = {
+    return {
         "before_id": where.before_id,
         "status": where.status,
         "job_id": job_id,
@@ -97,9 +97,30 @@ def list_runs(conn: Conn, where: RunFilter) -> RunPage:
         "until": where.until,
         "error": _like(where.error) if where.error else None,
         "queue": where.queue,
+    }
+
+
+def list_runs(conn: Conn, where: RunFilter) -> RunPage:
+    """One page of runs matching `where`, newest first, and the filter of the older page."""
+    where.check()
+    params = {
+        **filter_params(conn, where),
         "limit": where.limit + 1,  # one more tells whether an older page exists
     }
     rows = conn.execute(query("web", "run_list"), params).fetchall()
     runs = rows[: where.limit]
     older = replace(where, before_id=runs[-1]["id"]) if len(rows) > where.limit else None
     return RunPage(runs, older)
+
+
+def count_matching(conn: Conn, where: RunFilter) -> tuple[int, int | None]:
+    """How many runs `where` matches (its page and paging aside), and the newest one's id."""
+    row = conn.execute(query("web", "run_match_count"), filter_params(conn, where)).fetchone()
+    assert row is not None
+    return int(row["total"]), row["newest"]
+
+
+def matching_ids(conn: Conn, where: RunFilter, *, before_id: int | None, limit: int) -> list[int]:
+    """Ids of up to `limit` runs `where` matches below `before_id`, newest first."""
+    params = {**filter_params(conn, replace(where, before_id=before_id)), "limit": limit}
+    return [row["id"] for row in conn.execute(query("web", "run_match_ids"), params).fetchall()]

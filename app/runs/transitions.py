@@ -37,7 +37,7 @@ from app.core.errors import UsageError
 from app.core.json_rows import encode_json, json_rows
 from app.core.limits import DEFAULT_QUEUE
 from app.core.sql import query
-from app.handlers.gate import refuse_commands_for_run
+from app.handlers.gate import COMMAND_HANDLERS, refuse_commands_for_run
 from app.handlers.jobs import JSON, ClaimedRun, Outcome, OutcomeStatus
 from app.runs import dependency_calls, fair_turns, key_rates, limit_fit, queue_limits
 from app.runs.counters import FENCE_LOST, TRANSITIONS
@@ -767,6 +767,59 @@ def retry(
         TRANSITIONS.labels("run_unskip").inc(len(unskipped))
         return Retried(run_id, unskipped)
     raise RetryBusy(f"run {run_id}'s DAG run kept changing while retrying; try again")
+
+
+# ---- many at once: a person's bulk action (app.runs.bulk_actions) -----------------------
+
+
+def cancel_many(conn: Conn, ids: Sequence[int], *, now: datetime | None = None) -> list[int]:
+    """`cancel` for a batch of runs in one statement: pending | blocked -> cancelled,
+    running -> cancel requested. Returns the ids it changed; the others had ended."""
+    if not ids:
+        return []
+    with conn.transaction():
+        params = {"ids": _int_array(list(ids)), **_now(now)}
+        rows = conn.execute(query("runs", "run_cancel_many"), params).fetchall()
+        _settle_downstream(conn, ended=_ended_in_dag(rows), now=now)
+    TRANSITIONS.labels("run_cancel").inc(len(rows))
+    return [r["id"] for r in rows]
+
+
+def retry_many(
+    conn: Conn,
+    ids: Sequence[int],
+    *,
+    may_run_commands: bool = True,
+    now: datetime | None = None,
+) -> list[Retried]:
+    """`retry` for a batch of runs in one statement: failed | timed_out | cancelled ->
+    pending with a fresh retry budget, and in a DAG the steps skipped because of them wait
+    again, in the same transaction. Runs in other states, and runs of handlers that run
+    commands unless `may_run_commands`, are left alone. Returns those retried."""
+    if not ids:
+        return []
+
+    params = {
+        "ids": _int_array(list(ids)),
+        "may_run_commands": may_run_commands,
+        "command_handlers": sorted(COMMAND_HANDLERS),
+        **_now(now),
+    }
+    for attempt in range(RETRY_TRIES):
+        try:
+            with conn.transaction():
+                rows = conn.execute(query("runs", "run_retry_many"), params).fetchall()
+                retried = [
+                    Retried(r["id"], _unskip_downstream(conn, r["id"]) if r["dag_run_id"] else [])
+                    for r in rows
+                ]
+        except psycopg.errors.LockNotAvailable:
+            time.sleep(0.05 * (attempt + 1))  # a step of a DAG is finishing right now
+            continue
+        TRANSITIONS.labels("run_retry").inc(len(retried))
+        TRANSITIONS.labels("run_unskip").inc(sum(len(r.unskipped) for r in retried))
+        return retried
+    raise RetryBusy("a DAG run among these runs kept changing while retrying; try again")
 
 
 def _unskip_downstream(conn: Conn, run_id: int) -> list[int]:

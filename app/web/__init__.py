@@ -31,6 +31,7 @@ from app.web import (
     audit,
     auth,
     breakers,
+    bulk_actions,
     calendars,
     dag_runs,
     dead_letters,
@@ -59,12 +60,14 @@ from app.web.security import SecurityMiddleware
 def create_app(settings: Settings, database_url: str) -> Starlette:
     pool = make_pool(database_url)
     hub = events.EventHub(listen_url(settings, database_url))
+    bulk_runner = bulk_actions.BulkRunner(pool)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Not waiting: a web process whose database is down still starts and says so.
         pool.open(wait=False)
         await hub.start()
+        await bulk_runner.start()
         # See app/core/collector.py: full collections stalled a request now and then for 20 to
         # 100 ms, most of a page's 50 ms budget and more.
         collector.freeze_start_up()
@@ -73,6 +76,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         try:
             yield
         finally:
+            await bulk_runner.stop()
             await hub.stop()
             pool.close()
 
@@ -86,6 +90,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *calendars.routes,
         *workflows.routes,
         *audit.routes,
+        *bulk_actions.routes,  # before runs.routes: /runs/bulk is no run id
         *runs.routes,
         *workers.routes,
         *queues.routes,
@@ -113,6 +118,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
     app.state.settings = settings
     app.state.pool = pool
     app.state.events = hub
+    app.state.bulk_runner = bulk_runner
     app.state.overview_snapshot = home.Snapshot()
     return app
 

@@ -1,8 +1,13 @@
-"""Jobs pages: list, create, show/edit, delete — through `app.catalog.job_definitions`."""
+"""Jobs pages: list, create, show/edit, delete — through `app.catalog.job_definitions`.
+
+A job's page also shows how long its runs took over the last week (p50/p95 per hour as a
+chart, and the slowest runs) — through `app.observability.job_durations`.
+"""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -22,13 +27,15 @@ from app.core.limits import DEFAULT_QUEUE
 from app.handlers import handler_args
 from app.handlers.execution_models import ExecutionModel
 from app.handlers.gate import HandlerDisabled
+from app.observability import job_durations
 from app.people import versions
 from app.people.roles import Role
 from app.web import history
 from app.web.access import current_user, requires
+from app.web.charts import LineChart, line_chart
 from app.web.database import call
 from app.web.forms import field_errors
-from app.web.render import redirect, render
+from app.web.render import duration, redirect, render
 
 FIELDS = ("name", "handler", "args", "execution_model", "priority", "timeout_seconds",
           "max_retries", "max_crashes", "queue", "dependencies")  # fmt: skip
@@ -177,10 +184,28 @@ async def names(request: Request) -> Response:
     return render(request, "jobs/_name_options.html", names=found)
 
 
+def duration_chart(trend: job_durations.Durations) -> LineChart:
+    """The week's hourly p50/p95 as a line chart, each hour at its middle; a line stops
+    at an hour without runs."""
+    half = timedelta(minutes=30)
+    points = [(h.hour + half, {"p50": h.p50, "p95": h.p95}) for h in trend.hours]
+    end = trend.since + timedelta(days=job_durations.DAYS)
+    return line_chart(
+        points, ["p50", "p95"], trend.since, end,
+        before_end=lambda seconds: f"-{duration(seconds)}", gap=timedelta(hours=1),
+    )  # fmt: skip
+
+
+def _show_page(conn: Conn, name: str) -> dict[str, Any]:
+    page = _form_page(conn, name)
+    trend = job_durations.durations(conn, page["job"]["id"])
+    return {**page, "durations": trend, "duration_chart": duration_chart(trend)}
+
+
 @requires(Role.VIEWER)
 async def show(request: Request) -> Response:
     name = request.path_params["name"]
-    page = await call(request, _form_page, name)
+    page = await call(request, _show_page, name)
     warning = request.query_params.get("warning")
     return render(
         request, "jobs/show.html", values=_values_of(page["job"]), errors={}, editing=name,

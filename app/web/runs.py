@@ -1,5 +1,6 @@
-"""Runs pages: the list (filters, keyset paging), a run's detail (attempts as a timeline,
-DAG neighbours), and cancel / retry for operators through `app.runs.run_actions`."""
+"""Runs pages: the list (filters, keyset paging), a run's detail (its history as events,
+`app.runs.run_timeline`; its attempts; DAG neighbours), and cancel / retry for operators
+through `app.runs.run_actions`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from app.core.errors import UsageError
 from app.core.limits import whole_id
 from app.core.sql import query
 from app.people.roles import Role
-from app.runs import breaker_events, run_actions, run_list
+from app.runs import bulk_actions, run_actions, run_list, run_timeline
 from app.runs.run_list import RunFilter
 from app.runs.states import RunStatus
 from app.scheduling.zones import zone_named
@@ -76,7 +77,15 @@ def _older_url(params: QueryParams, page: run_list.RunPage) -> str | None:
 @requires(Role.VIEWER)
 async def index(request: Request) -> Response:
     params = request.query_params
-    context: dict[str, Any] = {"filters": params, "statuses": [s.value for s in RunStatus]}
+    context: dict[str, Any] = {
+        # the panel of bulk actions (it follows by itself): on the page, not in the fragment
+        "actions": []
+        if request.headers.get("HX-Request") == "true"
+        else await call(request, bulk_actions.recent),
+        "filters": params,
+        "statuses": [s.value for s in RunStatus],
+        "filter_fields": FILTER_FIELDS,
+    }
     try:
         where = filter_of(params, viewer_zone(request)[0])
     except UsageError as exc:
@@ -115,32 +124,15 @@ def run_page(conn: Conn, run_id: int) -> dict[str, Any]:
     if run is None:
         raise HTTPException(404, f"There is no run {run_id}.")
     params = {"id": run_id}
-    attempts = conn.execute(query("web", "run_detail_attempts"), params).fetchall()
     return {
         "run": run,
-        "attempts": attempts,
-        "timeline": _timeline(run, attempts, breaker_events.events_of_run(conn, run_id)),
+        "attempts": conn.execute(query("web", "run_detail_attempts"), params).fetchall(),
+        "events": run_timeline.events_of_run(conn, run_id) or [],
         "upstreams": conn.execute(query("web", "run_detail_upstreams"), params).fetchall(),
         "downstreams": conn.execute(query("web", "run_detail_downstreams"), params).fetchall(),
         "cancellable": run["status"] in CANCELLABLE and not run["cancel_requested"],
         "retryable": run["status"] in RETRYABLE,
     }
-
-
-def _timeline(
-    run: dict[str, Any], attempts: list[dict[str, Any]], events: list[Any]
-) -> list[tuple[str, Any]]:
-    """The run's history, oldest first: its attempts (`attempt`, the one running now
-    `running`) and the breaker changes of the services its job calls (`service`)."""
-    items: list[tuple[datetime, int, str, Any]] = [
-        (a["started_at"] or a["finished_at"] or run["created_at"], 0, "attempt", a)
-        for a in attempts
-    ]
-    if run["status"] == "running":
-        items.append((run["started_at"] or run["created_at"], 0, "running", run))
-    items += [(e.at, 1, "service", e) for e in events]
-    items.sort(key=lambda item: (item[0], item[1]))
-    return [(kind, thing) for _, _, kind, thing in items]
 
 
 def _run_id(request: Request) -> int:

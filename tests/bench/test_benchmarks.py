@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/bin")
 
 TINY_RUNS = {
     "trigger_fires": (
@@ -85,7 +87,16 @@ TINY_RUNS = {
         ["-m", "bench.metrics", "--runs", "2000", "--rounds", "2"],
         ["/metrics reading with 2,000 runs", "no sequential scan"],
     ),
-}
+    "seed_day": (
+        ["-m", "bench.seed_day", "--minutes", "0.2", "--steady-rate", "50", "--submitters", "1",
+         "--spike-schedules", "200", "--spread", "3", "--workers", "1", "--concurrency", "100",
+         "--first-spike", "5", "--phase-seconds", "5", "--median-seconds", "0.2",
+         "--history-days", "1", "--history-per-day", "1000",
+         *([] if PGBOUNCER else ["--direct"])],
+        ["history: 1 days x 1,000 runs", "steady (", "spread spike (", "burst spike (",
+         "dispatches/s", "lag p50", "per 1,000 dispatches"],
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(TINY_RUNS))

@@ -50,6 +50,7 @@ EXPECTED_TABLES = {
     "queue_fair_turns",
     "dependencies",
     "dependency_calls",
+    "bulk_actions",
     "alembic_version",
 }
 

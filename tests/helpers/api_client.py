@@ -6,7 +6,7 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -88,3 +88,20 @@ def api_as(db_url: str, role: str) -> Any:
     client = TestClient(create_app(settings, db_url))
     client.headers["authorization"] = f"Bearer {make_token(db_url, role, 'write')}"
     return client
+
+
+def assert_documented(base: str, token: str, schema: str, body: Any) -> None:
+    """`body` matches the OpenAPI document's schema `schema`, with a `date-time` that is
+    RFC 3339's: an offset is required (a wall-clock time without one is not a date-time)."""
+    import jsonschema
+
+    document = request(base, "GET", "/api/v1/openapi.json", token).body
+    root = {**document["components"]["schemas"][schema], "components": document["components"]}
+    formats = jsonschema.FormatChecker()
+
+    @formats.checks("date-time", raises=ValueError)
+    def rfc3339(value: object) -> bool:
+        text = str(value)
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).tzinfo is not None
+
+    jsonschema.Draft202012Validator(root, format_checker=formats).validate(body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -12,9 +13,19 @@ from app.runs.run_inserts import NewRun
 from app.runs.transitions import Finish
 
 
-def ended(conn: Conn, handler: str, seconds: float, *, at: Any, ok: bool = True) -> None:
-    """One run of `handler` that ran `seconds` and ended (completed or failed) at `at`."""
-    run_id = submission.submit(conn, NewRun(handler, max_retries=0), now=at - timedelta(hours=1)).id
+def ended(
+    conn: Conn,
+    handler: str,
+    seconds: float,
+    *,
+    at: Any,
+    ok: bool = True,
+    job_id: uuid.UUID | None = None,
+) -> int:
+    """One run of `handler` (of the job `job_id`, if given) that ran `seconds` and ended
+    (completed or failed) at `at`; its id."""
+    new = NewRun(handler, max_retries=0, job_id=job_id)
+    run_id = submission.submit(conn, new, now=at - timedelta(hours=1)).id
     conn.execute("UPDATE job_runs SET priority = 100 WHERE id = %s", (run_id,))
     (job,) = transitions.claim(conn, "w", 1, 3600, now=at - timedelta(seconds=seconds))
     conn.execute("UPDATE job_runs SET priority = 1 WHERE id = %s", (run_id,))
@@ -22,3 +33,4 @@ def ended(conn: Conn, handler: str, seconds: float, *, at: Any, ok: bool = True)
         Outcome.completed() if ok else Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
     )
     assert transitions.finish_many(conn, "w", [Finish(run_id, job.attempt, outcome)], now=at)
+    return run_id

@@ -7,7 +7,7 @@ import http.client
 import json
 import socket
 import threading
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -15,7 +15,7 @@ import pytest
 
 from app.people import tokens
 from app.web.api import core
-from tests.helpers.api_client import make_token, request
+from tests.helpers.api_client import assert_documented, make_token, request
 from tests.helpers.processes import query
 from tests.helpers.waits import db_now
 
@@ -260,23 +260,6 @@ def test_workflows_create_replace_delete(live_server: str, db_url: str) -> None:
     assert actions == ["workflow.create", "workflow.update", "workflow.delete"]
 
 
-def assert_documented(base: str, token: str, schema: str, body: Any) -> None:
-    """`body` matches the OpenAPI document's schema `schema`, with a `date-time` that is
-    RFC 3339's: an offset is required (a wall-clock time without one is not a date-time)."""
-    import jsonschema
-
-    document = request(base, "GET", "/api/v1/openapi.json", token).body
-    root = {**document["components"]["schemas"][schema], "components": document["components"]}
-    formats = jsonschema.FormatChecker()
-
-    @formats.checks("date-time", raises=ValueError)
-    def rfc3339(value: object) -> bool:
-        text = str(value)
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).tzinfo is not None
-
-    jsonschema.Draft202012Validator(root, format_checker=formats).validate(body)
-
-
 def test_schedules(live_server: str, db_url: str) -> None:
     token = make_token(db_url, "editor")
     created = request(live_server, "POST", "/api/v1/schedules", token, {
@@ -487,7 +470,8 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
 ) -> None:
     doc = request(live_server, "GET", "/api/v1/openapi.json").body
     read_only = make_token(db_url, "admin", "read")
-    filled = {"run_id": "1", "dag_run_id": "00000000-0000-0000-0000-000000000001", "name": "x"}
+    filled = {"run_id": "1", "dag_run_id": "00000000-0000-0000-0000-000000000001", "name": "x",
+              "action_id": "1"}  # fmt: skip
     checked = 0
     for path, methods in doc["paths"].items():
         concrete = path.format(**filled)
@@ -500,7 +484,7 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
                 scoped = request(live_server, verb, concrete, read_only, body)
                 assert scoped.status == 403, (verb, path, scoped.body)
             checked += 1
-    assert checked == 38  # 4 of them the circuit breakers'
+    assert checked == 45  # breakers 4, a run's history 1, bulk actions 4, time spent 2, job runs 1
     assert query(db_url, "SELECT count(*) AS n FROM audit_log WHERE action LIKE 'run.%%' "
                  "OR action LIKE 'schedule.%%' OR action LIKE 'job.%%' "
                  "OR action LIKE 'workflow.%%'")[0]["n"] == 0  # fmt: skip

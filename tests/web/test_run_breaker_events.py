@@ -46,9 +46,9 @@ def _fail_all(conn: Conn) -> None:
 
 def _history(page: str) -> list[str]:
     """The history's entries, as their first lines read."""
-    timeline = page.split('<ol class="timeline">')[1].split("</ol>")[0]
+    timeline = page.split('<ol class="timeline events"')[1].split("</ol>")[0]
     return [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", m)).strip()
-            for m in re.findall(r"<strong>(.*?)</strong>", timeline)]  # fmt: skip
+            for m in re.findall(r"<strong[^>]*>(.*?)</strong>", timeline)]  # fmt: skip
 
 
 def test_a_waiting_runs_page_says_its_service_was_paused_after_failures_and_by_whom(
@@ -64,11 +64,13 @@ def test_a_waiting_runs_page_says_its_service_was_paused_after_failures_and_by_w
 
     page = as_role("viewer").get(f"/runs/{waiting}").text
     assert _history(page) == [
+        "Submitted",
         "payments-api paused after failures: 5 of its last 5 calls failed",
         "payments-api let through by bob; the runs that call it go",
         "payments-api paused by carol: their status page &lt;b&gt;; the runs that call it wait",
     ]
-    assert 'class="service-event service-open"' in page
+    assert 'class="event event-breaker service-event service-open"' in page
+    assert "By bob" in page and "By carol" in page and "By Sundial" in page
     assert 'href="/queues#service-payments-api"' in page
     assert "Not started yet." in page
 

@@ -103,6 +103,8 @@ def test_starting_opens_the_run_is_audited_and_is_offered_next_time(
                         "details": {"before": None,
                                     "after": {"run_id": run["id"], "args": want}}}]  # fmt: skip
     assert job_definitions.get(conn, "nightly")["args"] == {"email": "ops@example.com"}
+    run_page = client.get(started.headers["location"]).text  # its history names who
+    assert "Started by hand (run now)" in run_page and "Submitted" not in run_page
 
     again = client.get("/jobs/nightly/run").text
     assert "Filled in from your last run on" in again

@@ -43,3 +43,21 @@ SELECT d.run_id, d.depends_on
 FROM job_run_deps d
 JOIN job_runs r ON r.id = d.run_id
 WHERE r.dag_run_id = %(id)s;
+
+-- name: dag_run_step_times
+-- (read) the runs of one DAG run with the times their timeline is drawn from, and the
+-- clock (%(now)s, or the database's) that open segments end at.
+SELECT id, dag_node, status, attempt, created_at, started_at, finished_at,
+       coalesce(%(now)s::timestamptz, now()) AS read_at
+FROM job_runs
+WHERE dag_run_id = %(id)s
+ORDER BY id;
+
+-- name: dag_run_attempts
+-- (read) the finished attempts of the runs of one DAG run, each run's oldest first
+-- (ix_job_runs_dag_run, then the attempts' primary key).
+SELECT a.run_id, a.attempt, a.outcome, a.started_at, a.finished_at
+FROM job_runs r
+JOIN job_run_attempts a ON a.run_id = r.id
+WHERE r.dag_run_id = %(id)s
+ORDER BY a.run_id, a.attempt;

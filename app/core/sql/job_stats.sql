@@ -79,7 +79,8 @@ ON CONFLICT (job_key, handler, hour, bucket) DO UPDATE SET n = d.n + excluded.n;
 
 -- name: job_stats_window_refresh
 -- (roll-up) recompute the window's sums and percentiles of the jobs whose hours changed:
--- those with endings in [%(since)s, %(until)s) and those with hours leaving the window.
+-- those with endings in [%(since)s, %(until)s) and those with hours leaving the window
+-- (in [%(left_since)s, %(window_start)s): older hours stay for the week's trend).
 -- The percentile at rank q*(n-1) interpolates, like percentile_cont, between the
 -- representative durations 2^((b+0.5)/16) of the buckets holding the ranks around it,
 -- clamped to the shortest and longest duration.
@@ -90,7 +91,8 @@ WITH changed AS (
     WHERE finished_at >= %(since)s AND finished_at < %(until)s
       AND (status IN ('completed', 'cancelled', 'skipped') OR status IN ('failed', 'timed_out'))
     UNION
-    SELECT job_key, handler FROM job_stat_hours WHERE hour < %(window_start)s
+    SELECT job_key, handler FROM job_stat_hours
+    WHERE hour >= %(left_since)s AND hour < %(window_start)s
 ), sums AS (
     SELECT h.job_key, h.handler, min(coalesce(j.name, h.handler)) AS name,
            sum(h.runs)::int AS runs, sum(h.completed)::int AS completed,
@@ -150,9 +152,10 @@ WHERE NOT EXISTS (
 );
 
 -- name: job_stats_prune
--- (roll-up) the hours that left the window.
-WITH durations AS (DELETE FROM job_stat_durations WHERE hour < %(window_start)s)
-DELETE FROM job_stat_hours WHERE hour < %(window_start)s;
+-- (roll-up) the hours older than the duration trend's week (`app.observability.job_durations`);
+-- the window's sums leave out the hours before it anyway.
+WITH durations AS (DELETE FROM job_stat_durations WHERE hour < %(keep_since)s)
+DELETE FROM job_stat_hours WHERE hour < %(keep_since)s;
 
 -- name: job_stats_state_save
 -- (roll-up) endings before %(through)s are now in the roll-up.
@@ -196,3 +199,75 @@ ORDER BY
 -- name: job_stats_filled
 -- (read) how far the roll-up is filled, and the window's first hour.
 SELECT through, window_start FROM job_stat_state WHERE id = 1;
+
+-- name: job_durations_hourly
+-- (read) one job's runs, p50 and p95 duration per clock hour from %(since)s, read from its
+-- hours' histograms down their primary keys (job_key first) with the interpolation of
+-- job_stats_window_refresh, clamped to each hour's shortest and longest duration.
+WITH hours AS (
+    SELECT hour, sum(runs)::int AS runs, min(shortest) AS shortest, max(longest) AS longest
+    FROM job_stat_hours
+    WHERE job_key = %(job_key)s AND hour >= %(since)s
+    GROUP BY hour
+), buckets AS (
+    SELECT hour, bucket, sum(n) AS n
+    FROM job_stat_durations
+    WHERE job_key = %(job_key)s AND hour >= %(since)s
+    GROUP BY hour, bucket
+), cumulative AS (
+    SELECT hour, bucket,
+           sum(n) OVER (PARTITION BY hour ORDER BY bucket) AS upto,
+           sum(n) OVER (PARTITION BY hour) AS total
+    FROM buckets
+), ranks AS (
+    SELECT hour, q,
+           min(bucket) FILTER (WHERE upto > floor(q * (total - 1))) AS low,
+           min(bucket) FILTER (WHERE upto > ceil(q * (total - 1))) AS high,
+           q * (total - 1) - floor(q * (total - 1)) AS fraction
+    FROM cumulative CROSS JOIN (VALUES (0.5), (0.95)) AS quantiles (q)
+    GROUP BY hour, q, total
+), percentiles AS (
+    SELECT hour,
+           max(value) FILTER (WHERE q = 0.5) AS p50, max(value) FILTER (WHERE q = 0.95) AS p95
+    FROM (
+        SELECT hour, q,
+               power(2.0::float8, (low + 0.5) / %(per_octave)s)
+               + fraction * (power(2.0::float8, (high + 0.5) / %(per_octave)s)
+                             - power(2.0::float8, (low + 0.5) / %(per_octave)s)) AS value
+        FROM ranks
+    ) v
+    GROUP BY hour
+)
+SELECT h.hour, h.runs,
+       least(greatest(p.p50, h.shortest), h.longest) AS p50,
+       least(greatest(p.p95, h.shortest), h.longest) AS p95
+FROM hours h LEFT JOIN percentiles p USING (hour)
+ORDER BY h.hour;
+
+-- name: job_durations_slowest
+-- (read) one job's %(limit)s slowest runs that ended from %(since)s. They are in the
+-- %(limit)s hours with the longest runs (each of those hours holds a run at least as slow
+-- as any run of another hour), so only those hours' endings are read, through the two
+-- indexes of ended runs, each hour's slowest first.
+WITH slow_hours AS (
+    SELECT hour, max(longest) AS longest
+    FROM job_stat_hours
+    WHERE job_key = %(job_key)s AND hour >= %(since)s AND longest IS NOT NULL
+    GROUP BY hour
+    ORDER BY max(longest) DESC
+    LIMIT %(limit)s
+)
+SELECT r.id, r.status, r.attempt, r.started_at, r.finished_at, r.seconds
+FROM slow_hours h
+CROSS JOIN LATERAL (
+    SELECT x.id, x.status, x.attempt, x.started_at, x.finished_at,
+           extract(epoch FROM x.finished_at - x.started_at)::float8 AS seconds
+    FROM job_runs x
+    WHERE x.finished_at >= h.hour AND x.finished_at < h.hour + interval '1 hour'
+      AND (x.status IN ('completed', 'cancelled', 'skipped') OR x.status IN ('failed', 'timed_out'))
+      AND x.job_id = %(job_key)s AND x.started_at IS NOT NULL
+    ORDER BY x.finished_at - x.started_at DESC, x.id
+    LIMIT %(limit)s
+) r
+ORDER BY r.seconds DESC, r.id
+LIMIT %(limit)s;

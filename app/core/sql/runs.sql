@@ -637,6 +637,26 @@ SET status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
 WHERE id = %(id)s AND status IN ('pending', 'blocked', 'running')
 RETURNING id, status, dag_run_id IS NOT NULL AS in_dag, pg_notify('sundial_events', 'runs') IS NULL AS notified;
 
+-- name: run_cancel_many
+-- pending | blocked -> cancelled at once; running -> running with cancel_requested: a batch
+-- of runs a person cancels together (a bulk action), locked in id order like the DAG
+-- statements. Runs already ended are left alone: the caller counts them as skipped.
+WITH locked AS (
+    SELECT id FROM job_runs
+    WHERE id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[]))) AND status IN ('pending', 'blocked', 'running')
+    ORDER BY id
+    FOR UPDATE
+), cancelled AS (
+    UPDATE job_runs r
+    SET status = CASE WHEN r.status = 'running' THEN 'running' ELSE 'cancelled' END,
+        finished_at = CASE WHEN r.status = 'running' THEN NULL ELSE coalesce(%(now)s::timestamptz, now()) END,
+        cancel_requested = true
+    WHERE r.id IN (SELECT id FROM locked) AND r.status IN ('pending', 'blocked', 'running')
+    RETURNING r.id, r.status, r.dag_run_id IS NOT NULL AS in_dag
+)
+SELECT cancelled.id, cancelled.status, cancelled.in_dag FROM cancelled
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs')) AS wake ON true;
+
 -- name: run_retry
 -- failed | timed_out | cancelled -> pending: a person retries a dead letter with a fresh
 -- retry budget (and, when %(args)s is given, new args). attempt is kept: the next claim
@@ -647,6 +667,27 @@ WITH retried AS (
         retry_base = attempt, crash_count = 0, lone_crashes = 0, quarantined = false, priority = base_priority, lease_owner = NULL, lease_until = NULL,
         args = coalesce(%(args)s::jsonb, args)
     WHERE id = %(id)s AND status IN ('failed', 'timed_out', 'cancelled')
+    RETURNING id, status, dag_run_id
+)
+SELECT retried.id, retried.status, retried.dag_run_id FROM retried
+LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
+
+-- name: run_retry_many
+-- failed | timed_out | cancelled -> pending: a batch of runs a person retries together (a
+-- bulk action), each as run_retry does it, with its own args; locked in id order. Runs in
+-- other states, and runs of handlers that run commands unless %(may_run_commands)s, are
+-- left alone: the caller counts them as skipped.
+WITH locked AS (
+    SELECT id FROM job_runs
+    WHERE id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[]))) AND status IN ('failed', 'timed_out', 'cancelled')
+      AND (%(may_run_commands)s OR handler <> ALL(%(command_handlers)s::text[]))
+    ORDER BY id
+    FOR UPDATE
+), retried AS (
+    UPDATE job_runs
+    SET status = 'pending', run_at = coalesce(%(now)s::timestamptz, now()), finished_at = NULL, cancel_requested = false,
+        retry_base = attempt, crash_count = 0, lone_crashes = 0, quarantined = false, priority = base_priority, lease_owner = NULL, lease_until = NULL
+    WHERE id IN (SELECT id FROM locked) AND status IN ('failed', 'timed_out', 'cancelled')
     RETURNING id, status, dag_run_id
 )
 SELECT retried.id, retried.status, retried.dag_run_id FROM retried

@@ -123,6 +123,42 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 
+-- name: run_match_count
+-- (read) how many runs the runs list's filter matches, and the newest of them: a bulk
+-- action's count and where it starts. Its WHERE is run_list's, word for word (a test
+-- compares them), so a filter selects the same runs to show and to act on.
+SELECT count(*) AS total, max(r.id) AS newest
+FROM job_runs r
+WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
+  AND (%(job_id)s::uuid IS NULL OR r.job_id = %(job_id)s::uuid)
+  AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
+  AND (%(dag_run_id)s::uuid IS NULL OR r.dag_run_id = %(dag_run_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
+  AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+;
+
+-- name: run_match_ids
+-- (read) the next batch of a bulk action: ids of runs matching the runs list's filter
+-- below keyset `before_id`, newest first. run_list's WHERE, word for word.
+SELECT r.id
+FROM job_runs r
+WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
+  AND (%(job_id)s::uuid IS NULL OR r.job_id = %(job_id)s::uuid)
+  AND (%(schedule_id)s::uuid IS NULL OR r.schedule_id = %(schedule_id)s::uuid)
+  AND (%(dag_run_id)s::uuid IS NULL OR r.dag_run_id = %(dag_run_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
+  AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
+  AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
+ORDER BY r.id DESC
+LIMIT %(limit)s;
+
 -- name: run_job_by_name
 -- (read) a job definition's id from its name, for the runs filter.
 SELECT id FROM job_definitions WHERE name = %(job)s;

@@ -5,7 +5,7 @@ the pydantic models of `schemas` and call the domain functions the CLI and pages
 
 from __future__ import annotations
 
-from app.web.api import breakers, catalog, openapi, queues, runs, schedules
+from app.web.api import breakers, bulk_actions, catalog, openapi, queues, runs, schedules
 
-routes = [*openapi.routes, *runs.routes, *schedules.routes, *catalog.routes, *queues.routes,
-          *breakers.routes]  # fmt: skip
+routes = [*openapi.routes, *bulk_actions.routes, *runs.routes, *schedules.routes,
+          *catalog.routes, *queues.routes, *breakers.routes]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Runs over the API: submit (one, a batch, a DAG), read, list, cancel, retry — through
+"""Runs over the API: submit (one, a batch, a DAG), read, list, history, cancel, retry — through
 `app.runs.transitions`, the functions the CLI calls.
 
 Idempotency: a key seen before with the same payload answers 200 with that run; with a
@@ -19,9 +19,9 @@ from app.catalog import job_definitions
 from app.catalog.job_definitions import JobError
 from app.core.db import Conn
 from app.core.sql import query
-from app.dags import dag_graph, dag_submission
+from app.dags import dag_graph, dag_submission, dag_timeline
 from app.people.roles import Role
-from app.runs import run_actions, run_inserts, run_reads, submission
+from app.runs import run_actions, run_inserts, run_reads, run_timeline, submission
 from app.runs.run_actions import RunActionRefused
 from app.runs.run_fields import RunDetailRow, RunRow
 from app.runs.run_inserts import NewRun
@@ -32,9 +32,12 @@ from app.web.api.schemas import (
     DagIn,
     DagOut,
     DagRunOut,
+    DagTimelineOut,
     RetryOut,
     RunBatchIn,
     RunDetailOut,
+    RunEventOut,
+    RunEventsOut,
     RunIn,
     RunOut,
     RunPageOut,
@@ -178,6 +181,14 @@ def _retry(conn: Conn, run_id: int, actor: str) -> tuple[list[int], RunRow]:
     return retried.unskipped, _run(conn, run_id)
 
 
+def _events(conn: Conn, run_id: int) -> RunEventsOut:
+    events = run_timeline.events_of_run(conn, run_id)
+    if events is None:
+        raise ApiError(404, f"there is no run {run_id}")
+    out = [RunEventOut.model_validate(e, from_attributes=True) for e in events]
+    return RunEventsOut(run_id=run_id, events=out)
+
+
 def _submit_dag(conn: Conn, dag: DagIn) -> dag_submission.SubmittedDag:
     nodes: dict[str, NewRun] = {}
     edges: list[tuple[str, str]] = [(up, down) for up, down in dag.edges]
@@ -250,6 +261,19 @@ async def show(api: ApiCall) -> Response:
 
 
 @operation(
+    Role.VIEWER,
+    "A run's history: every transition with its time, who made it and what it means",
+    path={"run_id": int},
+    response=RunEventsOut,
+    also=(404,),
+    description="Built from the run, its attempts, the audit log and its services' circuit "
+    "breakers, oldest first. An actor the records cannot name is `unknown`.",
+)
+async def events(api: ApiCall) -> Response:
+    return json_response(await call(api.request, _events, api.path["run_id"]))
+
+
+@operation(
     Role.OPERATOR,
     "Cancel a run (a running one is stopped by its worker)",
     path={"run_id": int},
@@ -288,13 +312,59 @@ async def show_dag(api: ApiCall) -> Response:
     return json_response(DagRunOut.model_validate({"dag_run_id": dag_run_id, "runs": rows}))
 
 
+def _timeline(conn: Conn, dag_run_id: uuid.UUID) -> dict[str, Any]:
+    chart = dag_timeline.load(conn, dag_run_id)
+    if chart is None:
+        raise ApiError(404, f"there is no DAG run {dag_run_id}")
+    steps = [
+        {
+            "name": bar.name, "run_id": bar.run_id, "status": bar.status,
+            "upstreams": list(bar.upstreams), "on_longest_chain": bar.critical,
+            "waited_seconds": bar.total("waiting"), "queued_seconds": bar.total("queued"),
+            "ran_seconds": bar.total("ran") + bar.total("failed") + bar.total("paused"),
+            "retry_wait_seconds": bar.total("retrying"), "attempts": bar.attempts,
+            "retries": bar.retries, "failed_attempts": bar.failed_attempts,
+            "segments": [
+                {"kind": s.kind, "start": s.start, "end": s.end, "seconds": s.seconds,
+                 "attempt": s.attempt, "outcome": s.outcome, "open": s.open}
+                for s in bar.segments
+            ],
+        }
+        for bar in chart.bars
+    ]  # fmt: skip
+    return {"dag_run_id": dag_run_id, "start": chart.start, "end": chart.end,
+            "seconds": chart.seconds, "live": chart.live,
+            "longest_chain": list(chart.critical_path), "steps": steps}  # fmt: skip
+
+
+@operation(
+    Role.VIEWER,
+    "Where the time of a DAG run went",
+    path={"dag_run_id": uuid.UUID},
+    response=DagTimelineOut,
+    also=(404,),
+    description="Each step's time cut into segments (waiting for its upstreams, queued, "
+    "each attempt, waiting to retry) and the chain of steps that decided when it ended.",
+)
+async def dag_timeline_show(api: ApiCall) -> Response:
+    found = await call(api.request, _timeline, api.path["dag_run_id"])
+    return json_response(DagTimelineOut.model_validate(found))
+
+
 routes = [
     Route(f"{PREFIX}/runs", submit, methods=["POST"], name="api_runs_submit"),
     Route(f"{PREFIX}/runs", index, methods=["GET"], name="api_runs_index"),
     Route(f"{PREFIX}/runs/batch", submit_batch, methods=["POST"], name="api_runs_batch"),
     Route(f"{PREFIX}/runs/{{run_id:int}}", show, methods=["GET"], name="api_runs_show"),
+    Route(f"{PREFIX}/runs/{{run_id:int}}/events", events, methods=["GET"], name="api_runs_events"),
     Route(f"{PREFIX}/runs/{{run_id:int}}/cancel", cancel, methods=["POST"], name="api_runs_cancel"),
     Route(f"{PREFIX}/runs/{{run_id:int}}/retry", retry, methods=["POST"], name="api_runs_retry"),
     Route(f"{PREFIX}/dags", submit_dag, methods=["POST"], name="api_dags_submit"),
     Route(f"{PREFIX}/dags/{{dag_run_id}}", show_dag, methods=["GET"], name="api_dags_show"),
+    Route(
+        f"{PREFIX}/dags/{{dag_run_id}}/timeline",
+        dag_timeline_show,
+        methods=["GET"],
+        name="api_dags_timeline",
+    ),
 ]

@@ -41,6 +41,7 @@ from app.handlers.execution_models import ExecutionModel
 from app.runs.breakers import MAX_PROBES, MAX_WINDOW_SECONDS, Breaker
 from app.runs.queues import MAX_WEIGHT, MAX_WEIGHTS, QueueRow
 from app.runs.run_fields import AttemptFields, RunRow, RunSettingsFields
+from app.runs.run_timeline import ActorKind, EventKind
 from app.runs.states import RunStatus
 from app.scheduling.cron import DstRepeated, DstSkipped
 from app.scheduling.fire_decisions import OverlapPolicy
@@ -196,6 +197,35 @@ class RetryOut(BaseModel):
     unskipped: list[int] = Field(description="DAG steps that wait for this run again.")
 
 
+class RunEventActorOut(BaseModel):
+    kind: ActorKind
+    name: str | None = Field(
+        description="The worker's id, the person's user name, the schedule's or step's "
+        "name; null when the kind says it all (the reaper, Sundial) or it is unknown."
+    )
+    words: str = Field(description="Who, as the dashboard says it.")
+
+
+class RunEventOut(BaseModel):
+    at: datetime | None = Field(description="When; null when the records do not say.")
+    kind: EventKind
+    actor: RunEventActorOut
+    summary: str = Field(description="What happened, in words.")
+    detail: str | None = Field(description="More: the attempt's error, a reason, who is unknown.")
+    attempt: int | None = Field(description="The attempt it concerns, if one.")
+    until: datetime | None = Field(
+        description="A time it points at: when a delayed run is due (submitted), the next "
+        "try (retry_scheduled), when it runs again (snoozed), its deadline (skipped)."
+    )
+    service: str | None = Field(description="For breaker: the service whose breaker changed.")
+    breaker_state: str | None = Field(description="For breaker: its new state.")
+
+
+class RunEventsOut(BaseModel):
+    run_id: int
+    events: list[RunEventOut] = Field(description="Oldest first; events of unknown time last.")
+
+
 class DagOut(BaseModel):
     dag_run_id: uuid.UUID
     runs: dict[str, int]
@@ -214,6 +244,73 @@ class DagRunStepOut(BaseModel):
 class DagRunOut(BaseModel):
     dag_run_id: uuid.UUID
     runs: list[DagRunStepOut]
+
+
+class TimelineSegmentOut(BaseModel):
+    kind: str = Field(
+        description="waiting (for the steps before it), queued (for a free worker), ran (an "
+        "attempt that completed or is running), failed (an attempt that failed, timed out, "
+        "was lost or cancelled), paused (an attempt snoozed or handed back), retrying "
+        "(waiting to try again)."
+    )
+    start: datetime
+    end: datetime = Field(description="The time of the read while `open`.")
+    seconds: float
+    attempt: int | None = Field(description="The attempt, for ran, failed and paused.")
+    outcome: str | None = Field(description="How the attempt ended (running: not yet).")
+    open: bool = Field(description="Still going.")
+
+
+class TimelineStepOut(BaseModel):
+    name: str
+    run_id: int
+    status: str = Field(description="The run's status, or retrying.")
+    upstreams: list[str]
+    on_longest_chain: bool = Field(
+        description="On the chain of steps that decided when the DAG run ended."
+    )
+    waited_seconds: float = Field(description="Waiting for the steps before it.")
+    queued_seconds: float = Field(description="Ready, waiting for a free worker.")
+    ran_seconds: float = Field(description="In attempts, failed ones included.")
+    retry_wait_seconds: float
+    attempts: int
+    retries: int
+    failed_attempts: int
+    segments: list[TimelineSegmentOut]
+
+
+class DagTimelineOut(BaseModel):
+    dag_run_id: uuid.UUID
+    start: datetime
+    end: datetime
+    seconds: float
+    live: bool = Field(description="Steps are still to end: `end` is the time of the read.")
+    longest_chain: list[str] = Field(description="Step names, first to last.")
+    steps: list[TimelineStepOut]
+
+
+class DurationHourOut(BaseModel):
+    hour: datetime
+    runs: int
+    p50_seconds: float | None
+    p95_seconds: float | None
+
+
+class SlowRunOut(BaseModel):
+    run_id: int
+    status: RunStatus
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    seconds: float
+
+
+class JobDurationsOut(BaseModel):
+    job: str
+    since: datetime = Field(description="The first hour of the week.")
+    through: datetime | None = Field(description="Runs that ended before this are counted.")
+    hours: list[DurationHourOut] = Field(description="The hours with endings, oldest first.")
+    slowest: list[SlowRunOut] = Field(description="The week's 10 slowest runs, slowest first.")
 
 
 # ---- jobs and workflows -------------------------------------------------------------------
