@@ -18,6 +18,7 @@ a workflow) in the same transaction; the CLI passes `audit.cli_actor()`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from app.catalog import hand_runs
 from app.core import limits
 from app.core.db import Conn
 from app.core.errors import Missing, UsageError
@@ -368,20 +370,38 @@ def detail(conn: Conn, name: str) -> dict[str, Any]:
 
 
 def run_now(
-    conn: Conn, name: str, now: datetime | None = None, *, actor: str | None = None
+    conn: Conn,
+    name: str,
+    now: datetime | None = None,
+    *,
+    actor: str | None = None,
+    args: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dag_submission.SubmittedDag:
-    """One DAG run of the workflow, due at once; a person's (`actor`) is audited with it."""
+    """One DAG run of the workflow, due at once; a person's (`actor`) is audited with it,
+    with each step's arguments. `args` gives the arguments of some steps by step name
+    (instead of the job's args under the step's), checked like a job's own: a misfit is a
+    WorkflowError on field `step:NAME.args[.PROPERTY]` and starts nothing."""
     _check_lookup(name)
     with conn.transaction():
         row = conn.execute(query("workflows", "workflow_by_name"), {"name": name}).fetchone()
         if row is None:
             raise WorkflowError(f"there is no workflow named {name!r}")
         shape = shapes(conn, [row["id"]])[row["id"]]
+        runs = dict(shape.runs)
+        for step, given in (args or {}).items():
+            if step not in runs:
+                raise WorkflowError(f"workflow {name!r} has no step named {step!r}", "steps")
+            try:
+                checked = hand_runs.check_args(conn, runs[step].handler, dict(given), now)
+            except UsageError as exc:
+                raise WorkflowError(f"step {step}: {exc}", f"step:{step}.{exc.field}") from None
+            runs[step] = dataclasses.replace(runs[step], args=checked)
         dag = dag_submission.submit_dag(
-            conn, shape.runs, shape.edges, name=name, workflow_id=row["id"], now=now
+            conn, runs, shape.edges, name=name, workflow_id=row["id"], now=now
         )
         if actor is not None:
-            after = {"dag_run_id": str(dag.id), "runs": dag.run_ids}
+            used = {step: run.args for step, run in runs.items()}
+            after = {"dag_run_id": str(dag.id), "runs": dag.run_ids, "args": used}
             audit.record(conn, actor, "workflow.run", "workflow", name, after=after,
                          subject_id=row["id"])  # fmt: skip
     return dag

@@ -1,5 +1,5 @@
 """`sundial job …`: add, update (the services it calls), list and delete job definitions
-(what schedules and workflow steps run)."""
+(what schedules and workflow steps run), and run one now with chosen arguments."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from app.catalog import job_definitions
+from app.catalog import hand_runs, job_definitions
 from app.catalog.job_fields import JobSpec
 from app.cli.inputs import add_job_settings_options, whole_number
 from app.core import limits
@@ -36,6 +36,9 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
             )
             also = f" with schedule(s) {safe(', '.join(gone))}" if gone else ""
             print(f"job {args.name!r} deleted{also}")
+        elif args.job_command == "run":
+            chosen = job_definitions.parse_args(args.args) if args.args is not None else None
+            print(hand_runs.start_job(conn, args.name, chosen, actor=actor))
         elif args.job_command == "update":
             if args.dependency is None and not args.no_dependencies:
                 raise UsageError("job update needs --dependency SERVICE or --no-dependencies")
@@ -69,14 +72,19 @@ def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
 def add_job_commands(sub: Any) -> None:
     job = sub.add_parser(
         "job",
-        help="add, update, list or delete job definitions (what schedules and workflow steps run)",
+        help="add, update, list, delete or run job definitions (what schedules and workflow "
+        "steps run)",
         description="Job definitions: a named handler with its args and settings.",
     )
     job.set_defaults(func=cmd_job, process="job")
-    job.add_argument("job_command", choices=["add", "update", "list", "delete"])
+    job.add_argument("job_command", choices=["add", "update", "list", "delete", "run"])
     job.add_argument("name", nargs="?", default="", help="job definition name")
     job.add_argument("--handler", help="registered handler name (add)")
-    job.add_argument("--args", default="{}", help="handler arguments as a JSON object")
+    job.add_argument(
+        "--args",
+        help="handler arguments as a JSON object (add; run: this run's, checked against the "
+        "schema the handler declares, instead of the job's own)",
+    )
     job.add_argument(
         "--with-schedules",
         action="store_true",

@@ -43,9 +43,24 @@ def cmd_workflow(args: argparse.Namespace, settings: Settings) -> int:
                 + (f" with schedule(s) {', '.join(map(repr, schedules))}" if schedules else "")
             )
         else:  # run
-            dag = workflows.run_now(conn, args.name, actor=audit.cli_actor())
+            dag = workflows.run_now(
+                conn, args.name, actor=audit.cli_actor(), args=_step_args(args.args)
+            )
             print(json.dumps({"dag_run_id": str(dag.id), "runs": dag.run_ids}, indent=2))
     return 0
+
+
+def _step_args(text: str | None) -> dict[str, dict[str, Any]] | None:
+    """`--args` of `workflow run`: a JSON object of steps' arguments, by step name."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise UsageError('--args must be JSON like {"load": {"batch": 10}}') from None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise UsageError('--args must map step names to JSON objects, like {"load": {"batch": 10}}')
+    return value
 
 
 def add_workflow_commands(sub: Any) -> None:
@@ -61,6 +76,10 @@ def add_workflow_commands(sub: Any) -> None:
     )
     workflow.add_argument("name", nargs="?", default="", help="workflow name")
     workflow.add_argument("file", nargs="?", help="workflow JSON (add, replace), or - for stdin")
+    workflow.add_argument(
+        "--args",
+        help='run: arguments of some steps instead of their own, e.g. {"load": {"batch": 10}}',
+    )
     workflow.add_argument(
         "--with-schedules",
         action="store_true",

@@ -94,3 +94,14 @@ def filter_choices(conn: Conn) -> tuple[list[str], list[str]]:
     """Actors and actions present in the log, sorted, for the page's filter menus."""
     rows = conn.execute(query("audit", "audit_actions")).fetchall()
     return sorted({r["actor"] for r in rows}), sorted({r["action"] for r in rows})
+
+
+def last_action(
+    conn: Conn, target_type: str, subject_id: uuid.UUID, action: str
+) -> dict[str, Any] | None:
+    """The newest entry of `action` on the subject (`at`, `actor`, `details`), or None."""
+    params = {"target_type": target_type, "subject_id": subject_id, "action": action}
+    row: dict[str, Any] | None = conn.execute(
+        query("audit", "audit_last_action_on_subject"), params
+    ).fetchone()
+    return row

@@ -6,7 +6,8 @@ Built only from what Sundial already keeps: the run's row, its finished attempts
 (`job_run_attempts`), the actions people took on it (the audit log's `run.*` entries), its
 DAG upstreams, and the breaker changes of the services its job calls
 (`app.runs.breaker_events`). Where those records cannot say who did something (a run
-submitted through the API or the command line is not audited) the actor is `unknown`;
+submitted through the API or the command line is not audited; a job's or a workflow's "run
+now" is) the actor is `unknown`;
 where they cannot say when, `at` is None. Nothing is guessed.
 
     for event in events_of_run(conn, run_id) or []:
@@ -245,6 +246,9 @@ def _submitted(
         actor = by_hand or UNKNOWN
         if by_hand is None:
             detail = "Who started the workflow is not recorded."
+    elif by_hand is not None:  # a job's "Run now" (job.run), with arguments chosen then
+        summary = "Started by hand (run now)"
+        actor = by_hand
     else:
         summary = f"Submitted{what}"
         actor = UNKNOWN

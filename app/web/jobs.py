@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.catalog import job_definitions
+from app.catalog import hand_runs, job_definitions
 from app.catalog.job_definitions import JobError
 from app.catalog.job_fields import JobSpec
 from app.core import limits
@@ -26,6 +26,7 @@ from app.core.errors import UsageError
 from app.core.limits import DEFAULT_QUEUE
 from app.handlers import handler_args
 from app.handlers.execution_models import ExecutionModel
+from app.handlers.gate import HandlerDisabled
 from app.observability import job_durations
 from app.people import versions
 from app.people.roles import Role
@@ -279,6 +280,72 @@ async def delete(request: Request) -> Response:
     return redirect(request, "/jobs")
 
 
+def _run_page(conn: Conn, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the "Run now" form shows: the job, the fields of its handler's declared args
+    (or the JSON editor) filled from `args`, else from its last run started by hand
+    (`last`), else from the job's own args."""
+    try:
+        job = job_definitions.get(conn, name)
+    except JobError:
+        raise HTTPException(404, f"There is no job named {name!r}.") from None
+    last = hand_runs.last_job_args(conn, name) if args is None else None
+    if args is None:
+        args = last.args if last else job["args"]
+    schema = job_definitions.args_schema(conn, job["handler"])
+    return {
+        "job": job,
+        "last": last,
+        "values": {"handler": job["handler"], "args": json.dumps(args, indent=2)},
+        "arg_fields": handler_args.fields(schema) if schema is not None else None,
+        "arg_values": handler_args.form_values(schema, args) if schema else {},
+    }
+
+
+def _start(conn: Conn, name: str, form: dict[str, Any], actor: str) -> int:
+    """Read the posted arguments as the form showed them and start the run."""
+    handler = job_definitions.get(conn, name)["handler"]
+    args_for = form["args_for"]
+    if args_for and args_for != handler:
+        raise JobError(
+            "Someone changed this job's handler while you filled this in: check the "
+            "arguments, then start again.",
+            "form",
+        )
+    args = _read_args(conn, args_for, form["arg_values"], form["args"])
+    return hand_runs.start_job(conn, name, args, actor=actor)
+
+
+@requires(Role.OPERATOR)
+async def run_form(request: Request) -> Response:
+    page = await call(request, _run_page, request.path_params["name"])
+    return render(request, "jobs/run.html", errors={}, **page)
+
+
+@requires(Role.OPERATOR)
+async def run(request: Request) -> Response:
+    """Start one run with the arguments posted; its page next, or the form with the
+    problem next to its field (nothing started)."""
+    name = request.path_params["name"]
+    form = await request.form()
+    posted = {
+        "args_for": str(form.get("args_for", "")),
+        "arg_values": _arg_values(form),
+        "args": str(form.get("args", "")),
+    }
+    try:
+        run_id = await call(request, _start, name, posted, current_user(request).username)
+    except (JobError, HandlerDisabled) as exc:
+        page = await call(request, _run_page, name, {})
+        if posted["args_for"] and page["arg_fields"] is not None:
+            page["arg_values"] = posted["arg_values"]  # what the person typed, as typed
+        else:
+            page["values"]["args"] = posted["args"]
+        status = 409 if isinstance(exc, HandlerDisabled) else 422
+        return render(request, "jobs/run.html", status_code=status,
+                      errors=field_errors(exc), **page)  # fmt: skip
+    return redirect(request, f"/runs/{run_id}")
+
+
 def _history_page(conn: Conn, name: str) -> dict[str, Any]:
     _form_page(conn, name)  # 404 for a job that is not there
     return {"entries": history.entries(conn, "job", name)}
@@ -325,6 +392,8 @@ routes = [
     Route("/jobs/args-fields", args_fields, methods=["GET"], name="jobs_args_fields"),
     Route("/jobs/names", names, methods=["GET"], name="jobs_names"),
     Route("/jobs/{name:path}/delete", delete, methods=["POST"], name="jobs_delete"),
+    Route("/jobs/{name:path}/run", run_form, methods=["GET"], name="jobs_run_form"),
+    Route("/jobs/{name:path}/run", run, methods=["POST"], name="jobs_run"),
     Route("/jobs/{name:path}/history", versions_page, methods=["GET"], name="jobs_history"),
     Route("/jobs/{name:path}/rollback", rollback, methods=["POST"], name="jobs_rollback"),
     Route("/jobs/{name:path}", show, methods=["GET"], name="jobs_show"),

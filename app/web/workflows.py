@@ -1,5 +1,5 @@
 """Workflows pages: list, show (the DAG as a picture), create/edit with a list of steps,
-delete, run now — through `app.catalog.workflows`.
+delete, run now (a form of each step's arguments) — through `app.catalog.workflows`.
 
 The editor is one form: each step row has a name, a job and "runs after" checkboxes that
 point at other rows by position, so renaming a step never breaks its edges. The form's
@@ -22,13 +22,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.catalog import job_definitions, workflows
+from app.catalog import hand_runs, job_definitions, workflows
 from app.catalog.job_definitions import JobError
 from app.catalog.workflows import WorkflowError, WorkflowSpec
 from app.core.db import Conn
 from app.core.errors import UsageError
 from app.dags.dag_layout import Layout, LayoutError, layout
 from app.dags.workflow_shapes import Step
+from app.handlers import handler_args
 from app.people.roles import Role
 from app.web import history
 from app.web.access import current_user, requires
@@ -217,7 +218,6 @@ async def show(request: Request) -> Response:
     return render(
         request, "workflows/show.html", workflow=workflow, picture=picture,
         status_of=status_of, upstreams=picture.upstreams(),
-        started=request.query_params.get("started"),
         rolled_back=request.query_params.get("rolled_back"),
     )  # fmt: skip
 
@@ -305,19 +305,148 @@ async def delete(request: Request) -> Response:
     return redirect(request, "/workflows")
 
 
+@dataclass(slots=True)
+class StepArgs:
+    """One step's part of the "Run now" form: the fields of its handler's declared args
+    (None: a JSON editor) and what they hold."""
+
+    index: int
+    name: str
+    job: str
+    handler: str
+    fields: list[handler_args.ArgField] | None
+    values: dict[str, str]
+    json: str
+
+
+def _step_args(
+    conn: Conn, index: int, name: str, step: hand_runs.StepDefaults, args: Mapping[str, Any]
+) -> StepArgs:
+    schema = job_definitions.args_schema(conn, step.handler)
+    return StepArgs(
+        index, name, step.job, step.handler,
+        handler_args.fields(schema) if schema is not None else None,
+        handler_args.form_values(schema, args) if schema else {},
+        json.dumps(args, indent=2),
+    )  # fmt: skip
+
+
+def _run_page(conn: Conn, name: str) -> dict[str, Any]:
+    """What the "Run now" form shows: each step, in the order they run, with its
+    arguments from the last DAG run started by hand (`last`), else as the step gives them."""
+    workflow = _detail(conn, name)
+    picture = layout(list(workflow["steps"]), [(u, d) for u, d in workflow["edges"]])
+    order = [n.name for n in sorted(picture.nodes, key=lambda n: (n.layer, n.name))]
+    if len(order) > MAX_EDITOR_STEPS:  # one box each would make a page nobody can use
+        return {"workflow": workflow, "steps": [], "last": None, "too_large": len(order)}
+    defaults = hand_runs.workflow_defaults(conn, name)
+    last = hand_runs.last_workflow_args(conn, name)
+    offered = {s: (last.args.get(s) if last else None) for s in order}
+    steps = [
+        _step_args(conn, i, s, defaults[s], a if isinstance(a, dict) else defaults[s].args)
+        for i, (s, a) in enumerate(offered.items())
+    ]
+    return {"workflow": workflow, "steps": steps,
+            "last": last if last and any(s in last.args for s in order) else None}  # fmt: skip
+
+
+def _posted_steps(form: FormData) -> list[tuple[int, str]]:
+    """(index, step name) of each step the form showed."""
+    found = [(k[1:].removesuffix(".step"), str(v)) for k, v in form.multi_items()
+             if k.startswith("s") and k.endswith(".step")]  # fmt: skip
+    return [(int(i), step) for i, step in found if i.isdigit()]
+
+
+def _step_form(form: FormData, index: int) -> dict[str, Any]:
+    prefix = f"s{index}.args"
+    return {
+        "args_for": str(form.get(f"{prefix}_for", "")),
+        "values": {
+            k.removeprefix(prefix + "."): str(v)
+            for k, v in form.multi_items()
+            if k.startswith(prefix + ".")
+        },
+        "json": str(form.get(prefix, "")),
+    }
+
+
+def _read_step_args(
+    conn: Conn, name: str, posted: dict[int, tuple[str, dict[str, Any]]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each posted step's arguments as its fields or JSON editor gave them, and the
+    errors by form field."""
+    defaults = hand_runs.workflow_defaults(conn, name)
+    chosen: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    for index, (step, given) in posted.items():
+        prefix = f"s{index}.args"
+        if step not in defaults:
+            errors["form"] = f"This workflow has no step {step!r} any more: start it again."
+            continue
+        if given["args_for"] and given["args_for"] != defaults[step].handler:
+            errors[prefix] = "This step's job changed meanwhile: check these arguments again."
+            continue
+        schema = (job_definitions.args_schema(conn, given["args_for"])
+                  if given["args_for"] else None)  # fmt: skip
+        try:
+            if schema is None:
+                chosen[step] = job_definitions.parse_args(given["json"])
+            else:
+                chosen[step] = handler_args.from_form(schema, given["values"])
+        except JobError as exc:
+            errors[prefix] = str(exc)
+        except handler_args.ArgsError as exc:
+            errors[f"{prefix}.{exc.name}" if exc.name else prefix] = str(exc)
+    return chosen, errors
+
+
+def _start(conn: Conn, name: str, posted: dict[int, tuple[str, dict[str, Any]]],
+           actor: str) -> tuple[Any, dict[str, str]]:  # fmt: skip
+    """The DAG run started with the posted arguments, or the errors by form field."""
+    chosen, errors = _read_step_args(conn, name, posted)
+    if errors:
+        return None, errors
+    try:
+        return workflows.run_now(conn, name, actor=actor, args=chosen or None), {}
+    except WorkflowError as exc:
+        return None, {_run_field(exc.field, posted): str(exc)}
+    except UsageError as exc:  # a handler turned off, …
+        return None, {"form": str(exc)}
+
+
+def _run_field(field: str | None, posted: dict[int, tuple[str, dict[str, Any]]]) -> str:
+    """A step's refusal (`step:NAME.args[.PROPERTY]`) goes to that step's field."""
+    for index, (step, _) in posted.items():
+        head = f"step:{step}."
+        if field and field.startswith(head) and field[len(head) :].split(".")[0] == "args":
+            return f"s{index}.{field[len(head) :]}"
+    return "form"
+
+
+@requires(Role.OPERATOR)
+async def run_form(request: Request) -> Response:
+    page = await call(request, _run_page, request.path_params["name"])
+    return render(request, "workflows/run.html", errors={}, **page)
+
+
 @requires(Role.OPERATOR)
 async def run(request: Request) -> Response:
+    """Start one DAG run with the arguments posted (a post without them: each step's
+    own); the DAG run's page next, or the form with the problems next to their fields."""
     name = request.path_params["name"]
-    try:
-        dag = await call(request, workflows.run_now, name, actor=current_user(request).username)
-    except UsageError as exc:  # no such workflow, a handler turned off, …
-        workflow = await call(request, _detail, name)
-        picture = layout(list(workflow["steps"]), [(u, d) for u, d in workflow["edges"]])
-        return render(
-            request, "workflows/show.html", status_code=409, workflow=workflow,
-            picture=picture, status_of={}, upstreams=picture.upstreams(), run_error=str(exc),
-        )  # fmt: skip
-    return redirect(request, f"{_url(name)}?started={len(dag.run_ids)}")
+    form = await request.form()
+    posted = {i: (step, _step_form(form, i)) for i, step in _posted_steps(form)}
+    actor = current_user(request).username
+    dag, errors = await call(request, _start, name, posted, actor)
+    if dag is not None:
+        return redirect(request, f"/dag-runs/{dag.id}")
+    page = await call(request, _run_page, name)
+    for step in page["steps"]:  # what the person typed, as typed
+        typed = posted.get(step.index)
+        if typed and typed[0] == step.name:
+            step.values, step.json = typed[1]["values"], typed[1]["json"]
+    status = 422 if any(k != "form" for k in errors) else 409
+    return render(request, "workflows/run.html", status_code=status, errors=errors, **page)
 
 
 def _readable(snapshot: Mapping[str, Any]) -> dict[str, Any]:
@@ -373,6 +502,7 @@ routes = [
     Route("/workflows/preview", preview, methods=["POST"], name="workflows_preview"),
     Route("/workflows/{name:path}/edit", edit, methods=["GET"], name="workflows_edit"),
     Route("/workflows/{name:path}/delete", delete, methods=["POST"], name="workflows_delete"),
+    Route("/workflows/{name:path}/run", run_form, methods=["GET"], name="workflows_run_form"),
     Route("/workflows/{name:path}/run", run, methods=["POST"], name="workflows_run"),
     Route(
         "/workflows/{name:path}/history", versions_page, methods=["GET"], name="workflows_history"

@@ -27,9 +27,9 @@ from tests.helpers.waits import db_now
 
 SHOTS = Path("/tmp/shots/widths")
 WIDTHS = (320, 390, 768, 1024, 1280)
-PAGES = ("/", "/audit", "/slo", "/runs", "/schedules", "/dead-letters", "/workers", "/jobs",
-         "/queues")  # fmt: skip
 LONG = "a-rather-long-name-without-any-space-" * 3
+PAGES = ("/", "/audit", "/slo", "/runs", "/schedules", "/dead-letters", "/workers", "/jobs",
+         "/queues", f"/jobs/{LONG[:120]}/run")  # fmt: skip
 
 
 def seed(db_url: str) -> None:
@@ -68,7 +68,7 @@ def test_pages_fit_their_width(live_server: str, db_url: str, browser: Any, widt
                 too_wide[path] = overflow
             if width in (390, 1280):
                 SHOTS.mkdir(parents=True, exist_ok=True)
-                name = path.strip("/") or "overview"
+                name = path.strip("/").replace("/", "-")[:40] or "overview"
                 page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
                 if found := violations_with_axe(page):
                     violations[path] = found

@@ -1,7 +1,8 @@
 """An editor builds a workflow in a real browser: a cycle is refused with the edge named,
-the fixed one is saved and drawn, run now, and a real worker process runs every step to
-completion while the picture turns green. The workflow pages pass axe-core and are
-photographed at 1280 and 390 px (into $SUNDIAL_SHOTS, /tmp/shots by default)."""
+the fixed one is saved and drawn, run now (its form, then its DAG run's page), and a real
+worker process runs every step to completion while the picture turns green. The workflow
+pages pass axe-core and are photographed at 1280 and 390 px (into $SUNDIAL_SHOTS,
+/tmp/shots by default)."""
 
 from __future__ import annotations
 
@@ -87,8 +88,11 @@ def test_a_workflow_is_built_refused_with_a_cycle_saved_drawn_and_run_by_a_worke
         ("load", "transform"), ("transform", "report"), ("report", "publish"),
     }  # fmt: skip
 
-    page.get_by_role("button", name="Run now").click()
-    page.get_by_text("Started a run of this workflow (4 steps)").wait_for()
+    page.get_by_role("link", name="Run now").click()
+    page.get_by_role("heading", name="Run workflow nightly etl").wait_for()
+    page.get_by_role("button", name="Start run").click()
+    page.wait_for_url(live_server + "/dag-runs/*")
+    page.goto(live_server + "/workflows/nightly%20etl")
     assert page.locator("#workflow-dag .dag-node.status-pending").count() == 1
     with services(db_url, tmp_path) as start:
         worker = start("worker", "--concurrency", "4")
@@ -143,6 +147,7 @@ def test_workflow_pages_pass_axe_and_are_photographed(
         "workflow-edit": "/workflows/etl/edit",
         "workflow-new": "/workflows/new",
         "workflow-history": "/workflows/etl/history",
+        "workflow-run": "/workflows/etl/run",
         "job-history": "/jobs/pull/history",
     }
     problems: dict[str, list[str]] = {}

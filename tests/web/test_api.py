@@ -436,7 +436,8 @@ def test_openapi_document_and_reference_page(live_server: str, db_url: str) -> N
     doc = request(live_server, "GET", "/api/v1/openapi.json").body
     assert doc["openapi"] == "3.1.0"
     assert {"/api/v1/runs", "/api/v1/runs/{run_id}", "/api/v1/schedules/{name}/next-fires",
-            "/api/v1/dags", "/api/v1/workflows/{name}/runs"} <= set(doc["paths"])  # fmt: skip
+            "/api/v1/dags", "/api/v1/workflows/{name}/runs",
+            "/api/v1/jobs/{name}/runs"} <= set(doc["paths"])  # fmt: skip
     run_in = doc["components"]["schemas"]["RunIn"]
     assert run_in["additionalProperties"] is False
     assert run_in["properties"]["priority"]["anyOf"][0]["maximum"] == 32767
@@ -483,7 +484,7 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
                 scoped = request(live_server, verb, concrete, read_only, body)
                 assert scoped.status == 403, (verb, path, scoped.body)
             checked += 1
-    assert checked == 47  # breakers 4, run history 1, bulk actions 4, time spent 2, backfills 3
+    assert checked == 48  # breakers 4, history 1, bulk 4, time spent 2, backfills 3, job runs 1
     assert query(db_url, "SELECT count(*) AS n FROM audit_log WHERE action LIKE 'run.%%' "
                  "OR action LIKE 'schedule.%%' OR action LIKE 'job.%%' "
                  "OR action LIKE 'workflow.%%'")[0]["n"] == 0  # fmt: skip

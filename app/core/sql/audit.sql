@@ -22,3 +22,12 @@ LIMIT %(limit)s;
 -- name: audit_actions
 -- The actions and actors seen, for the filter menus.
 SELECT DISTINCT action, actor FROM audit_log ORDER BY action, actor;
+
+-- name: audit_last_action_on_subject
+-- The newest entry of one action on one subject (a job's last run started by hand), by
+-- the index on (target_type, subject_id, id).
+SELECT at, actor, details
+FROM audit_log
+WHERE target_type = %(target_type)s AND subject_id = %(subject_id)s AND action = %(action)s
+ORDER BY id DESC
+LIMIT 1;

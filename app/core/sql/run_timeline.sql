@@ -6,8 +6,8 @@
 -- name: run_timeline_run
 -- (read) one run with where it came from: its schedule and whether that fire was a
 -- person's "run now" (the fire ledger, by its key), its DAG run and workflow, and who
--- started it by hand when the audit log says so (schedule.run_now or workflow.run naming
--- this run or its DAG run, through the audit log's subject index).
+-- started it by hand when the audit log says so (schedule.run_now, workflow.run or job.run
+-- naming this run or its DAG run, through the audit log's subject index).
 SELECT r.id, r.status, r.attempt, r.created_at, r.run_at, r.started_at, r.finished_at,
        r.deadline, r.lease_owner, r.cancel_requested, r.quarantined, r.skip_reason,
        r.last_error, r.schedule_id, r.fire_time, r.dag_run_id, r.dag_node,
@@ -16,9 +16,9 @@ SELECT r.id, r.status, r.attempt, r.created_at, r.run_at, r.started_at, r.finish
        d.schedule_id AS dag_schedule_id, ds.name AS dag_schedule_name,
        coalesce(%(now)s::timestamptz, now()) AS read_at,
        (SELECT a.actor FROM audit_log a
-        WHERE a.target_type IN ('schedule', 'workflow')
-          AND a.subject_id IN (r.schedule_id, d.schedule_id, d.workflow_id)
-          AND a.action IN ('schedule.run_now', 'workflow.run')
+        WHERE a.target_type IN ('schedule', 'workflow', 'job')
+          AND a.subject_id IN (r.schedule_id, d.schedule_id, d.workflow_id, r.job_id)
+          AND a.action IN ('schedule.run_now', 'workflow.run', 'job.run')
           AND (a.details -> 'after' ->> 'run_id' = r.id::text
                OR a.details -> 'after' ->> 'dag_run_id' = r.dag_run_id::text)
         ORDER BY a.id

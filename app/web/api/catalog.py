@@ -1,6 +1,7 @@
-"""Jobs and workflows over the API: list, read, create, change, delete, and run a workflow
-now — through `app.catalog.job_definitions` and `app.catalog.workflows`, the functions the CLI and
-the pages call; they audit each change in the same transaction as the change.
+"""Jobs and workflows over the API: list, read, create, change, delete, and start a job or
+a workflow now with chosen arguments — through `app.catalog.job_definitions`,
+`app.catalog.hand_runs` and `app.catalog.workflows`, the functions the CLI and the pages
+call; they audit each change in the same transaction as the change.
 
 As on the pages, only an admin may create or change a job that runs a dangerous handler
 (`job_definitions.DANGEROUS_HANDLERS`): others get 403."""
@@ -12,7 +13,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.catalog import job_definitions, workflows
+from app.catalog import hand_runs, job_definitions, workflows
 from app.catalog.job_definitions import DANGEROUS_HANDLERS, JobError
 from app.catalog.job_fields import JobSpec
 from app.catalog.workflows import WorkflowError, WorkflowSpec
@@ -20,6 +21,7 @@ from app.core.db import Conn
 from app.dags.workflow_shapes import Step
 from app.observability import job_durations
 from app.people.roles import Role
+from app.runs import run_reads
 from app.web.api.core import PREFIX, ApiCall, ApiError, json_response, operation
 from app.web.api.schemas import (
     DagOut,
@@ -31,9 +33,12 @@ from app.web.api.schemas import (
     JobIn,
     JobListOut,
     JobOut,
+    JobRunIn,
+    RunOut,
     WorkflowIn,
     WorkflowListOut,
     WorkflowOut,
+    WorkflowRunIn,
     WorkflowShapeIn,
 )
 from app.web.database import call
@@ -136,11 +141,18 @@ def _define_workflow(conn: Conn, api: ApiCall, name: str, replace: bool) -> dict
         return workflows.show(conn, name)
 
 
-def _run_workflow(conn: Conn, name: str, actor: str) -> Any:
+def _run_workflow(conn: Conn, name: str, actor: str, args: dict[str, dict[str, Any]] | None) -> Any:
+    _workflow(conn, name)  # 404 for a workflow that is not there
     try:
-        return workflows.run_now(conn, name, actor=actor)  # audited by the domain function
+        return workflows.run_now(conn, name, actor=actor, args=args)  # audited there
     except WorkflowError as exc:
-        raise ApiError(404, str(exc)) from None
+        raise ApiError(422, str(exc), exc.field) from None
+
+
+def _run_job(conn: Conn, name: str, actor: str, args: dict[str, Any] | None) -> Any:
+    _job(conn, name)  # 404 for a job that is not there
+    run_id = hand_runs.start_job(conn, name, args, actor=actor)  # audited there
+    return run_reads.run(conn, run_id)
 
 
 @operation(Role.VIEWER, "List job definitions", response=JobListOut)
@@ -244,11 +256,22 @@ async def workflows_delete(api: ApiCall) -> Response:
     return json_response(DeletedOut(schedules_deleted=deleted))
 
 
-@operation(Role.OPERATOR, "Run a workflow now (one DAG run)", path={"name": str},
+@operation(Role.OPERATOR, "Start a job now (one run) with chosen arguments",
+           path={"name": str}, body=JobRunIn, response=RunOut, status=201, also=(404,),
+           description="The run has the job's settings; its arguments are checked against "
+           "the schema the job's handler declares (422 naming the argument at fault, "
+           "nothing started). Audited as job.run.")  # fmt: skip
+async def jobs_run(api: ApiCall) -> Response:
+    row = await call(api.request, _run_job, api.path["name"], api.actor, api.body.args)
+    return json_response(RunOut.model_validate(row), 201)
+
+
+@operation(Role.OPERATOR, "Run a workflow now (one DAG run), optionally with chosen "
+           "arguments for some steps", path={"name": str}, body=WorkflowRunIn,
            response=DagOut, status=201, also=(404,))  # fmt: skip
 async def workflows_run(api: ApiCall) -> Response:
     name = api.path["name"]
-    dag = await call(api.request, _run_workflow, name, api.actor)
+    dag = await call(api.request, _run_workflow, name, api.actor, api.body.args)
     out = DagOut(dag_run_id=dag.id, runs=dag.run_ids)
     return json_response(out, 201)
 
@@ -265,6 +288,7 @@ routes = [
     ),
     Route(f"{PREFIX}/jobs/{{name}}", jobs_update, methods=["PATCH"], name="api_jobs_update"),
     Route(f"{PREFIX}/jobs/{{name}}", jobs_delete, methods=["DELETE"], name="api_jobs_delete"),
+    Route(f"{PREFIX}/jobs/{{name}}/runs", jobs_run, methods=["POST"], name="api_jobs_run"),
     Route(f"{PREFIX}/workflows", workflows_index, methods=["GET"], name="api_workflows_index"),
     Route(f"{PREFIX}/workflows", workflows_create, methods=["POST"], name="api_workflows_create"),
     Route(

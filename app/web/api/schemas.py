@@ -379,6 +379,26 @@ class DeleteQuery(Strict):
     )
 
 
+class JobRunIn(Strict):
+    """Start one run of a job definition now, with its settings."""
+
+    args: dict[str, Any] | None = Field(
+        None,
+        description="The run's arguments, checked against the schema its handler declares "
+        "(as the job's own are); left out: the job's own arguments.",
+    )
+
+
+class WorkflowRunIn(Strict):
+    """Start one DAG run of a workflow now."""
+
+    args: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description="Arguments of some steps, by step name, instead of the job's arguments "
+        "under the step's; checked like a job's own. Steps left out run with their own.",
+    )
+
+
 class DeletedOut(BaseModel):
     schedules_deleted: list[str]
 
