@@ -86,10 +86,16 @@ def start_workers(url: str, count: int, concurrency: int) -> list[subprocess.Pop
 
 
 def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
+    """Ask every worker to stop; one that has not within a minute (a loaded machine) is
+    killed, so no worker outlives the benchmark's scratch database."""
     for w in workers:
         w.terminate()
     for w in workers:
-        w.wait(30)
+        try:
+            w.wait(60)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
 
 
 def wait_for_workers(conn: psycopg.Connection[dict[str, Any]], count: int) -> None:

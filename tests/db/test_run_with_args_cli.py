@@ -12,8 +12,8 @@ from app.catalog import workflows
 from app.catalog.workflows import WorkflowSpec
 from app.dags.workflow_shapes import Step
 from tests.helpers.commands import run_sundial
+from tests.helpers.handler_schemas import live_worker_declaring
 from tests.helpers.processes import query
-from tests.web.test_job_args import live_worker_declaring
 
 
 def runs(db_url: str) -> list[Any]:

@@ -12,34 +12,12 @@ import psycopg
 from starlette.testclient import TestClient
 
 from tests.helpers.databases import count
+from tests.helpers.handler_schemas import error_of, live_worker_declaring
 from tests.helpers.job_pages import FORM
 from tests.helpers.web import post
 
 Conn = psycopg.Connection[Any]
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "email": {"type": "string", "description": "Who gets the <script>alert(1)</script>"},
-        "retries": {"type": "integer", "default": 3},
-        "urgent": {"type": "boolean"},
-        "tone": {"enum": ["plain", "loud"]},
-    },
-    "required": ["email"],
-}
 REPORT = {**FORM, "handler": "report", "args_for": "report"}
-
-
-def live_worker_declaring(conn: Conn, schema: dict[str, Any] = SCHEMA) -> None:
-    conn.execute(
-        "INSERT INTO workers (id, host, pid, concurrency, handlers, handler_args) "
-        "VALUES ('w1', 'h', 1, 1, '[\"report\"]', %s)",
-        (json.dumps({"report": schema}),),
-    )
-
-
-def error_of(html: str, field_id: str) -> str | None:
-    found = re.search(rf'<p class="field-error" id="{field_id}-error">([^<]*)</p>', html)
-    return found[1] if found else None
 
 
 def test_the_form_shows_a_labelled_field_per_declared_argument(

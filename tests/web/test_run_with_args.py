@@ -20,8 +20,8 @@ from app.handlers.gate import set_shell_enabled
 from app.web.workflows import MAX_EDITOR_STEPS
 from tests.helpers.api_client import make_token, request
 from tests.helpers.databases import count
+from tests.helpers.handler_schemas import error_of, live_worker_declaring
 from tests.helpers.web import post
-from tests.web.test_job_args import error_of, live_worker_declaring
 
 Conn = psycopg.Connection[Any]
 
