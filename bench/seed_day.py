@@ -108,10 +108,11 @@ def create_spike_schedules(
         {"tag": tag, "seconds": seconds, "count": count},
     )
     conn.execute(
-        "INSERT INTO schedules (id, job_id, name, interval_seconds, timezone, next_fire_time, "
-        "created_at, spread_seconds) "
+        "INSERT INTO schedules (id, job_id, name, interval_seconds, timezone, start_at, "
+        "next_fire_time, created_at, spread_seconds) "
         "SELECT md5('s' || %(tag)s || i)::uuid, md5(%(tag)s || i)::uuid, %(tag)s || '-' || i, "
-        "3600, 'UTC', %(fire)s, now(), %(spread)s FROM generate_series(1, %(count)s) AS i",
+        "3600, 'UTC', %(fire)s, %(fire)s, now(), %(spread)s "
+        "FROM generate_series(1, %(count)s) AS i",
         {"tag": tag, "fire": fire_at, "spread": spread, "count": count},
     )
     conn.execute("VACUUM ANALYZE schedules")
@@ -307,9 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                                    args.median_seconds, args.sigma, "spread")  # fmt: skip
             create_spike_schedules(conn, args.spike_schedules, burst_at, 0, args.median_seconds,
                                    args.sigma, "burst")  # fmt: skip
-            size_before = conn.execute(
-                "SELECT pg_database_size(current_database()) AS s"
-            ).fetchone()["s"]  # type: ignore[index]
+            size_before = one(conn, "SELECT pg_database_size(current_database()) AS v")
         if args.direct:
             run_day(args, url, url, cores, size_before, spread_at, burst_at)
         else:
@@ -410,10 +409,10 @@ def report(
             f"database CPU {seen['db_cpu_share']:.0%} of the machine; "
             f"{seen['connections']} database connections"
         )
-    size_after = conn.execute("SELECT pg_database_size(current_database()) AS s").fetchone()["s"]  # type: ignore[index]
-    started = conn.execute(
-        "SELECT count(*) AS n FROM job_runs WHERE started_at >= %s", (began,)
-    ).fetchone()["n"]  # type: ignore[index]
+    fired = one(conn, "SELECT count(*) AS v FROM schedule_fires WHERE outcome = 'enqueued'")
+    print(f"schedule fires the trigger made: {fired:,} of {2 * args.spike_schedules:,}")
+    size_after = one(conn, "SELECT pg_database_size(current_database()) AS v")
+    started = one(conn, "SELECT count(*) AS v FROM job_runs WHERE started_at >= %s", began)
     cpu = samples[-1].all_cpu - samples[0].all_cpu
     peak = max(samples, key=lambda s: s.running)
     idle = samples[0]  # taken once the workers had started, before any work
