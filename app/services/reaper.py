@@ -1,5 +1,6 @@
 """The reaper: returns runs whose lease expired to pending (or failed), ages priorities,
-prunes history, fills the job statistics roll-up, moves the dependencies' circuit breakers.
+prunes history, fills the job statistics roll-up, moves the dependencies' circuit breakers,
+queues and delivers notifications (`app.notify.outbox`).
 
 Purpose: a worker that dies, stalls or loses its network stops heartbeating; once its
 lease expires the reaper hands the run to another worker (or ends it when its attempts
@@ -30,11 +31,13 @@ from datetime import datetime, timedelta
 
 from app.core.config import Settings
 from app.core.db import Conn
+from app.notify.outbox import DeliveryReport, Notifier
 from app.observability import job_stats
 from app.runs import breakers, queues, retention, transitions
 from app.runs.counters import LEASE_EXPIRIES
 from app.scheduling import schedule_rules, schedules
 from app.services.periodic import run_periodic
+from app.services.reconnecting import DB_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,7 @@ class ReaperReport:
     aged: int
     pruned: PrunedHistory | None  # None: no prune pass this tick
     expired: int = 0  # runs not started by their deadline, skipped
+    notified: DeliveryReport | None = None  # None: the notification step failed
 
 
 class Reaper:
@@ -68,6 +72,7 @@ class Reaper:
         self.settings = settings
         self._last_prune: datetime | None = None  # when the last prune pass ran
         self._fires_after: uuid.UUID | None = None  # where the ledger walk goes on
+        self.notifier = Notifier(settings.secret_key)
 
     def run_once(self, conn: Conn, now: datetime | None = None) -> ReaperReport:
         reaped: list[transitions.Reaped] = []
@@ -106,7 +111,18 @@ class Reaper:
         if self._prune_due(at):
             self._last_prune = at
             pruned = self.prune(conn, at)
-        return ReaperReport(reaped, aged, pruned, expired)
+        return ReaperReport(reaped, aged, pruned, expired, self._notify(conn, now))
+
+    def _notify(self, conn: Conn, now: datetime | None) -> DeliveryReport | None:
+        """Queue the messages the notification rules ask for, and deliver the due ones; a
+        fault here is logged and never holds up the reaping."""
+        try:
+            return self.notifier.run_once(conn, now)
+        except DB_ERRORS:
+            raise
+        except Exception:
+            log.exception("the notification step failed; the next pass tries again")
+            return None
 
     def _prune_due(self, at: datetime) -> bool:
         """A pass every PRUNE_INTERVAL_SECONDS; also when the clock went back (a test moved
