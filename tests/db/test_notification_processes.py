@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from app.notify import channels, rules
+from tests.helpers.commands import run_sundial
 from tests.helpers.dead_letters import dead_letter, declined
 from tests.helpers.processes import query, services
 from tests.helpers.receiver import receiver
@@ -73,3 +74,28 @@ def test_a_reaper_killed_while_the_receiver_holds_the_message_sends_it_again_sam
         wait_until(lambda: [r["status"] for r in _outbox(db_url)] == ["sent"], "the re-send", 90)
         (row,) = _outbox(db_url)
         assert hook.keys() == [str(row["id"])] * 2  # a repeat the receiver can drop by key
+
+
+def test_sundial_notify_test_waits_for_the_reaper_and_says_the_outcome(
+    conn: psycopg.Connection[Any], db_url: str, tmp_path: Path
+) -> None:
+    with receiver(answers=[500]) as hook, services(db_url, tmp_path) as start:
+        _webhook(conn, hook.url)
+        unknown = run_sundial(db_url, "notify", "test", "nope", "--wait", "0")
+        assert (unknown.returncode, unknown.stderr.strip()) == (
+            2, "sundial notify: error: No channel is called nope."
+        )  # fmt: skip
+        channels.create(conn, KEY, name="elsewhere", kind="webhook",
+                        fields={"url": "http://127.0.0.1:9/"}, actor="alice")  # fmt: skip
+        alone = run_sundial(db_url, "notify", "test", "elsewhere", "--wait", "0")
+        assert alone.returncode == 1 and "is `sundial reaper` running?" in alone.stdout
+        start("reaper", SECRET_KEY=KEY)
+        refused = run_sundial(db_url, "notify", "test", "hooks", "--wait", "60", SECRET_KEY=KEY)
+        assert refused.returncode == 1, refused.stdout
+        assert "not delivered:" in refused.stdout and "500" in refused.stdout
+        sent = run_sundial(db_url, "notify", "test", "hooks", "--wait", "60", SECRET_KEY=KEY)
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        assert "delivered to Webhook http://127.0.0.1:" in sent.stdout
+        listed = run_sundial(db_url, "notify", "list")
+        assert "hooks\tWebhook http://127.0.0.1:" in listed.stdout
+        assert "Tell hooks when a new group of dead letters" in listed.stdout
