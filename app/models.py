@@ -1366,12 +1366,14 @@ class NotificationChannel(SQLModel, table=True):
 
 
 class NotificationRule(SQLModel, table=True):
-    """Tell a channel about one kind of event, optionally only a job's (`app.notify.rules`)."""
+    """Tell a channel about one kind of event, optionally only a job's or a schedule's
+    (`app.notify.rules`)."""
 
     __tablename__ = "notification_rules"
     __table_args__ = (
         sa.CheckConstraint(
-            "event IN ('dead_letter', 'breaker_open')", name="notification_rules_event"
+            "event IN ('dead_letter', 'breaker_open', 'lag', 'dead_man')",
+            name="notification_rules_event",
         ),
         sa.Index("ix_notification_rules_channel", "channel_id"),
     )
@@ -1387,6 +1389,12 @@ class NotificationRule(SQLModel, table=True):
         default=None,
         sa_column=sa.Column(
             sa.Uuid, sa.ForeignKey("job_definitions.id", ondelete="CASCADE"), nullable=True
+        ),
+    )
+    schedule_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=True
         ),
     )
     created_by: str = Field(sa_column=sa.Column(sa.Text, nullable=False))

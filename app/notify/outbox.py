@@ -2,7 +2,8 @@
 delivered by the reaper, durable across restarts.
 
 Purpose: tell people when it matters (a new group of dead letters, a service's circuit
-breaker opening) without losing a message to a crash and without sending one twice.
+breaker opening, a schedule starting later than its lag threshold, an expected fire that did
+not run) without losing a message to a crash and without sending one twice.
 
 Use: the reaper calls `detect` then `deliver` every pass (`Notifier.run_once`); the
 dashboard's "Send a test" calls `queue_test`. Any number of reapers may run.
@@ -29,6 +30,7 @@ Telemetry: a log line per message sent, retried or given up.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +40,7 @@ from app.core.backoff import full_jitter
 from app.core.db import Conn
 from app.core.sql import query
 from app.notify import channels, rules, secrets, sender
+from app.observability import lag_slo
 from app.people import audit
 from app.runs import dead_letters
 from app.scheduling import schedule_rules
@@ -53,9 +56,12 @@ RATE_WINDOW_SECONDS = 60.0
 LOG_SHOWN = 50
 LOOK_BACK = timedelta(days=1)  # events older than this are never sent (a long outage)
 BREAKERS_PER_PASS = 200
+SCHEDULES_EVERY_SECONDS = 30.0
 EVENT_WORDS = {
     "dead_letter": "New dead letters",
     "breaker_open": "Service paused",
+    "lag": "Schedule late",
+    "dead_man": "Schedule did not fire",
     "test": "Test message",
     "grouped": "Grouped",
 }
@@ -69,6 +75,7 @@ class Event:
     body: str
     at: datetime
     job_id: uuid.UUID | None = None
+    schedule: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,9 +173,34 @@ def breaker_events(conn: Conn, since: datetime) -> list[Event]:
     return events
 
 
-def detect(conn: Conn, now: datetime | None = None) -> int:
+def schedule_events(conn: Conn, now: datetime | None) -> list[Event]:
+    """The lag SLO's alerts (`app.observability.lag_slo`): a schedule over its threshold,
+    an expected fire that produced no run, a schedule the trigger has not fired."""
+    at = schedule_rules.db_now(conn, now)
+    events = []
+    for alert in lag_slo.report(conn, now=now).alerts:
+        moment = alert.at or at
+        kind = "lag" if alert.kind == "lag" else "dead_man"
+        title = (f"Schedule late: {alert.schedule}" if kind == "lag"
+                 else f"Schedule did not fire: {alert.schedule}")  # fmt: skip
+        events.append(
+            Event(
+                kind,
+                f"{kind}:{alert.schedule}:{moment.isoformat()}",
+                title,
+                f"The schedule {alert.schedule} {alert.text} (the fire of "
+                f"{moment:%Y-%m-%d %H:%M} UTC). See Lag in Sundial.",
+                moment,
+                schedule=alert.schedule,
+            )
+        )
+    return events
+
+
+def detect(conn: Conn, now: datetime | None = None, *, schedules: bool = True) -> int:
     """Queue a message for every rule and every event it covers seen since the rule was
-    made (and at most LOOK_BACK ago); already queued events are left alone. The count
+    made (and at most LOOK_BACK ago); already queued events are left alone. `schedules`:
+    also read the lag SLO's alerts (a heavier read the reaper makes less often). The count
     queued."""
     all_rules = rules.all_rules(conn)
     if not all_rules:
@@ -182,12 +214,17 @@ def detect(conn: Conn, now: datetime | None = None) -> int:
         found["dead_letter"] = dead_letter_events(conn, oldest, now)
     if "breaker_open" in kinds:
         found["breaker_open"] = breaker_events(conn, oldest)
+    if schedules and kinds & {"lag", "dead_man"}:
+        for event in schedule_events(conn, now):
+            found.setdefault(event.kind, []).append(event)
     queued = 0
     for rule in all_rules:
         for event in found.get(rule.event, []):
             if event.at < rule.created_at or event.at < floor:
                 continue
             if rule.job_id is not None and event.job_id != rule.job_id:
+                continue
+            if rule.schedule is not None and event.schedule != rule.schedule:
                 continue
             queued += _queue(conn, rule.channel_id, rule.id, event, now)
     return queued
@@ -363,12 +400,19 @@ def message(conn: Conn, message_id: int) -> dict[str, Any] | None:
 
 
 class Notifier:
-    """The reaper's notification step: detect, then deliver."""
+    """The reaper's notification step: detect, then deliver. The schedules' alerts are
+    read every SCHEDULES_EVERY_SECONDS (the lag report reads a day of fires)."""
 
     def __init__(self, secret_key: str) -> None:
         self.secret_key = secret_key
+        self._schedules_read: float | None = None  # monotonic time of the last read
 
     def run_once(self, conn: Conn, now: datetime | None = None) -> DeliveryReport:
-        queued = detect(conn, now)
+        clock = time.monotonic()
+        read = (now is not None or self._schedules_read is None
+                or clock - self._schedules_read >= SCHEDULES_EVERY_SECONDS)  # fmt: skip
+        if read:
+            self._schedules_read = clock
+        queued = detect(conn, now, schedules=read)
         report = deliver(conn, self.secret_key, now=now)
         return DeliveryReport(queued, report.sent, report.retried, report.failed)

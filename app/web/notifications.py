@@ -44,7 +44,7 @@ def _blank_channel() -> dict[str, str]:
 
 
 def _blank_rule() -> dict[str, str]:
-    return {"channel": "", "event": "dead_letter", "job": ""}
+    return {"channel": "", "event": "dead_letter", "job": "", "schedule": ""}
 
 
 def _index_data(conn: Conn) -> dict[str, Any]:
@@ -131,7 +131,7 @@ async def add_channel(request: Request) -> Response:
 @requires(Role.OPERATOR)
 async def add_rule(request: Request) -> Response:
     form = await request.form()
-    values = {f: str(form.get(f, "")).strip() for f in ("channel", "event", "job")}
+    values = {f: str(form.get(f, "")).strip() for f in ("channel", "event", "job", "schedule")}
     actor = current_user(request).username
     try:
         channel_id = _uuid(values["channel"], "channel", "Choose a channel.")
@@ -142,6 +142,7 @@ async def add_rule(request: Request) -> Response:
                 channel_id=channel_id,
                 event=values["event"],
                 job=values["job"] or None,
+                schedule=values["schedule"] or None,
                 actor=actor,
             ),
         )

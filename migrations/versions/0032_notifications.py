@@ -1,5 +1,5 @@
 """notifications: channels (an encrypted Apprise URL), rules (an event kind, optionally one
-job's) and the outbox of messages owed, one per (channel, event).
+job's or one schedule's) and the outbox of messages owed, one per (channel, event).
 
 Revision ID: 0032
 Revises: 0031
@@ -64,13 +64,19 @@ def upgrade() -> None:
             sa.ForeignKey("job_definitions.id", ondelete="CASCADE"),
             nullable=True,
         ),
+        sa.Column(
+            "schedule_id",
+            sa.Uuid(),
+            sa.ForeignKey("schedules.id", ondelete="CASCADE"),
+            nullable=True,
+        ),
         sa.Column("created_by", sa.Text(), nullable=False),
         sa.Column(
             "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
         ),
     )
     op.create_check_constraint(
-        "notification_rules_event", "notification_rules", "event IN ('dead_letter', 'breaker_open')"
+        "notification_rules_event", "notification_rules", "event IN ('dead_letter', 'breaker_open', 'lag', 'dead_man')"
     )
     op.create_index("ix_notification_rules_channel", "notification_rules", ["channel_id"])
     op.create_table(

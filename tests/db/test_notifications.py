@@ -14,9 +14,12 @@ from app.catalog.job_fields import JobSpec
 from app.core.db import Conn
 from app.core.errors import Conflict
 from app.notify import channels, outbox, rules, secrets
-from app.runs import breakers
+from app.observability import lag_slo
+from app.runs import breakers, transitions
+from app.services.trigger import Trigger
 from tests.helpers.dead_letters import declined
 from tests.helpers.receiver import receiver
+from tests.helpers.schedules import add, settings
 from tests.helpers.waits import db_now
 
 KEY = "test-secret-key"
@@ -165,3 +168,34 @@ def test_over_the_rate_the_rest_go_as_one_grouped_message(conn: Conn) -> None:
         outbox.queue_test(conn, channel.id, actor="alice")
         assert outbox.deliver(conn, KEY).sent == 0  # two sent this minute: it waits
         assert hook.count() == 2
+
+
+def test_a_late_schedule_and_a_missed_fire_are_sent_to_their_rules(conn: Conn) -> None:
+    start = db_now(conn)
+    add(conn, "every minute", now=start, cron="* * * * *")
+    add(conn, "other", now=start, cron="0 3 * * *")
+    lag_slo.set_threshold(conn, "every minute", 60, actor="alice")
+    with receiver() as hook:
+        channel = _webhook(conn, hook.url)
+        rules.create(conn, channel_id=channel.id, event="lag", schedule="every minute",
+                     actor="alice")  # fmt: skip
+        rules.create(conn, channel_id=channel.id, event="dead_man", schedule="every minute",
+                     actor="alice")  # fmt: skip
+        with pytest.raises(rules.RuleError, match="No schedule is called nightly"):
+            rules.create(conn, channel_id=channel.id, event="lag", schedule="nightly",
+                         actor="alice")  # fmt: skip
+        minute = timedelta(minutes=1)
+        fires = [start.replace(second=0, microsecond=0) + minute * (i + 1) for i in range(4)]
+        trigger = Trigger(settings(), holder="t")
+        for i in (0, 3):  # the trigger is down for fires 1 and 2
+            trigger.run_once(conn, now=fires[i] + timedelta(seconds=1))
+            (_job,) = transitions.claim(conn, "w", 1, 30, now=fires[i] + timedelta(seconds=90))
+        now = fires[3] + timedelta(seconds=100)
+        assert outbox.detect(conn, now) == 3  # late at fires[3]; fires 1 and 2 missed
+        assert outbox.detect(conn, now) == 0
+        assert outbox.deliver(conn, KEY, now=now).sent == 3
+        titles = sorted(p.body["title"] for p in hook.posts)
+        assert titles == ["Schedule did not fire: every minute"] * 2 + [
+            "Schedule late: every minute"
+        ]
+        assert outbox.detect(conn, now, schedules=False) == 0

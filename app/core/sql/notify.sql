@@ -43,21 +43,25 @@ SELECT id, name, kind, secret, per_minute FROM notification_channels WHERE id = 
 
 -- name: rule_insert
 -- (write) a rule: tell a channel about one kind of event, optionally only one job's.
-INSERT INTO notification_rules (id, channel_id, event, job_id, created_by)
-VALUES (gen_random_uuid(), %(channel_id)s, %(event)s, %(job_id)s, %(actor)s)
-RETURNING id, channel_id, event, job_id, created_at;
+INSERT INTO notification_rules (id, channel_id, event, job_id, schedule_id, created_by)
+VALUES (gen_random_uuid(), %(channel_id)s, %(event)s, %(job_id)s, %(schedule_id)s, %(actor)s)
+RETURNING id, channel_id, event, job_id, schedule_id, created_at;
 
 -- name: rule_delete
 -- (write) one rule; messages it already queued stay in the log.
-DELETE FROM notification_rules WHERE id = %(id)s RETURNING id, channel_id, event, job_id;
+DELETE FROM notification_rules WHERE id = %(id)s
+RETURNING id, channel_id, event, job_id, schedule_id;
 
 -- name: rules_list
--- (read) every rule with its channel's and job's names, for the page and the detection pass.
-SELECT r.id, r.channel_id, c.name AS channel, r.event, r.job_id, j.name AS job, r.created_at
+-- (read) every rule with its channel's, job's and schedule's names, for the page and the
+-- detection pass.
+SELECT r.id, r.channel_id, c.name AS channel, r.event, r.job_id, j.name AS job,
+       r.schedule_id, s.name AS schedule, r.created_at
 FROM notification_rules r
 JOIN notification_channels c ON c.id = r.channel_id
 LEFT JOIN job_definitions j ON j.id = r.job_id
-ORDER BY c.name, r.event, j.name NULLS FIRST, r.created_at;
+LEFT JOIN schedules s ON s.id = r.schedule_id
+ORDER BY c.name, r.event, j.name NULLS FIRST, s.name NULLS FIRST, r.created_at;
 
 -- name: outbox_insert
 -- (write) a message owed to a channel; an event already queued for it is a no-op.
@@ -133,3 +137,7 @@ LIMIT %(limit)s;
 -- name: runs_jobs
 -- (read, detection pass) the job of each of these runs (a dead-letter group's sample).
 SELECT id, job_id FROM job_runs WHERE id = ANY(%(ids)s);
+
+-- name: schedule_id_by_name
+-- (read) a schedule's id, for a rule narrowed to it.
+SELECT id FROM schedules WHERE name = %(name)s;
