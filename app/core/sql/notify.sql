@@ -126,12 +126,12 @@ SELECT id, channel_id, event, title, status, tries, last_error, created_at, sent
 FROM notification_outbox WHERE id = %(id)s;
 
 -- name: breaker_opened_since
--- (read, detection pass) circuit breakers that opened at or after an instant, from the
--- audit log (ordered by its index on at).
+-- (read, detection pass) circuit breakers that opened at or after an instant, newest
+-- first, from the audit log (its index on at).
 SELECT id, at, target_id AS service, details
 FROM audit_log
 WHERE at >= %(since)s AND action = 'dependency.open'
-ORDER BY at
+ORDER BY at DESC
 LIMIT %(limit)s;
 
 -- name: runs_jobs
