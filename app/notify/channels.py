@@ -258,5 +258,5 @@ def get(conn: Conn, channel_id: uuid.UUID) -> Channel:
 def by_name(conn: Conn, name: str) -> Channel:
     row = conn.execute(query("notify", "channel_by_name"), {"name": name}).fetchone()
     if row is None:
-        raise UnknownChannel(f"No channel is called {name}.")
+        raise UnknownChannel(f"No channel is called {name}.", "name")
     return _channel(row)

@@ -10,7 +10,8 @@ from typing import Any
 import psycopg
 from starlette.testclient import TestClient
 
-from app.notify import outbox
+from app.notify import channels, outbox, rules
+from tests.helpers.api_client import api_as
 from tests.helpers.receiver import receiver
 from tests.helpers.web import post
 
@@ -105,3 +106,30 @@ def test_an_operator_adds_a_rule_and_sends_a_test_a_viewer_may_not(
         assert hook.count() == 1
         viewer = as_role("viewer")
         assert viewer.get("/notifications", follow_redirects=False).status_code == 403
+
+
+def test_the_api_lists_channels_without_secrets_queues_a_test_and_reads_its_outcome(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    with receiver() as hook, api_as(db_url, "operator") as api, api_as(db_url, "viewer") as viewer:
+        channel = channels.create(conn, KEY, name="hooks", kind="webhook",
+                                  fields={"url": hook.url + "?token=SECRETTOKEN"},
+                                  actor="alice")  # fmt: skip
+        rules.create(conn, channel_id=channel.id, event="dead_letter", actor="alice")
+        listed = api.get("/api/v1/notifications")
+        assert listed.status_code == 200 and "SECRETTOKEN" not in listed.text
+        (shown,) = listed.json()["channels"]
+        assert shown["address"].startswith("Webhook http://127.0.0.1:")
+        assert shown["rules"][0]["event"] == "dead_letter"
+        assert viewer.get("/api/v1/notifications").status_code == 403
+        queued = api.post("/api/v1/notifications/channels/hooks/test")
+        assert queued.status_code == 202, queued.text
+        message = queued.json()
+        assert (message["status"], message["tries"]) == ("pending", 0)
+        assert outbox.deliver(conn, KEY).sent == 1
+        read = api.get(f"/api/v1/notifications/messages/{message['id']}")
+        assert read.json()["status"] == "sent"
+        assert hook.posts[0].headers["Idempotency-Key"] == str(message["id"])
+        missing = api.post("/api/v1/notifications/channels/nope/test")
+        assert missing.status_code == 404
+        assert missing.json()["error"] == {"message": "No channel is called nope.", "field": "name"}
