@@ -1,5 +1,6 @@
-"""Notifications across real reaper processes and a real HTTP receiver: an event queued by
-one reaper that was then killed (SIGKILL) is delivered by the next one exactly once, and a
+"""Notifications across real processes and a real HTTP receiver: an event that happened
+while a web process ran (then killed), queued by a reaper that was then killed (SIGKILL), is
+delivered by the next reaper exactly once, and a
 reaper killed while the receiver holds the message re-sends it with the same idempotency
 key (the one window the outbox documents)."""
 
@@ -12,7 +13,7 @@ from typing import Any
 import psycopg
 
 from app.notify import channels, rules
-from tests.helpers.commands import run_sundial
+from tests.helpers.commands import free_port, run_sundial, wait_for_http
 from tests.helpers.dead_letters import dead_letter, declined
 from tests.helpers.processes import query, services
 from tests.helpers.receiver import receiver
@@ -36,7 +37,12 @@ def test_an_event_queued_before_a_reaper_is_killed_is_delivered_once_after_resta
 ) -> None:
     with receiver(answers=[503]) as hook, services(db_url, tmp_path) as start:
         _webhook(conn, hook.url)
+        port = free_port()
+        web = start("web", "--host", "127.0.0.1", "--port", str(port), SECRET_KEY=KEY)
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=90, proc=web.proc)
         declined(conn, 1)
+        web.signal(signal.SIGKILL)  # the web plays no part in delivery: killing it loses nothing
+        web.proc.wait(10)
         first = start("reaper", SECRET_KEY=KEY)
         # it queues the event and tries once; the receiver is down (503): not delivered
         wait_until(lambda: [r["tries"] for r in _outbox(db_url)] == [1], "a first try", 90)
