@@ -9,7 +9,9 @@ drop the one repeat a crash can cause (see `app.notify.outbox`).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import apprise
 
@@ -32,15 +34,21 @@ def send(url: str, title: str, body: str, key: str) -> str | None:
     for attribute in ("socket_connect_timeout", "socket_read_timeout"):
         if hasattr(plugin, attribute):
             setattr(plugin, attribute, TIMEOUT_SECONDS)
-    with apprise.LogCapture(level=logging.WARNING) as captured:  # type: ignore[no-untyped-call]
+    with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as captured:  # type: ignore[no-untyped-call]
         ok = plugin.notify(body=body, title=title)
     if ok:
         return None
     said = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
-    return _words(said[-1] if said else "The channel refused the message.")
+    return _words(said[-1] if said else "The channel refused the message.", url)
 
 
-def _words(line: str) -> str:
-    # Apprise's lines are sentences already ("Failed to send JSON notification: Internal
-    # Server Error - error=500."); keep them short, without the details it logs after.
+def _words(line: str, url: str) -> str:
+    """Apprise's warnings are sentences already ("Failed to send JSON notification:
+    Internal Server Error - error=500."); kept short, and with any piece of the secret
+    address that might appear in one blanked, since the delivery log shows them."""
+    parts = urlsplit(url)
+    pieces = [parts.path, parts.query, parts.password or "", parts.username or ""]
+    pieces += [p for p in re.split(r"[/?&=:@]", f"{parts.path}?{parts.query}") if len(p) >= 6]
+    for piece in sorted((p for p in pieces if len(p) >= 4), key=len, reverse=True):
+        line = line.replace(piece, "••••")
     return line[:500]
