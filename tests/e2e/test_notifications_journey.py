@@ -66,3 +66,23 @@ def test_an_admin_adds_a_webhook_channel_and_a_rule_and_a_test_is_delivered(
             look_at_both_widths(page, SHOTS, "delivered")
         finally:
             context.close()
+
+
+def test_an_operator_deletes_a_rule_after_confirming(
+    live_server: str, db_url: str, signed_in: Any, conn: Any
+) -> None:
+    from app.notify import channels, rules
+
+    hook = channels.create(conn, "k", name="Team hook", kind="webhook",
+                           fields={"url": "https://example.com/hook"}, actor="t")  # fmt: skip
+    rules.create(conn, channel_id=hook.id, event="breaker_open", actor="t")
+    page = signed_in("operator")
+    page.goto(live_server + "/notifications")
+    expect(page.get_by_role("button", name="Add channel")).to_have_count(0)  # admins only
+    row = page.locator("tr", has_text="Tell Team hook when a service")
+    row.locator("summary").click()
+    look_at_both_widths(page, SHOTS, "confirm-rule-delete")
+    row.get_by_role("button", name="Yes, delete the rule").click()
+    page.wait_for_url("**done=rule_deleted**")
+    expect(page.get_by_role("status")).to_contain_text("Rule deleted.")
+    expect(page.get_by_text("No rules yet.")).to_be_visible()
