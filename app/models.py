@@ -1418,8 +1418,15 @@ class NotificationOutbox(SQLModel, table=True):
             "next_try_at",
             postgresql_where=sa.text("status = 'pending'"),
         ),
-        # A channel's delivery log, newest first, and its messages of the last minute.
+        # A channel's delivery log, newest first.
         sa.Index("ix_notification_outbox_channel", "channel_id", "id"),
+        # A channel's messages of the last minute, for its rate.
+        sa.Index(
+            "ix_notification_outbox_sent",
+            "channel_id",
+            "sent_at",
+            postgresql_where=sa.text("status = 'sent' AND sent_with IS NULL"),
+        ),
     )
 
     id: int | None = Field(

@@ -382,6 +382,13 @@ def _postpone(conn: Conn, batch: list[dict[str, Any]], seconds: float,
                  {"ids": [m["id"] for m in batch], "delay": seconds, "now": now})  # fmt: skip
 
 
+def prune(conn: Conn, before: datetime, limit: int) -> int:
+    """Delete up to `limit` sent or failed messages made before `before`; the count."""
+    return conn.execute(
+        query("notify", "outbox_prune"), {"before": before, "limit": limit}
+    ).rowcount
+
+
 # --- reads -------------------------------------------------------------------------------
 
 

@@ -7,7 +7,8 @@ lease expires the reaper hands the run to another worker (or ends it when its at
 are exhausted, or when it was cancelled). It also raises the effective priority of runs
 that have waited too long, so low-priority work cannot starve. Every few minutes it
 deletes the history past its retention (SUNDIAL_KEEP_RUNS_DAYS, SUNDIAL_KEEP_FAILED_DAYS,
-SUNDIAL_KEEP_FIRES_DAYS) and the web sessions and sign-in links that expired, a bounded
+SUNDIAL_KEEP_FIRES_DAYS; sent notification messages with the runs) and the web sessions and
+sign-in links that expired, a bounded
 amount per pass so reaping leases is never held up.
 Each pass adds the run endings of the minutes closed since to the per-job statistics
 roll-up (`app.observability.job_stats.fill`: a no-op read when no minute closed).
@@ -31,6 +32,7 @@ from datetime import datetime, timedelta
 
 from app.core.config import Settings
 from app.core.db import Conn
+from app.notify import outbox
 from app.notify.outbox import DeliveryReport, Notifier
 from app.observability import job_stats
 from app.runs import breakers, queues, retention, transitions
@@ -56,6 +58,7 @@ class PrunedHistory:
     fires: int = 0
     sessions: int = 0  # expired web sessions
     sign_in_links: int = 0  # expired sign-in links
+    notifications: int = 0  # sent or failed messages of the notification outbox
 
 
 @dataclass(frozen=True)
@@ -164,16 +167,24 @@ class Reaper:
             links += signed.links
             if signed.sessions < PRUNE_BATCH and signed.links < PRUNE_BATCH:
                 break
-        pruned = PrunedHistory(pruned_runs, pruned_dags, fires, sessions, links)
+        messages = 0
+        if runs_before:  # kept as long as the runs they speak of
+            for _ in range(PRUNE_BATCHES):
+                count = outbox.prune(conn, runs_before, PRUNE_BATCH)
+                messages += count
+                if count < PRUNE_BATCH:
+                    break
+        pruned = PrunedHistory(pruned_runs, pruned_dags, fires, sessions, links, messages)
         if pruned != PrunedHistory():
             log.info(
                 "pruned history: %d runs (%d DAG runs), %d ledger rows, "
-                "%d expired sessions, %d expired sign-in links",
+                "%d expired sessions, %d expired sign-in links, %d notification messages",
                 pruned.runs,
                 pruned.dag_runs,
                 pruned.fires,
                 pruned.sessions,
                 pruned.sign_in_links,
+                pruned.notifications,
             )
         return pruned
 

@@ -76,7 +76,9 @@ def upgrade() -> None:
         ),
     )
     op.create_check_constraint(
-        "notification_rules_event", "notification_rules", "event IN ('dead_letter', 'breaker_open', 'lag', 'dead_man')"
+        "notification_rules_event",
+        "notification_rules",
+        "event IN ('dead_letter', 'breaker_open', 'lag', 'dead_man')",
     )
     op.create_index("ix_notification_rules_channel", "notification_rules", ["channel_id"])
     op.create_table(
@@ -123,6 +125,12 @@ def upgrade() -> None:
         postgresql_where=sa.text("status = 'pending'"),
     )
     op.create_index("ix_notification_outbox_channel", "notification_outbox", ["channel_id", "id"])
+    op.create_index(
+        "ix_notification_outbox_sent",
+        "notification_outbox",
+        ["channel_id", "sent_at"],
+        postgresql_where=sa.text("status = 'sent' AND sent_with IS NULL"),
+    )
 
 
 def downgrade() -> None:

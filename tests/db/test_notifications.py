@@ -11,11 +11,13 @@ import pytest
 
 from app.catalog import job_definitions
 from app.catalog.job_fields import JobSpec
+from app.core.config import Settings
 from app.core.db import Conn
 from app.core.errors import Conflict
 from app.notify import channels, outbox, rules, secrets
 from app.observability import lag_slo
 from app.runs import breakers, transitions
+from app.services.reaper import Reaper
 from app.services.trigger import Trigger
 from tests.helpers.dead_letters import declined
 from tests.helpers.receiver import receiver
@@ -199,3 +201,15 @@ def test_a_late_schedule_and_a_missed_fire_are_sent_to_their_rules(conn: Conn) -
             "Schedule late: every minute"
         ]
         assert outbox.detect(conn, now, schedules=False) == 0
+
+
+def test_the_reaper_prunes_sent_messages_with_the_runs_and_keeps_pending_ones(conn: Conn) -> None:
+    with receiver() as hook:
+        channel = _webhook(conn, hook.url)
+        outbox.queue_test(conn, channel.id, actor="alice")
+        assert outbox.deliver(conn, KEY).sent == 1
+        waiting = outbox.queue_test(conn, channel.id, actor="alice")
+        reaper = Reaper(Settings.from_env({"SECRET_KEY": KEY}))  # keeps runs 14 days
+        assert reaper.prune(conn, db_now(conn) + timedelta(days=13)).notifications == 0
+        assert reaper.prune(conn, db_now(conn) + timedelta(days=15)).notifications == 1
+        assert [r["id"] for r in _rows(conn, channel.id)] == [waiting]

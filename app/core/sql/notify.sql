@@ -84,7 +84,7 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: outbox_sent_recently
 -- (read) messages each of these channels sent in the minute before now (grouped ones
--- counted once), for the rate limit.
+-- counted once), for the rate limit (ix_notification_outbox_sent).
 SELECT channel_id, count(*)::int AS sent
 FROM notification_outbox
 WHERE channel_id = ANY(%(ids)s) AND status = 'sent' AND sent_with IS NULL
@@ -141,3 +141,14 @@ SELECT id, job_id FROM job_runs WHERE id = ANY(%(ids)s);
 -- name: schedule_id_by_name
 -- (read) a schedule's id, for a rule narrowed to it.
 SELECT id FROM schedules WHERE name = %(name)s;
+
+-- name: outbox_prune
+-- (write, the reaper's prune pass) delete a batch of sent or failed messages made before
+-- an instant; pending ones are kept whatever their age.
+DELETE FROM notification_outbox
+WHERE id IN (
+    SELECT id FROM notification_outbox
+    WHERE status <> 'pending' AND created_at < %(before)s
+    ORDER BY id
+    LIMIT %(limit)s
+);
