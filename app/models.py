@@ -1335,3 +1335,128 @@ class BulkAction(SQLModel, table=True):
     )
     created_at: datetime = _ts(nullable=False, now=True)
     finished_at: datetime | None = _ts()
+
+
+class NotificationChannel(SQLModel, table=True):
+    """Where messages go (`app.notify.channels`): an Apprise URL, kept encrypted with a key
+    derived from SECRET_KEY; `hint` is the part a person may see again."""
+
+    __tablename__ = "notification_channels"
+    __table_args__ = (
+        sa.CheckConstraint(
+            "kind IN ('webhook', 'slack', 'email', 'apprise')", name="notification_channels_kind"
+        ),
+        sa.CheckConstraint(
+            _between("per_minute", 1, limits.MAX_NOTIFY_PER_MINUTE),
+            name="notification_channels_per_minute",
+        ),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    name: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
+    kind: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    secret: str = Field(sa_column=sa.Column(sa.Text, nullable=False))  # a Fernet token
+    hint: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    per_minute: int = Field(
+        default=10, sa_column=sa.Column(sa.Integer, nullable=False, server_default="10")
+    )
+    created_by: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    created_at: datetime = _ts(nullable=False, now=True)
+    updated_at: datetime = _ts(nullable=False, now=True)
+
+
+class NotificationRule(SQLModel, table=True):
+    """Tell a channel about one kind of event, optionally only a job's or a schedule's
+    (`app.notify.rules`)."""
+
+    __tablename__ = "notification_rules"
+    __table_args__ = (
+        sa.CheckConstraint(
+            "event IN ('dead_letter', 'breaker_open', 'lag', 'dead_man')",
+            name="notification_rules_event",
+        ),
+        sa.Index("ix_notification_rules_channel", "channel_id"),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    channel_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("notification_channels.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    event: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    job_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("job_definitions.id", ondelete="CASCADE"), nullable=True
+        ),
+    )
+    schedule_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("schedules.id", ondelete="CASCADE"), nullable=True
+        ),
+    )
+    created_by: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    created_at: datetime = _ts(nullable=False, now=True)
+
+
+class NotificationOutbox(SQLModel, table=True):
+    """One message owed to a channel (`app.notify.outbox`): written when the reaper sees an
+    event, at most once per (channel, event) by the unique key; the delivery pass claims it,
+    sends it and marks it sent (or retries it later, or gives up: failed)."""
+
+    __tablename__ = "notification_outbox"
+    __table_args__ = (
+        sa.UniqueConstraint("channel_id", "event_key", name="uq_notification_outbox_event"),
+        sa.CheckConstraint(
+            "status IN ('pending', 'sent', 'failed')", name="notification_outbox_status"
+        ),
+        # The delivery pass: due messages only.
+        sa.Index(
+            "ix_notification_outbox_due",
+            "next_try_at",
+            postgresql_where=sa.text("status = 'pending'"),
+        ),
+        # A channel's delivery log, newest first.
+        sa.Index("ix_notification_outbox_channel", "channel_id", "id"),
+        # A channel's messages of the last minute, for its rate.
+        sa.Index(
+            "ix_notification_outbox_sent",
+            "channel_id",
+            "sent_at",
+            postgresql_where=sa.text("status = 'sent' AND sent_with IS NULL"),
+        ),
+    )
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger, sa.Identity(always=False), primary_key=True),
+    )
+    channel_id: uuid.UUID = Field(
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("notification_channels.id", ondelete="CASCADE"), nullable=False
+        )
+    )
+    rule_id: uuid.UUID | None = Field(
+        default=None,
+        sa_column=sa.Column(
+            sa.Uuid, sa.ForeignKey("notification_rules.id", ondelete="SET NULL"), nullable=True
+        ),
+    )
+    event: str = Field(sa_column=sa.Column(sa.Text, nullable=False))  # dead_letter, test, …
+    event_key: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    title: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    body: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    status: str = Field(
+        default="pending", sa_column=sa.Column(sa.Text, nullable=False, server_default="pending")
+    )
+    tries: int = Field(
+        default=0, sa_column=sa.Column(sa.Integer, nullable=False, server_default="0")
+    )
+    next_try_at: datetime = _ts(nullable=False, now=True)
+    last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    created_at: datetime = _ts(nullable=False, now=True)
+    sent_at: datetime | None = _ts()
+    # Sent within the grouped message of this row (over the channel's rate), else null.
+    sent_with: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, nullable=True))

@@ -54,6 +54,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "app.cli.tokens:add_token_commands": ("token",),
     "app.cli.queues:add_queue_commands": ("queue",),
     "app.cli.breakers:add_breaker_commands": ("breaker",),
+    "app.cli.notify:add_notify_commands": ("notify",),
 }
 Adder = Callable[[Any], None]  # adds its commands to the subparsers it is given
 

@@ -50,6 +50,7 @@ MAX_RUN_ID = 2**63 - 1  # run ids are bigint
 MAX_FIRES_SHOWN = 10_000
 MAX_BACKFILL_FIRES = 10_000  # most fires one backfill runs
 MAX_BACKFILL_CONCURRENCY = 50  # most runs of one backfill at once
+MAX_NOTIFY_PER_MINUTE = 600  # most messages one notification channel sends a minute
 MAX_DEPENDENCIES = 20  # services a job definition names as called by its runs
 
 MAX_NAME_LENGTH = 200  # schedules, jobs, workflows, handlers, DAG steps

@@ -1,12 +1,14 @@
 """The reaper: returns runs whose lease expired to pending (or failed), ages priorities,
-prunes history, fills the job statistics roll-up, moves the dependencies' circuit breakers.
+prunes history, fills the job statistics roll-up, moves the dependencies' circuit breakers,
+queues and delivers notifications (`app.notify.outbox`).
 
 Purpose: a worker that dies, stalls or loses its network stops heartbeating; once its
 lease expires the reaper hands the run to another worker (or ends it when its attempts
 are exhausted, or when it was cancelled). It also raises the effective priority of runs
 that have waited too long, so low-priority work cannot starve. Every few minutes it
 deletes the history past its retention (SUNDIAL_KEEP_RUNS_DAYS, SUNDIAL_KEEP_FAILED_DAYS,
-SUNDIAL_KEEP_FIRES_DAYS) and the web sessions and sign-in links that expired, a bounded
+SUNDIAL_KEEP_FIRES_DAYS; sent notification messages with the runs) and the web sessions and
+sign-in links that expired, a bounded
 amount per pass so reaping leases is never held up.
 Each pass adds the run endings of the minutes closed since to the per-job statistics
 roll-up (`app.observability.job_stats.fill`: a no-op read when no minute closed).
@@ -30,11 +32,14 @@ from datetime import datetime, timedelta
 
 from app.core.config import Settings
 from app.core.db import Conn
+from app.notify import outbox
+from app.notify.outbox import DeliveryReport, Notifier
 from app.observability import job_stats
 from app.runs import breakers, queues, retention, transitions
 from app.runs.counters import LEASE_EXPIRIES
 from app.scheduling import schedule_rules, schedules
 from app.services.periodic import run_periodic
+from app.services.reconnecting import DB_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,7 @@ class PrunedHistory:
     fires: int = 0
     sessions: int = 0  # expired web sessions
     sign_in_links: int = 0  # expired sign-in links
+    notifications: int = 0  # sent or failed messages of the notification outbox
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class ReaperReport:
     aged: int
     pruned: PrunedHistory | None  # None: no prune pass this tick
     expired: int = 0  # runs not started by their deadline, skipped
+    notified: DeliveryReport | None = None  # None: the notification step failed
 
 
 class Reaper:
@@ -68,6 +75,7 @@ class Reaper:
         self.settings = settings
         self._last_prune: datetime | None = None  # when the last prune pass ran
         self._fires_after: uuid.UUID | None = None  # where the ledger walk goes on
+        self.notifier = Notifier(settings.secret_key)
 
     def run_once(self, conn: Conn, now: datetime | None = None) -> ReaperReport:
         reaped: list[transitions.Reaped] = []
@@ -106,7 +114,18 @@ class Reaper:
         if self._prune_due(at):
             self._last_prune = at
             pruned = self.prune(conn, at)
-        return ReaperReport(reaped, aged, pruned, expired)
+        return ReaperReport(reaped, aged, pruned, expired, self._notify(conn, now))
+
+    def _notify(self, conn: Conn, now: datetime | None) -> DeliveryReport | None:
+        """Queue the messages the notification rules ask for, and deliver the due ones; a
+        fault here is logged and never holds up the reaping."""
+        try:
+            return self.notifier.run_once(conn, now)
+        except DB_ERRORS:
+            raise
+        except Exception:
+            log.exception("the notification step failed; the next pass tries again")
+            return None
 
     def _prune_due(self, at: datetime) -> bool:
         """A pass every PRUNE_INTERVAL_SECONDS; also when the clock went back (a test moved
@@ -148,16 +167,24 @@ class Reaper:
             links += signed.links
             if signed.sessions < PRUNE_BATCH and signed.links < PRUNE_BATCH:
                 break
-        pruned = PrunedHistory(pruned_runs, pruned_dags, fires, sessions, links)
+        messages = 0
+        if runs_before:  # kept as long as the runs they speak of
+            for _ in range(PRUNE_BATCHES):
+                count = outbox.prune(conn, runs_before, PRUNE_BATCH)
+                messages += count
+                if count < PRUNE_BATCH:
+                    break
+        pruned = PrunedHistory(pruned_runs, pruned_dags, fires, sessions, links, messages)
         if pruned != PrunedHistory():
             log.info(
                 "pruned history: %d runs (%d DAG runs), %d ledger rows, "
-                "%d expired sessions, %d expired sign-in links",
+                "%d expired sessions, %d expired sign-in links, %d notification messages",
                 pruned.runs,
                 pruned.dag_runs,
                 pruned.fires,
                 pruned.sessions,
                 pruned.sign_in_links,
+                pruned.notifications,
             )
         return pruned
 

@@ -43,6 +43,7 @@ from app.web import (
     job_stats,
     jobs,
     lag_slo,
+    notifications,
     observability,
     queues,
     run_logs,
@@ -106,6 +107,7 @@ def create_app(settings: Settings, database_url: str) -> Starlette:
         *job_stats.routes,
         *dag_runs.routes,
         *lag_slo.routes,
+        *notifications.routes,
         Mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static"),
     ]
     app = Starlette(

@@ -52,6 +52,9 @@ EXPECTED_TABLES = {
     "dependencies",
     "dependency_calls",
     "bulk_actions",
+    "notification_channels",
+    "notification_rules",
+    "notification_outbox",
     "alembic_version",
 }
 

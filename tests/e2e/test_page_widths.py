@@ -14,6 +14,7 @@ from psycopg.rows import dict_row
 
 from app.catalog import job_definitions
 from app.catalog.job_definitions import JobSpec
+from app.notify import channels, rules
 from app.people import audit
 from app.runs import submission
 from app.runs.run_inserts import NewRun
@@ -29,7 +30,7 @@ SHOTS = Path("/tmp/shots/widths")
 WIDTHS = (320, 390, 768, 1024, 1280)
 LONG = "a-rather-long-name-without-any-space-" * 3
 PAGES = ("/", "/audit", "/slo", "/runs", "/schedules", "/dead-letters", "/workers", "/jobs",
-         "/queues", f"/jobs/{LONG[:120]}/run")  # fmt: skip
+         "/queues", f"/jobs/{LONG[:120]}/run", "/notifications")  # fmt: skip
 
 
 def seed(db_url: str) -> None:
@@ -47,6 +48,10 @@ def seed(db_url: str) -> None:
             run_id = submission.submit(conn, NewRun("noop", {"n": n, "note": LONG})).id
             finish_run(conn, run_id)
         submission.submit(conn, NewRun("noop", run_at=db_now(conn) - timedelta(minutes=5)))
+        address = {"url": f"https://{LONG[:60]}.example.com/{LONG}"}
+        hook = channels.create(conn, "k", name=LONG[:100], kind="webhook", fields=address,
+                               actor="t")  # fmt: skip
+        rules.create(conn, channel_id=hook.id, event="dead_letter", job=LONG[:120], actor="t")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

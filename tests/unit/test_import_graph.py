@@ -18,6 +18,7 @@ LAYERS: list[set[str]] = [
     {"cli", "client"},  # the command line and the Python client
     {"web"},  # pages and the JSON API (web/api)
     {"services"},  # the worker, trigger and reaper processes
+    {"notify"},  # notification channels, rules, and the outbox the reaper delivers
     {"models"},  # the tables, over each domain's fields
     {"executors", "observability", "catalog"},
     {"scheduling"},  # rules, fire decisions, the trigger's writes, calendars

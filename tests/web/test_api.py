@@ -484,7 +484,8 @@ def test_every_operation_refuses_a_missing_token_and_read_scope_writes(
                 scoped = request(live_server, verb, concrete, read_only, body)
                 assert scoped.status == 403, (verb, path, scoped.body)
             checked += 1
-    assert checked == 48  # breakers 4, history 1, bulk 4, time spent 2, backfills 3, job runs 1
+    assert checked == 51  # breakers 4, history 1, bulk 4, time spent 2, backfills 3, job runs 1,
+    # notifications 3
     assert query(db_url, "SELECT count(*) AS n FROM audit_log WHERE action LIKE 'run.%%' "
                  "OR action LIKE 'schedule.%%' OR action LIKE 'job.%%' "
                  "OR action LIKE 'workflow.%%'")[0]["n"] == 0  # fmt: skip

@@ -10,6 +10,7 @@ from app.web.api import (
     breakers,
     bulk_actions,
     catalog,
+    notifications,
     openapi,
     queues,
     runs,
@@ -17,4 +18,5 @@ from app.web.api import (
 )
 
 routes = [*openapi.routes, *bulk_actions.routes, *runs.routes, *schedules.routes,
-          *backfills.routes, *catalog.routes, *queues.routes, *breakers.routes]  # fmt: skip
+          *backfills.routes, *catalog.routes, *queues.routes, *breakers.routes,
+          *notifications.routes]  # fmt: skip

@@ -727,3 +727,38 @@ class BackfillCancelledOut(BaseModel):
     backfill: BackfillOut
     cancelled: int = Field(description="Runs that had not started, now cancelled.")
     asked_to_stop: int = Field(description="Running runs asked to stop.")
+
+
+# ---- notifications --------------------------------------------------------------------------
+
+
+class NotificationRuleOut(BaseModel):
+    id: uuid.UUID
+    event: str = Field(description="dead_letter, breaker_open, lag or dead_man")
+    job: str | None = Field(None, description="Only this job's events (dead letters).")
+    schedule: str | None = Field(None, description="Only this schedule's events.")
+    words: str = Field(description="The rule as a sentence.")
+
+
+class NotificationChannelOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    kind: str = Field(description="webhook, slack, email or apprise")
+    address: str = Field(description="A hint of the saved address; the address is never sent.")
+    per_minute: int
+    rules: list[NotificationRuleOut]
+
+
+class NotificationListOut(BaseModel):
+    channels: list[NotificationChannelOut]
+
+
+class NotificationMessageOut(BaseModel):
+    id: int = Field(description="The message's id, also its webhook Idempotency-Key.")
+    event: str
+    title: str
+    status: str = Field(description="pending, sent or failed")
+    tries: int
+    last_error: str | None = Field(None, description="What went wrong on the last try.")
+    created_at: datetime
+    sent_at: datetime | None = None
