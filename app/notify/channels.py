@@ -204,7 +204,8 @@ def create(conn: Conn, secret_key: str, *, name: str, kind: str, fields: dict[st
 
 def update(conn: Conn, secret_key: str, channel_id: uuid.UUID, *, name: str,
            per_minute: int | None, kind: str | None = None,
-           fields: dict[str, str] | None = None, actor: str) -> Channel:  # fmt: skip
+           fields: dict[str, str] | None = None, actor: str,
+           now: datetime | None = None) -> Channel:  # fmt: skip
     """Rename a channel or change its rate; a new address replaces the saved one only when
     `fields` holds one (empty boxes keep it)."""
     name = _check_name(name)
@@ -224,7 +225,7 @@ def update(conn: Conn, secret_key: str, channel_id: uuid.UUID, *, name: str,
             {"id": channel_id, "name": name, "per_minute": rate,
              "secret": None if address is None else secrets.encrypt(secret_key, address.url),
              "hint": None if address is None else address.hint,
-             "kind": None if address is None else kind},
+             "kind": None if address is None else kind, "now": now},
         ).fetchone()  # fmt: skip
         assert row is not None
         audit.record(conn, actor, "notify.channel_update", "notification_channel", name,

@@ -13,7 +13,7 @@ RETURNING id, name, kind, hint, per_minute, created_at;
 UPDATE notification_channels
 SET name = %(name)s, per_minute = %(per_minute)s,
     secret = coalesce(%(secret)s, secret), hint = coalesce(%(hint)s, hint),
-    kind = coalesce(%(kind)s, kind), updated_at = now()
+    kind = coalesce(%(kind)s, kind), updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s
 RETURNING id, name, kind, hint, per_minute, created_at;
 
