@@ -32,11 +32,15 @@ DEFAULT_TRIGGER_BATCH_SIZE = 2000  # due schedules locked and fired per transact
 DEFAULT_TRIGGER_CONNECTIONS = 2
 DEFAULT_TRIGGER_CATCHUP_MAX = 1000  # most missed fires one schedule backfills after downtime
 DEFAULT_MAX_RESULT_BYTES = 64 * 1024
-# History the reaper keeps, in days (0: forever): runs that ended well or were cancelled or
-# skipped; dead letters (failed, timed out), kept longer for the people who triage them;
-# the schedules' fire ledger.
-DEFAULT_KEEP_RUNS_DAYS = 14.0
-DEFAULT_KEEP_FAILED_DAYS = 30.0
+# History (app.runs.history): ended runs stay in the hot tables for DEFAULT_HOT_MINUTES (dead
+# letters DEFAULT_DEAD_LETTER_DAYS, so they can be retried in place; runs with an idempotency
+# key DEFAULT_IDEMPOTENCY_HOURS, the window their key is unique in), then move to day
+# partitions, which are dropped whole after DEFAULT_RETENTION_DAYS (0: kept forever). The
+# schedules' fire ledger is kept DEFAULT_KEEP_FIRES_DAYS.
+DEFAULT_HOT_MINUTES = 60.0
+DEFAULT_DEAD_LETTER_DAYS = 7.0
+DEFAULT_IDEMPOTENCY_HOURS = 24.0
+DEFAULT_RETENTION_DAYS = 30.0
 DEFAULT_KEEP_FIRES_DAYS = 90.0
 DEFAULT_LOG_LEVEL = "INFO"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -89,9 +93,12 @@ class Settings:
     trigger_batch_size: int
     trigger_catchup_max: int
     trigger_connections: int
-    keep_runs_days: float | None  # None: forever
-    keep_failed_days: float | None
+    retention_days: float | None  # None: forever
     keep_fires_days: float | None
+    hot_minutes: float = DEFAULT_HOT_MINUTES
+    dead_letter_days: float | None = DEFAULT_DEAD_LETTER_DAYS  # None: hot until retried
+    idempotency_hours: float = DEFAULT_IDEMPOTENCY_HOURS
+    archive_dir: Path | None = None  # days are exported here before they are dropped
     # Where the `http` handler may connect besides public addresses (see app.handlers.webhook).
     http_allow_hosts: tuple[str, ...] = ()
     http_allow_networks: tuple[IPNetwork, ...] = ()
@@ -179,9 +186,16 @@ class Settings:
                 1,
                 MAX_TRIGGER_CONNECTIONS,
             ),
-            keep_runs_days=_days(env, "SUNDIAL_KEEP_RUNS_DAYS", DEFAULT_KEEP_RUNS_DAYS),
-            keep_failed_days=_days(env, "SUNDIAL_KEEP_FAILED_DAYS", DEFAULT_KEEP_FAILED_DAYS),
+            retention_days=_retention_days(env),
             keep_fires_days=_days(env, "SUNDIAL_KEEP_FIRES_DAYS", DEFAULT_KEEP_FIRES_DAYS),
+            hot_minutes=_number(
+                env, "SUNDIAL_HOT_MINUTES", DEFAULT_HOT_MINUTES, 1.0, MAX_KEEP_DAYS * 1440
+            ),
+            dead_letter_days=_days(env, "SUNDIAL_DEAD_LETTER_DAYS", DEFAULT_DEAD_LETTER_DAYS),
+            idempotency_hours=_number(
+                env, "SUNDIAL_IDEMPOTENCY_HOURS", DEFAULT_IDEMPOTENCY_HOURS, 0.0, MAX_KEEP_DAYS * 24
+            ),
+            archive_dir=_path(env, "SUNDIAL_ARCHIVE_DIR"),
             http_allow_hosts=tuple(h.lower() for h in _list(env, "SUNDIAL_HTTP_ALLOW_HOSTS")),
             http_allow_networks=_networks(env, "SUNDIAL_HTTP_ALLOW_NETWORKS"),
             metrics_public=_choice(env, "SUNDIAL_METRICS_PUBLIC", "0", ("0", "1")) == "1",
@@ -275,6 +289,41 @@ def _seconds(
     except ValueError:
         raise ConfigError(f"{name} must be a number of seconds, got {raw[:40]!r}") from None
     check_range(name, value, MIN_SECONDS, maximum, " seconds")
+    return value
+
+
+def _retention_days(env: Mapping[str, str]) -> float | None:
+    """SUNDIAL_RETENTION_DAYS; before history had day partitions, runs were kept
+    SUNDIAL_KEEP_RUNS_DAYS and dead letters SUNDIAL_KEEP_FAILED_DAYS: a deployment that
+    still sets only those keeps the longer of the two (0 in either: forever)."""
+    if env.get("SUNDIAL_RETENTION_DAYS") or not (
+        env.get("SUNDIAL_KEEP_RUNS_DAYS") or env.get("SUNDIAL_KEEP_FAILED_DAYS")
+    ):
+        return _days(env, "SUNDIAL_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)
+    legacy = [
+        _days(env, name, DEFAULT_RETENTION_DAYS)
+        for name in ("SUNDIAL_KEEP_RUNS_DAYS", "SUNDIAL_KEEP_FAILED_DAYS")
+        if env.get(name)
+    ]
+    return None if None in legacy else max(d for d in legacy if d is not None)
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    return Path(raw).expanduser() if raw else None
+
+
+def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    """A number within [low, high]."""
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw[:40]!r}") from None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ConfigError(f"{name} must be between {low:g} and {high:g}, got {value:g}")
     return value
 
 

@@ -113,11 +113,11 @@ def test_bytes_written_to_stdout_s_buffer_are_captured_in_every_model(
         assert lines_of(db_url, run_id) == [(1, "stdout", "café \ufffd\ufffd")], model
 
 
-def test_pruning_a_run_deletes_its_log_lines(conn: Any) -> None:
+def test_a_run_moved_to_history_takes_its_log_lines(conn: Any) -> None:
     from datetime import timedelta
 
     from app.handlers.jobs import Outcome
-    from app.runs import retention, run_logs
+    from app.runs import history, run_logs
     from app.runs.transitions import Finish
     from tests.helpers.waits import db_now
 
@@ -133,7 +133,10 @@ def test_pruning_a_run_deletes_its_log_lines(conn: Any) -> None:
     conn.execute(
         "UPDATE job_runs SET finished_at = finished_at - interval '30 days' WHERE id = %s", (old,)
     )
-    pruned = retention.prune(conn, runs_before=db_now(conn) - timedelta(days=1), failed_before=None)
-    assert pruned.runs == 1
+    day_ago = db_now(conn) - timedelta(days=1)
+    moved = history.move(conn, history.Cutoffs(day_ago, day_ago, day_ago))
+    assert moved.runs == 1
     rows = conn.execute("SELECT run_id FROM run_logs ORDER BY run_id").fetchall()
     assert [r["run_id"] for r in rows] == [kept]
+    rows = conn.execute("SELECT run_id FROM run_log_history").fetchall()
+    assert [r["run_id"] for r in rows] == [old]

@@ -47,16 +47,50 @@ def test_settings_defaults() -> None:
     assert settings.data_dir == Path.home() / ".local" / "share" / "sundial"
     assert settings.handler_modules == ()
     assert (settings.http_allow_hosts, settings.http_allow_networks) == ((), ())
-    assert (settings.keep_runs_days, settings.keep_failed_days, settings.keep_fires_days) == (
-        14,
-        30,
-        90,
+    assert (settings.retention_days, settings.keep_fires_days) == (30, 90)
+    assert (settings.hot_minutes, settings.dead_letter_days, settings.idempotency_hours) == (
+        60,
+        7,
+        24,
     )
+    assert settings.archive_dir is None
 
 
 def test_a_retention_of_zero_days_keeps_forever() -> None:
-    settings = Settings.from_env({"SUNDIAL_KEEP_RUNS_DAYS": "0", "SUNDIAL_KEEP_FIRES_DAYS": "0.5"})
-    assert (settings.keep_runs_days, settings.keep_fires_days) == (None, 0.5)
+    settings = Settings.from_env({"SUNDIAL_RETENTION_DAYS": "0", "SUNDIAL_KEEP_FIRES_DAYS": "0.5"})
+    assert (settings.retention_days, settings.keep_fires_days) == (None, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("env", "days"),
+    [
+        ({"SUNDIAL_KEEP_RUNS_DAYS": "14", "SUNDIAL_KEEP_FAILED_DAYS": "45"}, 45),
+        ({"SUNDIAL_KEEP_RUNS_DAYS": "10"}, 10),
+        ({"SUNDIAL_KEEP_FAILED_DAYS": "0"}, None),
+        ({"SUNDIAL_RETENTION_DAYS": "3", "SUNDIAL_KEEP_RUNS_DAYS": "90"}, 3),
+    ],
+)
+def test_the_old_retention_settings_still_set_how_long_history_is_kept(
+    env: dict[str, str], days: float | None
+) -> None:
+    assert Settings.from_env(env).retention_days == days
+
+
+def test_history_settings_are_read_and_bounded(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "SUNDIAL_HOT_MINUTES": "5",
+            "SUNDIAL_DEAD_LETTER_DAYS": "0",
+            "SUNDIAL_IDEMPOTENCY_HOURS": "2",
+            "SUNDIAL_ARCHIVE_DIR": str(tmp_path),
+        }
+    )
+    assert (settings.hot_minutes, settings.dead_letter_days) == (5, None)
+    assert (settings.idempotency_hours, settings.archive_dir) == (2, tmp_path)
+    with pytest.raises(ConfigError, match="SUNDIAL_HOT_MINUTES must be between 1 and"):
+        Settings.from_env({"SUNDIAL_HOT_MINUTES": "0.1"})
+    with pytest.raises(ConfigError, match="SUNDIAL_IDEMPOTENCY_HOURS must be a number"):
+        Settings.from_env({"SUNDIAL_IDEMPOTENCY_HOURS": "a day"})
 
 
 def test_settings_read_environment() -> None:
