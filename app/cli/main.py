@@ -55,6 +55,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "app.cli.queues:add_queue_commands": ("queue",),
     "app.cli.breakers:add_breaker_commands": ("breaker",),
     "app.cli.notify:add_notify_commands": ("notify",),
+    "app.cli.history:add_history_commands": ("history",),
 }
 Adder = Callable[[Any], None]  # adds its commands to the subparsers it is given
 

@@ -247,3 +247,35 @@ def test_a_history_table_has_its_hot_tables_columns_then_history_at(conn: Conn, 
         return [r["column_name"] for r in rows]
 
     assert columns(history.HISTORY_TABLES[hot]) == [*columns(hot), "history_at"]
+
+
+def test_the_cli_lists_the_days_kept_and_archives_one(
+    db_url: str, conn: Conn, tmp_path: Path
+) -> None:
+    from tests.helpers.commands import run_sundial
+
+    for _ in range(3):
+        finish_run(conn, submission.submit(conn, NewRun("noop")).id, Outcome.completed())
+    now = db_now(conn)
+    Reaper(settings()).move_to_history(conn, now + 2 * HOUR)
+    day = now.astimezone(UTC).date()
+
+    listed = run_sundial(db_url, "history")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == "day\truns\tattempts\tlog lines\tsize"
+    assert any(line.startswith(f"{day}\t3\t3\t0\t") for line in lines)
+    assert "days before" in lines[-1] and "SUNDIAL_RETENTION_DAYS=30" in lines[-1]
+
+    archived = run_sundial(db_url, "history", "archive", str(day), "--to", str(tmp_path))
+    assert archived.returncode == 0, archived.stderr
+    assert str(tmp_path / "run_history" / f"{day:%Y-%m-%d}.csv.gz") in archived.stdout
+    assert ids_in(conn, "run_history") != set()  # archiving alone keeps the day
+
+    nowhere = run_sundial(db_url, "history", "archive", str(day))
+    assert nowhere.returncode == 2
+    assert "--to FOLDER or SUNDIAL_ARCHIVE_DIR" in nowhere.stderr
+    missing = run_sundial(db_url, "history", "archive", "1999-01-01", "--to", str(tmp_path))
+    assert missing.returncode == 2 and "no history is kept for 1999-01-01" in missing.stderr
+    bad = run_sundial(db_url, "history", "archive", "yesterday", "--to", str(tmp_path))
+    assert bad.returncode == 2 and "a day is written YYYY-MM-DD" in bad.stderr
