@@ -41,6 +41,18 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     url = resolve_database_url(settings)
     check_database(url)
     before = migrate.current_revision(url)
+    if args.down_to:
+        if args.down_to == before:
+            print(f"database is already at revision {before}")
+            return 0
+        if not migrate.is_before(args.down_to, before):
+            raise UsageError(
+                f"--down-to {args.down_to} is not a revision before this database's "
+                f"({before or 'empty'}): see migrations/versions"
+            )
+        migrate.downgrade(url, args.down_to)
+        print(f"took database back from {before} to revision {args.down_to}")
+        return 0
     migrate.upgrade(url)
     after = migrate.current_revision(url)
     if before == after:
@@ -84,6 +96,12 @@ def add_migrate_command(sub: Any) -> None:
         help="then keep running until stopped, except in Heroku's release phase: the "
         "Procfile's release line, so that honcho or foreman (which stop every process once one "
         "exits) keep the others running",
+    )
+    migrate.add_argument(
+        "--down-to",
+        metavar="REVISION",
+        help="take the database back to an earlier revision instead (a rollback: stop "
+        "every process first; see docs/operations.md)",
     )
     migrate.set_defaults(func=cmd_migrate, process="migrate")
 

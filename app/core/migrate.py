@@ -6,6 +6,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.script.revision import RevisionError
 
 from app.core.db import make_engine, sqlalchemy_url
 from app.core.errors import UsageError
@@ -25,6 +26,12 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
+def downgrade(url: str, revision: str) -> None:
+    """Take the database back to `revision` (a rollback; each migration says what its own
+    downgrade keeps)."""
+    command.downgrade(alembic_config(url), revision)
+
+
 def current_revision(url: str) -> str | None:
     engine = make_engine(url)
     try:
@@ -36,6 +43,17 @@ def current_revision(url: str) -> str | None:
 
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config("postgresql://x/y")).get_current_head()
+
+
+def is_before(revision: str, current: str | None) -> bool:
+    """Whether `revision` is an ancestor of `current` (a revision one can go back to)."""
+    if current is None:
+        return False
+    script = ScriptDirectory.from_config(alembic_config("postgresql://x/y"))
+    try:
+        return any(r.revision == revision for r in script.iterate_revisions(current, "base"))
+    except RevisionError:  # a database newer than these migrations
+        return False
 
 
 class SchemaOutdated(UsageError):

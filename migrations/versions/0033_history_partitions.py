@@ -8,7 +8,7 @@ Online: this only creates empty tables and views. The reaper moves the ended run
 already there in batches of a thousand, oldest day first, creating each day's partitions as
 it goes; claims never wait on it (it takes only rows that ended long ago, with SKIP LOCKED).
 
-Rollback (`sundial db downgrade 0032`): puts every history row back into its hot table,
+Rollback (`sundial migrate --down-to 0032`): puts every history row back into its hot table,
 then drops the views and the history tables. Stop the reaper first, or it moves runs back
 out; the copy is one transaction, so size it (`sundial history`) before starting.
 

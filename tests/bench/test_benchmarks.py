@@ -17,6 +17,16 @@ REPO = Path(__file__).resolve().parents[2]
 PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/bin")
 
 TINY_RUNS = {
+    "history_scale": (
+        ["-m", "bench.history_scale", "--days", "2", "--runs-per-day", "2000", "--hot-runs",
+         "5000", "--drain-runs", "300", "--rounds", "1", "--samples", "2"],
+        [
+            "loaded 2 days x 2,000 runs of history",
+            "on-call pages with the month of history underneath:",
+            "claim+finish drain of 300 no-op runs",
+            "dropped the oldest day (2,000 runs",
+        ],
+    ),
     "trigger_fires": (
         ["-m", "bench.trigger_fires", "--schedules", "300", "--rounds", "1", "--batch", "40"],
         ["fires materialised:   300 runs, 300 ledger rows", "every schedule fired once"],

@@ -279,3 +279,26 @@ def test_the_cli_lists_the_days_kept_and_archives_one(
     assert missing.returncode == 2 and "no history is kept for 1999-01-01" in missing.stderr
     bad = run_sundial(db_url, "history", "archive", "yesterday", "--to", str(tmp_path))
     assert bad.returncode == 2 and "a day is written YYYY-MM-DD" in bad.stderr
+
+
+def test_rolling_back_puts_history_back_into_the_hot_tables(db_url: str, conn: Conn) -> None:
+    from tests.helpers.commands import run_sundial
+
+    dag = dag_submission.submit_dag(conn, {"A": NewRun("noop"), "B": NewRun("noop")}, [("A", "B")])
+    lone = submission.submit(conn, NewRun("noop")).id
+    for run in (dag.run_ids["A"], dag.run_ids["B"], lone):
+        finish_run(conn, run, Outcome.completed())
+    Reaper(settings()).move_to_history(conn, db_now(conn) + 2 * HOUR)
+    assert ids_in(conn, "job_runs") == set()
+    conn.close()
+
+    refused = run_sundial(db_url, "migrate", "--down-to", "9999")
+    assert refused.returncode == 2 and "is not a revision before" in refused.stderr
+    back = run_sundial(db_url, "migrate", "--down-to", "0032")
+    assert back.returncode == 0, back.stderr
+    with psycopg.connect(db_url, row_factory=dict_row) as again:
+        assert ids_in(again, "job_runs") == {lone, *dag.run_ids.values()}
+        assert len(ids_in(again, "job_run_attempts", "run_id")) == 3
+        assert ids_in(again, "dag_runs") == {dag.id}
+        assert len(ids_in(again, "job_run_deps", "run_id")) == 1
+    assert run_sundial(db_url, "migrate").returncode == 0
