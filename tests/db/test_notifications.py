@@ -209,7 +209,7 @@ def test_the_reaper_prunes_sent_messages_with_the_runs_and_keeps_pending_ones(co
         outbox.queue_test(conn, channel.id, actor="alice")
         assert outbox.deliver(conn, KEY).sent == 1
         waiting = outbox.queue_test(conn, channel.id, actor="alice")
-        reaper = Reaper(Settings.from_env({"SECRET_KEY": KEY}))  # keeps runs 14 days
-        assert reaper.prune(conn, db_now(conn) + timedelta(days=13)).notifications == 0
-        assert reaper.prune(conn, db_now(conn) + timedelta(days=15)).notifications == 1
+        reaper = Reaper(Settings.from_env({"SECRET_KEY": KEY}))  # keeps runs 30 days
+        assert reaper.prune(conn, db_now(conn) + timedelta(days=29)).notifications == 0
+        assert reaper.prune(conn, db_now(conn) + timedelta(days=31)).notifications == 1
         assert [r["id"] for r in _rows(conn, channel.id)] == [waiting]
