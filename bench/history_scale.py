@@ -10,7 +10,8 @@ A second database gets the same hot tables and no history. Then it prints:
   of a loop of claim+finish on another connection meanwhile (a drop must block no claim);
 - claim+finish throughput of `--drain-runs` no-op runs drained by 2 worker processes, rounds
   alternating between the empty and the full database, medians and their ratio;
-- the on-call pages' p50/p95 over `--samples` requests on each database.
+- the on-call pages' p50/p95 over `--samples` requests on each database;
+- how fast the reaper moves `--move-runs` ended runs (an attempt each) into history.
 
     python -m bench.history_scale                          # the full size (an hour to load)
     python -m bench.history_scale --days 2 --runs-per-day 2000 --hot-runs 2000 --drain-runs 500
@@ -119,6 +120,40 @@ def _load_day(conn: Conn, day: date, *, first: int, runs: int) -> None:
         )
 
 
+ENDED_HOT_RUNS = """
+WITH runs AS (
+    INSERT INTO job_runs (handler, status, attempt, run_at, created_at, started_at, finished_at,
+                          args)
+    SELECT 'noop', 'completed', 1, t.at, t.at, t.at, t.at + interval '1 s',
+           jsonb_build_object('customer_id', i %% 10000)
+    FROM generate_series(1, %(runs)s) AS i
+    CROSS JOIN LATERAL (SELECT now() - interval '2 hours'
+        + (i::float8 / %(runs)s) * interval '30 minutes' AS at) AS t
+    RETURNING id, started_at, finished_at
+)
+INSERT INTO job_run_attempts (run_id, attempt, worker, outcome, started_at, finished_at)
+SELECT id, 1, 'worker-1', 'completed', started_at, finished_at FROM runs
+"""
+
+
+def move_rate(url: str, runs: int) -> str:
+    """How fast the reaper moves ended runs (with an attempt each) into history."""
+    from app.core.config import Settings
+    from app.services.reaper import Reaper
+
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute(ENDED_HOT_RUNS, {"runs": runs})  # type: ignore[arg-type]
+        conn.execute("VACUUM ANALYZE job_runs")
+        keeper = Reaper(Settings.from_env({}))
+        began = time.perf_counter()
+        moved = 0
+        while (batch := keeper.move_to_history(conn).runs) > 0:
+            moved += batch
+        spent = time.perf_counter() - began
+    return (f"moved {moved:,} ended runs with their attempts into history in {spent:.1f} s: "
+            f"{moved / spent:,.0f} runs/s (the design's day ends 580 a second)")  # fmt: skip
+
+
 def drop_while_claiming(url: str) -> str:
     """Drop the oldest day while another connection claims and finishes runs one at a time;
     the drop's time and the slowest claim+finish before and during it."""
@@ -198,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-runs", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--move-runs", type=int, default=100_000)
     parser.add_argument("--full", help="a database already loaded by --keep (measure again)")
     parser.add_argument("--empty", help="its twin without history")
     parser.add_argument("--keep", action="store_true", help="keep the databases, print them")
@@ -220,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         pages.time_pages(empty, args.samples)
         print(paired_drains(empty, full, args.drain_runs, args.rounds))
         print(drop_while_claiming(full))
+        print(move_rate(full, args.move_runs))
     return 0
 
 

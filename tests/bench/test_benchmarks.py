@@ -19,12 +19,13 @@ PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sb
 TINY_RUNS = {
     "history_scale": (
         ["-m", "bench.history_scale", "--days", "2", "--runs-per-day", "2000", "--hot-runs",
-         "5000", "--drain-runs", "300", "--rounds", "1", "--samples", "2"],
+         "5000", "--drain-runs", "300", "--rounds", "1", "--samples", "2", "--move-runs", "500"],
         [
             "loaded 2 days x 2,000 runs of history",
             "on-call pages with the month of history underneath:",
             "claim+finish drain of 300 no-op runs",
             "dropped the oldest day (2,000 runs",
+            "moved 500 ended runs with their attempts into history",
         ],
     ),
     "trigger_fires": (
