@@ -78,6 +78,11 @@ TINY_RUNS = {
         ["-m", "bench.drain_ceiling", "--runs", "300", "--rounds", "1", "--batch", "50"],
         ["machine: ", "claim + complete SQL only, 2 processes, batch 50:"],
     ),
+    "drain_ceiling_notify_cost": (
+        ["-m", "bench.drain_ceiling", "--runs", "300", "--rounds", "1", "--batch", "50",
+         "--notify-cost"],
+        ["claim + complete, 2 processes, batch 50: with NOTIFY", "paired ratio median"],
+    ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
     "forecast": (
         ["-m", "bench.forecast", "--schedules", "200", "--rounds", "1"],
