@@ -136,6 +136,13 @@ def fill(conn: Conn, *, now: datetime | None = None) -> bool:
     return True
 
 
+def filled_through(conn: Conn) -> datetime | None:
+    """The end of the last minute the roll-up has added (None: it has never filled). The
+    reaper moves no run that ended after it out of the hot tables, which fills read."""
+    row = conn.execute(_q("job_stats_state_due"), {"now": None, "grace": GRACE_SECONDS}).fetchone()
+    return None if row is None else row["through"]
+
+
 def _filled(through: datetime | None, closed: datetime) -> bool:
     """Nothing to add: no minute closed since `through`. A `through` more than
     CLOCK_BACK_LIMIT ahead of the clock (it was set back, or a fill was given a time far

@@ -128,8 +128,12 @@ class Reaper:
     def move_to_history(self, conn: Conn, now: datetime | None = None) -> history.Moved:
         """Move the runs due to leave the hot tables, batch after batch up to MOVE_BATCHES."""
         at = schedule_rules.db_now(conn, now)
+        hot_before = at - timedelta(minutes=self.settings.hot_minutes)
+        # Never ahead of the statistics roll-up, which reads endings from the hot tables.
+        if (rolled_up := job_stats.filled_through(conn)) is not None:
+            hot_before = min(hot_before, rolled_up)
         cutoffs = history.Cutoffs(
-            hot_before=at - timedelta(minutes=self.settings.hot_minutes),
+            hot_before=hot_before,
             dead_before=_before(at, self.settings.dead_letter_days),
             key_before=at - timedelta(hours=self.settings.idempotency_hours),
         )

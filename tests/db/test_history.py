@@ -302,3 +302,16 @@ def test_rolling_back_puts_history_back_into_the_hot_tables(db_url: str, conn: C
         assert ids_in(again, "dag_runs") == {dag.id}
         assert len(ids_in(again, "job_run_deps", "run_id")) == 1
     assert run_sundial(db_url, "migrate").returncode == 0
+
+
+def test_no_run_moves_before_the_statistics_roll_up_has_counted_it(conn: Conn) -> None:
+    from app.observability import job_stats
+
+    run = submission.submit(conn, NewRun("noop")).id
+    finish_run(conn, run, Outcome.completed())
+    now = db_now(conn)
+    job_stats.fill(conn, now=now)  # filled up to a minute that closed before the run ended
+    keeper = Reaper(settings())
+    assert keeper.move_to_history(conn, now + 2 * HOUR).runs == 0
+    job_stats.fill(conn, now=now + 2 * HOUR)
+    assert keeper.move_to_history(conn, now + 2 * HOUR).runs == 1
