@@ -278,9 +278,15 @@ def _bulk(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _not_active(conn: Any, run_id: int, verb: str, finished_only: bool = False) -> int:
+    from app.runs import moved_runs
+
     row = conn.execute(query("run_reads", "run_by_id"), {"id": run_id}).fetchone()
     if row is None:
         raise UsageError(f"there is no run {run_id}")
+    rerun = f"re-run it (`sundial runs rerun --run {run_id}`)"
+    moved = moved_runs.in_history(conn, run_id, instead=rerun)
+    if moved is not None:
+        raise UsageError(f"cannot {verb} it: {moved}")
     if finished_only:
         raise UsageError(
             f"cannot {verb} run {run_id}: it is {row['status']}; only failed, timed out "

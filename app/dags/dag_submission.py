@@ -19,6 +19,7 @@ from app.core.json_rows import json_rows
 from app.core.sql import query
 from app.dags.dag_graph import DagError, check_dag
 from app.handlers.gate import refuse_disabled_handlers
+from app.runs import moved_runs
 from app.runs.run_inserts import (
     NewRun,
     insert_runs,
@@ -180,7 +181,8 @@ def submit_after(
         ).fetchall()
         missing = sorted(set(after) - {u["id"] for u in upstreams})
         if missing:
-            raise DagError(f"cannot run after run {missing[0]}: there is no such run")
+            moved = moved_runs.in_history(conn, missing[0], instead="submit without waiting on it")
+            raise DagError(f"cannot run after run {missing[0]}: {moved or 'there is no such run'}")
         dag_id = next((u["dag_run_id"] for u in upstreams if u["dag_run_id"]), None)
         if dag_id is None:
             dag_id = uuid.uuid4()

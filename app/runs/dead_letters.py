@@ -12,6 +12,10 @@ What a person may do, each audited in the transaction of the change:
 - edit a run's args and retry it;
 - resolve or discard a group with a reason: its runs up to the newest one leave the page
   (nothing is deleted; retention prunes them), and a later failure reopens the group.
+
+The pages read hot and history as one (`all_runs`): a dead letter older than
+SUNDIAL_DEAD_LETTER_DAYS has moved to the history and still counts in its group, but no
+retry reaches it there (a re-run, a new run with its args, does).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from app.core.db import Conn
 from app.core.errors import UsageError
 from app.core.sql import query
 from app.people import audit
-from app.runs import transitions
+from app.runs import moved_runs, transitions
 from app.runs.fingerprints import fingerprint_of
 
 GROUPS_SHOWN = 100
@@ -191,6 +195,9 @@ def retry_with_args(
         before = get_run(conn, run_id)
         if before is None or before["status"] not in ("failed", "timed_out"):
             return False
+        moved = moved_runs.in_history(conn, run_id, instead="re-run it from the runs page")
+        if moved is not None:
+            raise DeadLetterError(moved[0].upper() + moved[1:] + ".", "args")
         if transitions.retry(conn, run_id, args=args, now=now) is None:
             return False
         audit.record(

@@ -14,17 +14,24 @@ from app.core.db import Conn
 from app.core.errors import UsageError
 from app.core.sql import query
 from app.people import audit
-from app.runs import transitions
+from app.runs import moved_runs, transitions
 
 
 class RunActionRefused(UsageError):
     """The run does not exist or is not in a state that allows this."""
 
 
+class RunInHistory(RunActionRefused):
+    """The run ended long ago and moved to the history, where nothing changes it."""
+
+
 def _snapshot(conn: Conn, run_id: int) -> dict[str, Any]:
     row = conn.execute(query("run_reads", "run_by_id"), {"id": run_id}).fetchone()
     if row is None:
         raise RunActionRefused(f"There is no run {run_id}.")
+    moved = moved_runs.in_history(conn, run_id)
+    if moved is not None:
+        raise RunInHistory(moved[0].upper() + moved[1:] + ".")
     return {
         "status": row["status"],
         "attempt": row["attempt"],

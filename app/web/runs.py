@@ -132,7 +132,10 @@ def run_page(conn: Conn, run_id: int) -> dict[str, Any]:
         "upstreams": conn.execute(query("web", "run_detail_upstreams"), params).fetchall(),
         "downstreams": conn.execute(query("web", "run_detail_downstreams"), params).fetchall(),
         "cancellable": run["status"] in CANCELLABLE and not run["cancel_requested"],
-        "retryable": run["status"] in RETRYABLE,
+        # A run in the history no longer changes: a re-run (a new run, same arguments) is
+        # what is left, for the runs a re-run copies (outside a DAG run).
+        "retryable": run["status"] in RETRYABLE and not run["in_history"],
+        "rerunnable": run["in_history"] and run["dag_run_id"] is None,
     }
 
 

@@ -1,9 +1,10 @@
--- Reads of the JSON API that no other door makes. They change nothing.
+-- Reads of the JSON API that no other door makes. They change nothing; runs are read through
+-- `all_runs`, hot and history as one (app.runs.history).
 
 -- name: api_run_page
 -- (read) runs newest first, filtered, one keyset page: ids below `before`. The primary key
 -- walks backwards; `status` pending/running use their partial indexes' order anyway.
-SELECT r.* FROM job_runs r
+SELECT r.* FROM all_runs r
 WHERE (%(before)s::bigint IS NULL OR r.id < %(before)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
   AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
@@ -28,5 +29,6 @@ LEFT JOIN workflows w ON w.id = s.workflow_id
 WHERE s.name = %(name)s;
 
 -- name: api_run_by_key
--- (read) the run holding an idempotency key (job_runs_idempotency_key), every column.
+-- (read) the run holding an idempotency key (job_runs_idempotency_key), every column. Hot
+-- only: a key is unique among the hot runs, which keep it for its window.
 SELECT * FROM job_runs WHERE idempotency_key = %(key)s;

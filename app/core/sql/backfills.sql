@@ -92,7 +92,7 @@ CROSS JOIN LATERAL (
            count(*) FILTER (WHERE r.status IN ('cancelled', 'skipped')) AS stopped,
            count(*) FILTER (WHERE r.status = 'running') AS running,
            count(*) FILTER (WHERE r.status IN ('pending', 'blocked')) AS pending
-    FROM schedule_fires f LEFT JOIN job_runs r ON r.id = f.run_id
+    FROM schedule_fires f LEFT JOIN all_runs r ON r.id = f.run_id
     WHERE f.backfill_id = b.id
 ) AS p
 WHERE (%(schedule_id)s::uuid IS NULL OR b.schedule_id = %(schedule_id)s::uuid)

@@ -5,7 +5,7 @@
 -- calls, made between the run's creation and its finish (or now), newest first, at most
 -- %(limit)s: the audit log's time index bounds the scan to the run's life.
 SELECT a.id, a.at, a.actor, a.action, a.target_id AS dependency, a.details
-FROM job_runs r
+FROM all_runs r
 JOIN job_definitions j ON j.id = r.job_id AND cardinality(j.dependencies) > 0
 JOIN audit_log a
   ON a.at >= r.created_at

@@ -71,7 +71,7 @@ LIMIT %(limit)s;
 -- a handler that runs commands.
 SELECT id, handler, args, execution_model, base_priority AS priority, timeout_seconds,
        max_retries, job_id, queue
-FROM job_runs
+FROM all_runs
 WHERE id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
   AND status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
   AND dag_run_id IS NULL

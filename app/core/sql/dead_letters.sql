@@ -1,7 +1,8 @@
 -- Dead letters triage (`app/runs/dead_letters.py`): failed and timed-out runs grouped by the
--- error fingerprint their failing transition stored. Every read uses the partial index
--- ix_job_runs_dead_letter_groups (fingerprint, finished_at); runs of a group up to its
--- latest resolution's `through` are hidden. Status changes go through `app/runs/transitions.py`.
+-- error fingerprint their failing transition stored. Every read goes through `all_runs`
+-- (hot and history, merged) and uses the partial indexes ix_job_runs_dead_letter_groups and
+-- ix_run_history_dead_letters (fingerprint, finished_at); runs of a group up to its latest
+-- resolution's `through` are hidden. Status changes go through `app/runs/transitions.py`.
 
 -- name: dead_letter_groups
 -- (read) open groups, most recently failing first, each with a sample (its newest run).
@@ -10,10 +11,10 @@
 -- %(count_cap)s + 1 (a bigger group shows as "N+": counting 40,000 entries cost most of the
 -- page).
 WITH RECURSIVE prints AS (
-    SELECT min(error_fingerprint) AS fingerprint FROM job_runs
+    SELECT min(error_fingerprint) AS fingerprint FROM all_runs
     WHERE status IN ('failed', 'timed_out') AND error_fingerprint IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(error_fingerprint) FROM job_runs
+    SELECT (SELECT min(error_fingerprint) FROM all_runs
             WHERE status IN ('failed', 'timed_out') AND error_fingerprint > p.fingerprint)
     FROM prints p
     WHERE p.fingerprint IS NOT NULL
@@ -25,7 +26,7 @@ WITH RECURSIVE prints AS (
         FROM dead_letter_resolutions WHERE fingerprint = p.fingerprint
     ) c
     CROSS JOIN LATERAL (
-        SELECT max(finished_at) AS last_seen FROM job_runs
+        SELECT max(finished_at) AS last_seen FROM all_runs
         WHERE status IN ('failed', 'timed_out') AND error_fingerprint = p.fingerprint
     ) l
     WHERE p.fingerprint IS NOT NULL AND l.last_seen > c.through
@@ -37,19 +38,19 @@ SELECT o.fingerprint, n.runs, f.first_seen, o.last_seen,
 FROM open o
 CROSS JOIN LATERAL (
     SELECT count(*)::int AS runs FROM (
-        SELECT FROM job_runs
+        SELECT FROM all_runs
         WHERE status IN ('failed', 'timed_out') AND error_fingerprint = o.fingerprint
           AND finished_at > o.through
         LIMIT %(count_cap)s + 1
     ) capped
 ) n
 CROSS JOIN LATERAL (
-    SELECT min(finished_at) AS first_seen FROM job_runs
+    SELECT min(finished_at) AS first_seen FROM all_runs
     WHERE status IN ('failed', 'timed_out') AND error_fingerprint = o.fingerprint
       AND finished_at > o.through
 ) f
 CROSS JOIN LATERAL (
-    SELECT id, handler, status, last_error, traceback FROM job_runs
+    SELECT id, handler, status, last_error, traceback FROM all_runs
     WHERE status IN ('failed', 'timed_out') AND error_fingerprint = o.fingerprint
     ORDER BY finished_at DESC
     LIMIT 1
@@ -68,7 +69,7 @@ FROM (
     SELECT error_fingerprint AS fingerprint,
            date_bin('1 hour', finished_at, coalesce(%(now)s::timestamptz, now())) AS bin,
            count(*)::int AS n
-    FROM job_runs
+    FROM all_runs
     WHERE status IN ('failed', 'timed_out') AND error_fingerprint = ANY(%(fingerprints)s::text[])
       AND finished_at > coalesce(%(now)s::timestamptz, now()) - interval '24 hours'
     GROUP BY 1, 2
@@ -78,7 +79,7 @@ FROM (
 -- (read) the dry run of "retry group": how many open runs the group holds now, and the
 -- newest one's finish (what a resolution covers).
 SELECT count(*)::int AS runs, max(finished_at) AS through
-FROM job_runs
+FROM all_runs
 WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
   AND finished_at > coalesce(
       (SELECT max(through) FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s),
@@ -89,7 +90,7 @@ WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
 -- show them, and decoding 200 of them cost more than the query).
 SELECT id, handler, status, attempt, last_error, finished_at, dag_run_id, dag_node,
        quarantined, crash_count
-FROM job_runs
+FROM all_runs
 WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
   AND finished_at > coalesce(
       (SELECT max(through) FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s),
@@ -100,7 +101,7 @@ LIMIT %(limit)s;
 -- name: dead_letter_run
 -- (read) one run, for "edit args and retry".
 SELECT id, handler, status, attempt, args, last_error, traceback, error_fingerprint, finished_at
-FROM job_runs WHERE id = %(id)s;
+FROM all_runs WHERE id = %(id)s;
 
 -- name: dead_letter_resolution_insert
 -- (new) a person resolved or discarded a group: its runs up to `through` leave triage.
@@ -126,19 +127,19 @@ SELECT %(fingerprint)s AS fingerprint, n.runs, f.first_seen, s.finished_at AS la
        s.id AS sample_run_id, s.handler, s.status, s.last_error, s.traceback
 FROM (
     SELECT count(*)::int AS runs FROM (
-        SELECT FROM job_runs
+        SELECT FROM all_runs
         WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
           AND finished_at > (SELECT through FROM cut)
         LIMIT %(count_cap)s + 1
     ) capped
 ) n
 CROSS JOIN (
-    SELECT min(finished_at) AS first_seen FROM job_runs
+    SELECT min(finished_at) AS first_seen FROM all_runs
     WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
       AND finished_at > (SELECT through FROM cut)
 ) f
 CROSS JOIN LATERAL (
-    SELECT id, handler, status, last_error, traceback, finished_at FROM job_runs
+    SELECT id, handler, status, last_error, traceback, finished_at FROM all_runs
     WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
       AND finished_at > (SELECT through FROM cut)
     ORDER BY finished_at DESC

@@ -27,4 +27,4 @@ FROM workflow_steps s JOIN job_definitions j ON j.id = s.job_id
 WHERE s.workflow_id = %(workflow_id)s;
 
 -- name: handler_of_run
-SELECT handler FROM job_runs WHERE id = %(id)s;
+SELECT handler FROM all_runs WHERE id = %(id)s;

@@ -248,7 +248,7 @@ ORDER BY h.hour;
 -- (read) one job's %(limit)s slowest runs that ended from %(since)s. They are in the
 -- %(limit)s hours with the longest runs (each of those hours holds a run at least as slow
 -- as any run of another hour), so only those hours' endings are read, through the two
--- indexes of ended runs, each hour's slowest first.
+-- indexes of ended runs (ix_run_history_job_finished in history), each hour's slowest first.
 WITH slow_hours AS (
     SELECT hour, max(longest) AS longest
     FROM job_stat_hours
@@ -262,7 +262,7 @@ FROM slow_hours h
 CROSS JOIN LATERAL (
     SELECT x.id, x.status, x.attempt, x.started_at, x.finished_at,
            extract(epoch FROM x.finished_at - x.started_at)::float8 AS seconds
-    FROM job_runs x
+    FROM all_runs x
     WHERE x.finished_at >= h.hour AND x.finished_at < h.hour + interval '1 hour'
       AND (x.status IN ('completed', 'cancelled', 'skipped') OR x.status IN ('failed', 'timed_out'))
       AND x.job_id = %(job_key)s AND x.started_at IS NOT NULL

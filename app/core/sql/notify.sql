@@ -136,7 +136,7 @@ LIMIT %(limit)s;
 
 -- name: runs_jobs
 -- (read, detection pass) the job of each of these runs (a dead-letter group's sample).
-SELECT id, job_id FROM job_runs WHERE id = ANY(%(ids)s);
+SELECT id, job_id FROM all_runs WHERE id = ANY(%(ids)s);
 
 -- name: schedule_id_by_name
 -- (read) a schedule's id, for a rule narrowed to it.

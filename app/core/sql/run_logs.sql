@@ -1,5 +1,6 @@
 -- Per-run logs (`app/runs/run_logs.py`): the worker appends a batch of lines per statement;
--- the run page reads them back by the primary key (run_id, attempt, seq).
+-- the run page reads them back by the primary key (run_id, attempt, seq), or, once the run
+-- moved to the history, by ix_run_log_history_run (the `all_run_logs` view reads both).
 
 -- name: run_logs_append
 -- (new) a batch of captured lines; a batch the worker re-sends after a reconnect is a no-op.
@@ -13,11 +14,11 @@ ON CONFLICT (run_id, attempt, seq) DO NOTHING;
 -- name: run_logs_of_run
 -- (read) one run's lines, attempt by attempt, in the order they were written.
 SELECT attempt, seq, at, stream, line
-FROM run_logs
+FROM all_run_logs
 WHERE run_id = %(run_id)s
 ORDER BY attempt, seq
 LIMIT %(limit)s;
 
 -- name: run_logs_run
 -- (read) what the log page says about the run itself.
-SELECT id, handler, status, attempt, execution_model FROM job_runs WHERE id = %(run_id)s;
+SELECT id, handler, status, attempt, execution_model FROM all_runs WHERE id = %(run_id)s;

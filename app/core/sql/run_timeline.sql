@@ -1,7 +1,8 @@
 -- Reads of what Sundial keeps about one run's life, for its event timeline
 -- (app.runs.run_timeline): the run and where it came from, its finished attempts, the
 -- actions people took on it (from the audit log), and its DAG upstreams. Each is a
--- primary-key lookup or bounded by an index.
+-- primary-key lookup or bounded by an index, on the hot tables and the history both
+-- (the `all_*` views): a run reads the same after it moved.
 
 -- name: run_timeline_run
 -- (read) one run with where it came from: its schedule and whether that fire was a
@@ -23,9 +24,9 @@ SELECT r.id, r.status, r.attempt, r.created_at, r.run_at, r.started_at, r.finish
                OR a.details -> 'after' ->> 'dag_run_id' = r.dag_run_id::text)
         ORDER BY a.id
         LIMIT 1) AS started_by
-FROM job_runs r
+FROM all_runs r
 LEFT JOIN schedules s ON s.id = r.schedule_id
-LEFT JOIN dag_runs d ON d.id = r.dag_run_id
+LEFT JOIN all_dag_runs d ON d.id = r.dag_run_id
 LEFT JOIN workflows w ON w.id = d.workflow_id
 LEFT JOIN schedules ds ON ds.id = d.schedule_id
 LEFT JOIN schedule_fires f
@@ -36,7 +37,7 @@ WHERE r.id = %(id)s;
 -- name: run_timeline_attempts
 -- (read) every finished attempt of a run, oldest first, without tracebacks.
 SELECT attempt, worker, outcome, started_at, finished_at, error, requeued
-FROM job_run_attempts WHERE run_id = %(id)s ORDER BY attempt;
+FROM all_run_attempts WHERE run_id = %(id)s ORDER BY attempt;
 
 -- name: run_timeline_actions
 -- (read) the audited actions of people (and API tokens) on one run, newest first, at
@@ -44,7 +45,7 @@ FROM job_run_attempts WHERE run_id = %(id)s ORDER BY attempt;
 -- life: a cancel before its finish, a retry after which it is unfinished again; so the
 -- audit log's time index bounds the scan to its creation up to its finish (or now).
 SELECT a.id, a.at, a.actor, a.action, a.details
-FROM job_runs r
+FROM all_runs r
 JOIN audit_log a
   ON a.at >= r.created_at
  AND a.at <= coalesce(r.finished_at, coalesce(%(now)s::timestamptz, now()))
@@ -58,7 +59,7 @@ LIMIT %(limit)s;
 -- name: run_timeline_upstreams
 -- (read) the runs a DAG step waits for, with their status and when they finished.
 SELECT r.id, r.dag_node, r.status, r.finished_at
-FROM job_run_deps d
-JOIN job_runs r ON r.id = d.depends_on
+FROM all_run_deps d
+JOIN all_runs r ON r.id = d.depends_on
 WHERE d.run_id = %(id)s
 ORDER BY r.id;

@@ -9,7 +9,9 @@
 -- resumed all failed, with the newest failed run and its error. A job schedule's fire is
 -- its run; a workflow schedule's is its DAG run, finished when every step has ended, failed
 -- when a step failed or timed out. Cancelled (and skipped) fires neither break nor extend
--- a streak.
+-- a streak. Hot and history both (ix_run_history_schedule_fire, ix_dag_run_history_schedule_fire):
+-- a completed run that broke a streak stays seen after it moved, while the failures before
+-- it, dead letters, stay hot for days.
 SELECT s.id, s.name, s.auto_pause_after, s.resumed_at, last.run_id, last.error
 FROM schedules s
 CROSS JOIN LATERAL (
@@ -20,7 +22,7 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT r.fire_time, r.status <> 'completed' AS failed, r.id AS run_id,
                r.last_error AS error
-        FROM job_runs r
+        FROM all_runs r
         WHERE s.job_id IS NOT NULL AND r.schedule_id = s.id AND r.dag_run_id IS NULL
           AND r.status IN ('completed', 'failed', 'timed_out')
           AND r.fire_time > coalesce(s.resumed_at, '-infinity')
@@ -33,7 +35,7 @@ CROSS JOIN LATERAL (
            (array_agg(f.error ORDER BY f.fire_time DESC))[1]
     FROM (
         SELECT d.fire_time, steps.failed, steps.run_id, steps.error
-        FROM dag_runs d
+        FROM all_dag_runs d
         CROSS JOIN LATERAL (
             SELECT bool_and(r.status NOT IN ('pending', 'blocked', 'running')) AS ended,
                    bool_or(r.status IN ('failed', 'timed_out')) AS failed,
@@ -41,7 +43,7 @@ CROSS JOIN LATERAL (
                    min(r.id) FILTER (WHERE r.status IN ('failed', 'timed_out')) AS run_id,
                    (array_agg(concat('step ', r.dag_node, ': ', r.last_error) ORDER BY r.id)
                        FILTER (WHERE r.status IN ('failed', 'timed_out')))[1] AS error
-            FROM job_runs r WHERE r.dag_run_id = d.id
+            FROM all_runs r WHERE r.dag_run_id = d.id
         ) steps
         WHERE s.workflow_id IS NOT NULL AND d.schedule_id = s.id
           AND d.fire_time > coalesce(s.resumed_at, '-infinity')
@@ -203,7 +205,7 @@ WHERE s.name = %(name)s;
 SELECT f.fire_time, f.local_time, f.outcome, f.run_id, f.dag_run_id, f.coalesced_count,
        f.manual, f.detail, f.recorded_at, f.backfill_id, r.status AS run_status
 FROM schedule_fires f
-LEFT JOIN job_runs r ON r.id = f.run_id
+LEFT JOIN all_runs r ON r.id = f.run_id
 WHERE f.schedule_id = %(id)s
   AND (%(before)s::timestamptz IS NULL OR f.fire_time < %(before)s)
 ORDER BY f.fire_time DESC
@@ -214,10 +216,10 @@ LIMIT %(limit)s;
 SELECT count(*) AS fires FROM schedule_fires WHERE schedule_id = %(id)s;
 
 -- name: schedule_last_run
--- The newest run a schedule made (index job_runs_schedule_fire_time): a job's run, or
--- one step of a workflow's DAG run (the page links to the DAG run).
+-- The newest run a schedule made (hot or history: ix_run_history_schedule_fire): a job's
+-- run, or one step of a workflow's DAG run (the page links to the DAG run).
 SELECT r.id, r.status, r.fire_time, r.finished_at, r.dag_run_id
-FROM job_runs r
+FROM all_runs r
 WHERE r.schedule_id = %(id)s
 ORDER BY r.fire_time DESC, r.id DESC
 LIMIT 1;

@@ -10,15 +10,17 @@ SELECT 1 AS ok;
 -- matters to on-call, and never a scan of the whole history. Each status is written out:
 -- only a constant lets the planner use the index of that status's rows (dispatch, lease,
 -- blocked, rare statuses); completed runs are the bulk of the history, found at once.
+-- Live statuses read the hot table only (nothing live moves); ended ones hot and history
+-- (`all_runs`), so the counts do not drop when the reaper moves runs.
 SELECT
     (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'pending' LIMIT %(cap)s) AS c) AS pending,
     (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'blocked' LIMIT %(cap)s) AS c) AS blocked,
     (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'running' LIMIT %(cap)s) AS c) AS running,
-    (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'completed' LIMIT %(cap)s) AS c) AS completed,
-    (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'failed' LIMIT %(cap)s) AS c) AS failed,
-    (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'timed_out' LIMIT %(cap)s) AS c) AS timed_out,
-    (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'cancelled' LIMIT %(cap)s) AS c) AS cancelled,
-    (SELECT count(*) FROM (SELECT FROM job_runs WHERE status = 'skipped' LIMIT %(cap)s) AS c) AS skipped;
+    (SELECT count(*) FROM (SELECT FROM all_runs WHERE status = 'completed' LIMIT %(cap)s) AS c) AS completed,
+    (SELECT count(*) FROM (SELECT FROM all_runs WHERE status = 'failed' LIMIT %(cap)s) AS c) AS failed,
+    (SELECT count(*) FROM (SELECT FROM all_runs WHERE status = 'timed_out' LIMIT %(cap)s) AS c) AS timed_out,
+    (SELECT count(*) FROM (SELECT FROM all_runs WHERE status = 'cancelled' LIMIT %(cap)s) AS c) AS cancelled,
+    (SELECT count(*) FROM (SELECT FROM all_runs WHERE status = 'skipped' LIMIT %(cap)s) AS c) AS skipped;
 
 -- name: overview_pending_depth
 -- Pending runs by effective priority: how many, how many already due, and how long the
@@ -102,7 +104,8 @@ WHERE status = 'running'
 
 -- name: run_list
 -- (read) runs newest first, one page after keyset `before_id`; every filter optional
--- (NULL: any). The runs page and `sundial runs list` share it. The names of job and
+-- (NULL: any). The runs page and `sundial runs list` share it. Hot and history as one
+-- (`all_runs`): each side walks its own index newest first, merged by id. The names of job and
 -- schedule are looked up by key for the page's runs only (after the LIMIT, also when a
 -- bitmap, as a search's, needs a sort): not a hash of every job and schedule.
 SELECT r.id, r.handler, r.status, r.priority, r.attempt, r.max_retries, r.run_at,
@@ -110,7 +113,7 @@ SELECT r.id, r.handler, r.status, r.priority, r.attempt, r.max_retries, r.run_at
        (SELECT j.name FROM job_definitions j WHERE j.id = r.job_id) AS job_name,
        r.schedule_id, (SELECT s.name FROM schedules s WHERE s.id = r.schedule_id) AS schedule_name,
        r.dag_run_id, r.dag_node, r.cancel_requested, left(r.last_error, 300) AS last_error
-FROM job_runs r
+FROM all_runs r
 WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
   AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
@@ -122,7 +125,8 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
   -- What it carried (app.runs.run_search): args containing any of the documents. Ended
-  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  -- runs by ix_job_runs_args (ix_run_history_args in history), the others by their status's
+  -- partial index, one arm each.
   AND (%(args_any)s::jsonb[] IS NULL
        OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
            AND r.args @> ANY(%(args_any)s::jsonb[]))
@@ -139,7 +143,7 @@ LIMIT %(limit)s;
 -- action's count and where it starts. Its WHERE is run_list's, word for word (a test
 -- compares them), so a filter selects the same runs to show and to act on.
 SELECT count(*) AS total, max(r.id) AS newest
-FROM job_runs r
+FROM all_runs r
 WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
   AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
@@ -151,7 +155,8 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
   -- What it carried (app.runs.run_search): args containing any of the documents. Ended
-  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  -- runs by ix_job_runs_args (ix_run_history_args in history), the others by their status's
+  -- partial index, one arm each.
   AND (%(args_any)s::jsonb[] IS NULL
        OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
            AND r.args @> ANY(%(args_any)s::jsonb[]))
@@ -166,7 +171,7 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
 -- (read) the next batch of a bulk action: ids of runs matching the runs list's filter
 -- below keyset `before_id`, newest first. run_list's WHERE, word for word.
 SELECT r.id
-FROM job_runs r
+FROM all_runs r
 WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
   AND (%(handler)s::text IS NULL OR r.handler = %(handler)s::text)
@@ -178,7 +183,8 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
   AND (%(error)s::text IS NULL OR r.last_error ILIKE %(error)s::text)
   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s::text)
   -- What it carried (app.runs.run_search): args containing any of the documents. Ended
-  -- runs by ix_job_runs_args, the others by their status's partial index, one arm each.
+  -- runs by ix_job_runs_args (ix_run_history_args in history), the others by their status's
+  -- partial index, one arm each.
   AND (%(args_any)s::jsonb[] IS NULL
        OR (r.status IN ('completed', 'failed', 'timed_out', 'cancelled', 'skipped')
            AND r.args @> ANY(%(args_any)s::jsonb[]))
@@ -199,9 +205,11 @@ SELECT id FROM job_definitions WHERE name = %(job)s;
 SELECT id FROM schedules WHERE name = %(schedule)s OR id::text = %(schedule)s LIMIT 1;
 
 -- name: run_detail
--- (read) one run with the names of its job definition and schedule.
-SELECT r.*, j.name AS job_name, s.name AS schedule_name
-FROM job_runs r
+-- (read) one run with the names of its job definition and schedule, and whether it moved to
+-- the history (not in the hot table: nothing retries or cancels it there).
+SELECT r.*, j.name AS job_name, s.name AS schedule_name,
+       NOT EXISTS (SELECT 1 FROM job_runs h WHERE h.id = r.id) AS in_history
+FROM all_runs r
 LEFT JOIN job_definitions j ON j.id = r.job_id
 LEFT JOIN schedules s ON s.id = r.schedule_id
 WHERE r.id = %(id)s;
@@ -209,18 +217,18 @@ WHERE r.id = %(id)s;
 -- name: run_detail_attempts
 -- (read) every finished attempt of a run, oldest first, with error and traceback.
 SELECT attempt, worker, outcome, started_at, finished_at, error, traceback, requeued
-FROM job_run_attempts WHERE run_id = %(id)s ORDER BY attempt;
+FROM all_run_attempts WHERE run_id = %(id)s ORDER BY attempt;
 
 -- name: run_detail_upstreams
 -- (read) the runs this run waits for (DAG edges).
-SELECT r.id, r.dag_node, r.handler, r.status FROM job_run_deps d
-JOIN job_runs r ON r.id = d.depends_on
+SELECT r.id, r.dag_node, r.handler, r.status FROM all_run_deps d
+JOIN all_runs r ON r.id = d.depends_on
 WHERE d.run_id = %(id)s ORDER BY r.id;
 
 -- name: run_detail_downstreams
 -- (read) the runs that wait for this run (DAG edges).
-SELECT r.id, r.dag_node, r.handler, r.status FROM job_run_deps d
-JOIN job_runs r ON r.id = d.run_id
+SELECT r.id, r.dag_node, r.handler, r.status FROM all_run_deps d
+JOIN all_runs r ON r.id = d.run_id
 WHERE d.depends_on = %(id)s ORDER BY r.id;
 
 -- ---- workers ------------------------------------------------------------------------------

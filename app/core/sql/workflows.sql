@@ -66,14 +66,15 @@ ORDER BY workflow_id, upstream, downstream;
 SELECT id, name, description FROM workflows WHERE id = %(id)s;
 
 -- name: workflow_last_dag_run
--- The newest DAG run of a workflow (ix_dag_runs_workflow), for its page's picture.
-SELECT id, created_at, fire_time, schedule_id FROM dag_runs
+-- The newest DAG run of a workflow (ix_dag_runs_workflow, ix_dag_run_history_workflow), for
+-- its page's picture.
+SELECT id, created_at, fire_time, schedule_id FROM all_dag_runs
 WHERE workflow_id = %(id)s
 ORDER BY created_at DESC
 LIMIT 1;
 
 -- name: workflow_dag_run_steps
 -- Each step of one DAG run with its run's status and id.
-SELECT dag_node AS step, id AS run_id, status FROM job_runs
+SELECT dag_node AS step, id AS run_id, status FROM all_runs
 WHERE dag_run_id = %(dag_run_id)s
 ORDER BY id;

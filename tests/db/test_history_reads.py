@@ -1,0 +1,178 @@
+"""A run that moved to the history (app.runs.history) reads the same at every door that
+reads ended runs: the client, the runs list and its search, its logs and events, its DAG
+run, its dead-letter group, its schedule's streak. What would change it (retry, cancel, a
+new run waiting on it) says in words that it is in the history."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.core.config import Settings
+from app.dags import dag_runs, dag_submission, dag_timeline
+from app.dags.dag_graph import DagError
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import (
+    dead_letters,
+    moved_runs,
+    run_actions,
+    run_list,
+    run_logs,
+    run_reads,
+    run_timeline,
+    submission,
+    transitions,
+)
+from app.runs.run_inserts import NewRun
+from app.services.reaper import Reaper
+from app.services.trigger import Trigger
+from tests.helpers.dead_letters import declined
+from tests.helpers.processes import finish_run
+from tests.helpers.schedules import add
+from tests.helpers.waits import db_now, utc
+
+Conn = psycopg.Connection[Any]
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+
+def move(conn: Conn, later: timedelta = 2 * HOUR) -> None:
+    """The reaper's move, as if `later` had passed since the runs ended."""
+    keeper = Reaper(dataclasses.replace(Settings.from_env({})))
+    assert keeper.move_to_history(conn, db_now(conn) + later).runs
+
+
+def in_history(conn: Conn, run_id: int) -> bool:
+    row = conn.execute("SELECT count(*) AS n FROM run_history WHERE id = %s", (run_id,))
+    hot = conn.execute("SELECT count(*) AS n FROM job_runs WHERE id = %s", (run_id,))
+    return (row.fetchone(), hot.fetchone()) == ({"n": 1}, {"n": 0})
+
+
+def moved_run(conn: Conn, args: dict[str, Any]) -> int:
+    """A run that ran, logged a line and completed, then moved to the history."""
+    run_id = submission.submit(conn, NewRun("noop", args)).id
+    finish_run(conn, run_id, Outcome.completed({"rows": 3}))
+    conn.execute("INSERT INTO run_logs VALUES (%s, 1, 1, now(), 'stdout', 'hello')", (run_id,))
+    return run_id
+
+
+def test_a_moved_run_reads_the_same_in_the_client_lists_search_logs_and_events(
+    conn: Conn,
+) -> None:
+    run_id = moved_run(conn, {"customer_id": 42})
+    other = moved_run(conn, {"customer_id": 7})
+    waiting = submission.submit(conn, NewRun("noop", {"customer_id": 42})).id
+    move(conn)
+    assert in_history(conn, run_id) and in_history(conn, other)
+
+    detail = run_reads.run_with_attempts(conn, run_id)
+    assert detail is not None and detail.status == "completed" and detail.result == {"rows": 3}
+    assert [a.outcome for a in detail.attempts] == ["completed"]
+
+    def listed(**where: Any) -> list[int]:
+        page = run_list.list_runs(conn, run_list.RunFilter(**where).check())
+        return [r["id"] for r in page.runs]
+
+    assert listed() == [waiting, other, run_id]  # newest first, hot and history merged
+    assert listed(status="completed") == [other, run_id]
+    assert listed(job="noop", before_id=other) == [run_id]
+    assert listed(search="customer_id = 42") == [waiting, run_id]
+    assert listed(search="result.rows = 3") == [other, run_id]
+    assert run_list.count_matching(conn, run_list.RunFilter(search="customer_id = 42")) == (
+        2,
+        waiting,
+    )
+
+    assert [line["line"] for line in run_logs.lines_of(conn, run_id)] == ["hello"]
+    summary = run_logs.run_summary(conn, run_id)
+    assert summary is not None and summary["status"] == "completed"
+    events = run_timeline.events_of_run(conn, run_id)
+    assert events is not None
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "submitted" and "started" in kinds and kinds[-1] == "completed"
+
+
+def test_acting_on_a_moved_run_says_it_is_in_the_history(conn: Conn) -> None:
+    run_id = submission.submit(conn, NewRun("noop", max_retries=0)).id
+    finish_run(conn, run_id, Outcome(OutcomeStatus.CANCELLED))
+    move(conn)
+
+    for act in (run_actions.retry, run_actions.cancel):
+        with pytest.raises(run_actions.RunInHistory) as refused:
+            act(conn, run_id, actor="ops")
+        assert f"Run {run_id} ended at " in str(refused.value)
+        assert "is in the history now" in str(refused.value)
+        assert str(refused.value).endswith("re-run it instead.")
+    with pytest.raises(DagError) as waiting:
+        dag_submission.submit_after(conn, NewRun("noop"), [run_id])
+    assert f"cannot run after run {run_id}: run {run_id} ended at " in str(waiting.value)
+    assert "in the history" in str(waiting.value)
+    with pytest.raises(DagError, match="there is no such run"):
+        dag_submission.submit_after(conn, NewRun("noop"), [run_id + 1000])
+    assert moved_runs.in_history(conn, run_id + 1000) is None
+    audited = conn.execute("SELECT count(*) AS n FROM audit_log WHERE target_type = 'run'")
+    assert audited.fetchone() == {"n": 0}
+
+
+def test_a_moved_dag_run_reads_whole_on_its_page_and_timeline(conn: Conn) -> None:
+    dag = dag_submission.submit_dag(
+        conn, {"extract": NewRun("noop"), "load": NewRun("noop")}, [("extract", "load")],
+        name="nightly",
+    )  # fmt: skip
+    finish_run(conn, dag.run_ids["extract"], Outcome.completed())
+    finish_run(conn, dag.run_ids["load"], Outcome.completed())
+    move(conn)
+    assert in_history(conn, dag.run_ids["load"])
+
+    picture = dag_runs.picture(conn, dag.id)
+    assert picture is not None and not picture.live and picture.dag_run["name"] == "nightly"
+    assert [(s["dag_node"], s["status"]) for s in picture.steps] == [
+        ("extract", "completed"),
+        ("load", "completed"),
+    ]
+    [listed] = dag_runs.recent(conn)
+    assert (listed["id"], listed["total"], listed["completed"]) == (dag.id, 2, 2)
+    drawn = dag_timeline.load(conn, dag.id)
+    assert drawn is not None
+    assert [(b.name, b.upstreams) for b in drawn.bars] == [("extract", ()), ("load", ("extract",))]
+    events = run_timeline.events_of_run(conn, dag.run_ids["load"])
+    assert events is not None and "released" in [e.kind for e in events]
+
+
+def test_moved_dead_letters_stay_in_their_group_but_no_retry_reaches_them(conn: Conn) -> None:
+    old = [declined(conn, order) for order in range(2)]
+    move(conn, 8 * DAY)  # dead letters stay hot for a week, then move too
+    assert all(in_history(conn, r) for r in old)
+    recent = declined(conn, 2)
+
+    [group] = dead_letters.groups(conn)
+    assert (group.runs, group.sample_run_id) == (3, recent)
+    assert [r["id"] for r in dead_letters.group_runs(conn, group.fingerprint)] == [
+        recent,
+        *reversed(old),
+    ]
+    assert dead_letters.retry_runs(conn, [*old, recent], actor="ops") == [recent]
+    with pytest.raises(dead_letters.DeadLetterError, match="is in the history now"):
+        dead_letters.retry_with_args(conn, old[0], {"order": 9}, actor="ops")
+
+
+def test_a_success_that_moved_still_ends_a_schedules_failing_streak(conn: Conn) -> None:
+    """fail, complete, fail with auto-pause after 2: the success moves after an hour, the
+    failures stay hot for a week; the streak must still see the success between them."""
+    add(conn, "flaky", cron="* * * * *", auto_pause_after=2)
+    trigger = Trigger(Settings.from_env({}))
+    failed = Outcome(OutcomeStatus.FAILED, error="boom", retryable=False)
+    for minute, outcome in enumerate([failed, Outcome.completed(), failed]):
+        trigger.run_once(conn, now=utc("2026-05-01T10:00:10") + minute * timedelta(minutes=1))
+        (job,) = transitions.claim(conn, "w", 10, 30)
+        transitions.finish_many(conn, "w", [transitions.Finish(job.run_id, job.attempt, outcome)])
+    move(conn)
+    statuses = conn.execute("SELECT status FROM job_runs ORDER BY fire_time").fetchall()
+    assert [r["status"] for r in statuses] == ["failed", "failed"]
+    assert trigger.auto_pause(conn) == 0
+    row = conn.execute("SELECT active FROM schedules").fetchone()
+    assert row == {"active": True}
