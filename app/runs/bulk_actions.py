@@ -62,7 +62,12 @@ class BulkVerb(StrEnum):
 # The words for each verb: the imperative, the past participle, what a skipped run was.
 WORDS: dict[BulkVerb, tuple[str, str, str]] = {
     BulkVerb.CANCEL: ("Cancel", "cancelled", "had already ended"),
-    BulkVerb.RETRY: ("Retry", "queued again", "had not failed, timed out or been cancelled"),
+    # A run in the history (app.runs.history) matches a filter but no retry reaches it.
+    BulkVerb.RETRY: (
+        "Retry",
+        "queued again",
+        "had not failed, timed out or been cancelled, or are in the history: re-run those",
+    ),
     BulkVerb.RERUN: ("Re-run", "submitted again", "had not ended, or were steps of a workflow"),
 }
 

@@ -5,7 +5,6 @@ new run waiting on it) says in words that it is in the history."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +16,7 @@ from app.dags import dag_runs, dag_submission, dag_timeline
 from app.dags.dag_graph import DagError
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import (
+    bulk_actions,
     dead_letters,
     moved_runs,
     run_actions,
@@ -42,7 +42,7 @@ DAY = timedelta(days=1)
 
 def move(conn: Conn, later: timedelta = 2 * HOUR) -> None:
     """The reaper's move, as if `later` had passed since the runs ended."""
-    keeper = Reaper(dataclasses.replace(Settings.from_env({})))
+    keeper = Reaper(Settings.from_env({}))
     assert keeper.move_to_history(conn, db_now(conn) + later).runs
 
 
@@ -116,6 +116,25 @@ def test_acting_on_a_moved_run_says_it_is_in_the_history(conn: Conn) -> None:
     assert moved_runs.in_history(conn, run_id + 1000) is None
     audited = conn.execute("SELECT count(*) AS n FROM audit_log WHERE target_type = 'run'")
     assert audited.fetchone() == {"n": 0}
+
+
+def test_a_moved_run_is_re_run_with_its_arguments_and_a_bulk_retry_skips_it(conn: Conn) -> None:
+    run_id = submission.submit(conn, NewRun("noop", {"customer_id": 42}, max_retries=0)).id
+    finish_run(conn, run_id, Outcome(OutcomeStatus.FAILED, error="boom", retryable=False))
+    move(conn, 8 * DAY)
+    picked = bulk_actions.Selection(run_ids=(run_id,))
+    for verb in (bulk_actions.BulkVerb.RETRY, bulk_actions.BulkVerb.RERUN):
+        action = bulk_actions.start(conn, verb, picked, actor="ops", owner="o")
+        while bulk_actions.run_batch(conn, action, owner="o"):
+            pass
+    rows = conn.execute("SELECT id, status, args FROM job_runs ORDER BY id").fetchall()
+    assert [(r["status"], r["args"]) for r in rows] == [("pending", {"customer_id": 42})]
+    assert rows[0]["id"] != run_id and in_history(conn, run_id)
+    done = conn.execute("SELECT action, done, skipped FROM bulk_actions ORDER BY id").fetchall()
+    assert [(d["action"], d["done"], d["skipped"]) for d in done] == [
+        ("retry", 0, 1),
+        ("rerun", 1, 0),
+    ]
 
 
 def test_a_moved_dag_run_reads_whole_on_its_page_and_timeline(conn: Conn) -> None:
