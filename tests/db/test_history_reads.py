@@ -11,10 +11,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from app.catalog import job_definitions
+from app.catalog.job_definitions import JobSpec
 from app.core.config import Settings
 from app.dags import dag_runs, dag_submission, dag_timeline
 from app.dags.dag_graph import DagError
 from app.handlers.jobs import Outcome, OutcomeStatus
+from app.observability import job_durations
 from app.runs import (
     bulk_actions,
     dead_letters,
@@ -31,6 +34,7 @@ from app.runs.run_inserts import NewRun
 from app.services.reaper import Reaper
 from app.services.trigger import Trigger
 from tests.helpers.dead_letters import declined
+from tests.helpers.job_stats import ended
 from tests.helpers.processes import finish_run
 from tests.helpers.schedules import add
 from tests.helpers.waits import db_now, utc
@@ -177,6 +181,23 @@ def test_moved_dead_letters_stay_in_their_group_but_no_retry_reaches_them(conn: 
     assert dead_letters.retry_runs(conn, [*old, recent], actor="ops") == [recent]
     with pytest.raises(dead_letters.DeadLetterError, match="is in the history now"):
         dead_letters.retry_with_args(conn, old[0], {"order": 9}, actor="ops")
+
+
+def test_a_jobs_slowest_runs_include_those_in_the_history(conn: Conn) -> None:
+    job_definitions.create(conn, JobSpec(name="report", handler="noop"), actor="test")
+    job_id = job_definitions.get(conn, "report")["id"]
+    hour = db_now(conn).replace(minute=0, second=0, microsecond=0) - 5 * HOUR
+    slow = ended(conn, "noop", 30, at=hour + timedelta(minutes=10), job_id=job_id)
+    quick = ended(conn, "noop", 2, at=hour + timedelta(minutes=20), job_id=job_id)
+    read_at = hour + 2 * HOUR
+    assert [s.run_id for s in job_durations.durations(conn, job_id, now=read_at).slowest] == [
+        slow,
+        quick,
+    ]  # the roll-up counted them while they were hot
+    move(conn)
+    assert in_history(conn, slow) and in_history(conn, quick)
+    after = job_durations.durations(conn, job_id, now=read_at)
+    assert [(s.run_id, round(s.seconds)) for s in after.slowest] == [(slow, 30), (quick, 2)]
 
 
 def test_a_success_that_moved_still_ends_a_schedules_failing_streak(conn: Conn) -> None:
