@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from app.catalog import job_definitions
+from app.catalog import job_definitions, workflows
 from app.catalog.job_definitions import JobSpec
 from app.core.config import Settings
 from app.dags import dag_runs, dag_submission, dag_timeline
@@ -36,7 +36,7 @@ from app.services.trigger import Trigger
 from tests.helpers.dead_letters import declined
 from tests.helpers.job_stats import ended
 from tests.helpers.processes import finish_run
-from tests.helpers.schedules import add
+from tests.helpers.schedules import add, define_etl
 from tests.helpers.waits import db_now, utc
 
 Conn = psycopg.Connection[Any]
@@ -164,6 +164,21 @@ def test_a_moved_dag_run_reads_whole_on_its_page_and_timeline(conn: Conn) -> Non
     assert [(b.name, b.upstreams) for b in drawn.bars] == [("extract", ()), ("load", ("extract",))]
     events = run_timeline.events_of_run(conn, dag.run_ids["load"])
     assert events is not None and "released" in [e.kind for e in events]
+
+
+def test_a_workflows_page_shows_its_newest_dag_run_after_it_moved(conn: Conn) -> None:
+    define_etl(conn)
+    dag = workflows.run_now(conn, "etl")
+    for step in ("extract", "load"):
+        finish_run(conn, dag.run_ids[step], Outcome.completed())
+    move(conn)
+    assert in_history(conn, dag.run_ids["load"])
+    last = workflows.detail(conn, "etl")["last_run"]
+    assert last is not None and last["id"] == dag.id
+    assert {step: s["status"] for step, s in last["steps"].items()} == {
+        "extract": "completed",
+        "load": "completed",
+    }
 
 
 def test_moved_dead_letters_stay_in_their_group_but_no_retry_reaches_them(conn: Conn) -> None:
