@@ -158,7 +158,8 @@ def _page(conn: Conn, where: RunPageQuery) -> dict[str, Any]:
         **run_list.search_params(where.search),
         "limit": where.limit + 1,
     }
-    rows = conn.execute(query("api", "api_run_page"), params).fetchall()
+    page = conn.execute(query("api", "api_run_page"), params, prepare=run_list.UNPREPARED)
+    rows = page.fetchall()
     more = len(rows) > where.limit
     rows = rows[: where.limit]
     return {"runs": rows, "next": rows[-1]["id"] if more else None}
