@@ -17,7 +17,7 @@ from app.core.config import Settings
 from app.dags import dag_runs, dag_submission, dag_timeline
 from app.dags.dag_graph import DagError
 from app.handlers.jobs import Outcome, OutcomeStatus
-from app.observability import job_durations
+from app.observability import job_durations, lag_slo
 from app.runs import (
     bulk_actions,
     dead_letters,
@@ -213,6 +213,26 @@ def test_a_jobs_slowest_runs_include_those_in_the_history(conn: Conn) -> None:
     assert in_history(conn, slow) and in_history(conn, quick)
     after = job_durations.durations(conn, job_id, now=read_at)
     assert [(s.run_id, round(s.seconds)) for s in after.slowest] == [(slow, 30), (quick, 2)]
+
+
+def test_the_lag_breakdown_counts_fires_whose_runs_moved(conn: Conn) -> None:
+    start = db_now(conn)
+    add(conn, "every minute", now=start, cron="* * * * *")
+    lag_slo.set_threshold(conn, "every minute", 60, actor="alice")
+    first = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    trigger = Trigger(Settings.from_env({}), holder="t")
+    for i, wait in enumerate((5, 90)):
+        fire = first + i * timedelta(minutes=1)
+        trigger.run_once(conn, now=fire + timedelta(seconds=1))
+        (job,) = transitions.claim(conn, "w", 1, 30, now=fire + timedelta(seconds=wait))
+        done = transitions.Finish(job.run_id, job.attempt, Outcome.completed())
+        transitions.finish_many(conn, "w", [done], now=fire + timedelta(seconds=wait + 2))
+    move(conn)
+    assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone() == {"n": 0}
+    (lag,) = lag_slo.report(conn, now=first + 3 * timedelta(minutes=1)).schedules
+    assert (lag.fires, lag.breaches) == (2, 1)
+    claims = {s.label: s for s in lag.stages}["enqueue → claim"]
+    assert claims.p95 is not None and round(claims.p95) > 80
 
 
 def test_a_success_that_moved_still_ends_a_schedules_failing_streak(conn: Conn) -> None:

@@ -68,7 +68,8 @@ LIMIT %(limit)s;
 -- name: bulk_rerun_sources
 -- (read) what a re-run copies from each run of a batch: its job, handler, args, queue and
 -- settings. Only ended runs outside a DAG run, and, unless %(may_run_commands)s, no run of
--- a handler that runs commands.
+-- a handler that runs commands. Hot or history (`all_runs`): a re-run is what is left for a
+-- run that moved to the history.
 SELECT id, handler, args, execution_model, base_priority AS priority, timeout_seconds,
        max_retries, job_id, queue
 FROM all_runs

@@ -12,8 +12,10 @@ WHERE id = %(id)s
 RETURNING id, name, lag_slo_seconds;
 
 -- name: slo_breakdown
--- (read) for every schedule with a threshold: its job runs of the last %(hours)s hours,
--- through job_runs_schedule_fire_time (schedule_id, fire_time), each run's lag split into
+-- (read) for every schedule with a threshold: its job runs of the last %(hours)s hours, hot
+-- and history (those hours reach past the hot window; the tables themselves, not the
+-- all_* views, so that history is read by day), through job_runs_schedule_fire_time and
+-- ix_run_history_schedule_fire (schedule_id, fire_time), each run's lag split into
 -- fire -> enqueue (its ledger row's recorded_at, else the run's created_at), enqueue ->
 -- claim (first attempt), claim -> start (of the
 -- attempt that ran last: retries), start -> finish; p50/p95 of each, and how many fires
@@ -47,14 +49,36 @@ CROSS JOIN LATERAL (
                extract(epoch FROM r.finished_at - r.started_at) AS finish,
                extract(epoch FROM coalesce(a.first_claim, r.started_at,
                                            coalesce(%(now)s::timestamptz, now())) - r.fire_time) AS lag
-        FROM job_runs r
+        FROM (
+            SELECT id, schedule_id, fire_time, created_at, started_at, finished_at,
+                   NULL::timestamptz AS history_at
+            FROM job_runs
+            WHERE schedule_id = s.id AND dag_run_id IS NULL
+              AND fire_time > coalesce(%(now)s::timestamptz, now()) - make_interval(hours => %(hours)s)
+              AND fire_time <= coalesce(%(now)s::timestamptz, now())
+            UNION ALL
+            -- a run outside a DAG run is in history by its end, which comes after its fire:
+            -- only the days since the window's start (and one before, for a run that ended
+            -- before its fire time, cancelled while it waited ahead of it) are read
+            SELECT id, schedule_id, fire_time, created_at, started_at, finished_at, history_at
+            FROM run_history
+            WHERE schedule_id = s.id AND dag_run_id IS NULL
+              AND fire_time > coalesce(%(now)s::timestamptz, now()) - make_interval(hours => %(hours)s)
+              AND fire_time <= coalesce(%(now)s::timestamptz, now())
+              AND history_at > coalesce(%(now)s::timestamptz, now())
+                               - make_interval(hours => %(hours)s) - interval '1 day'
+        ) r
         LEFT JOIN schedule_fires f ON f.schedule_id = r.schedule_id AND f.fire_time = r.fire_time
+        -- its attempts are where it is: by the primary key, or in its own day's partition
         LEFT JOIN LATERAL (
-            SELECT min(started_at) AS first_claim FROM job_run_attempts WHERE run_id = r.id
+            SELECT min(started_at) AS first_claim FROM (
+                SELECT started_at FROM job_run_attempts
+                WHERE run_id = r.id AND r.history_at IS NULL
+                UNION ALL
+                SELECT started_at FROM run_attempt_history
+                WHERE run_id = r.id AND history_at = r.history_at
+            ) both_sides
         ) a ON true
-        WHERE r.schedule_id = s.id AND r.dag_run_id IS NULL
-          AND r.fire_time > coalesce(%(now)s::timestamptz, now()) - make_interval(hours => %(hours)s)
-          AND r.fire_time <= coalesce(%(now)s::timestamptz, now())
     ) x
 ) b
 WHERE s.lag_slo_seconds IS NOT NULL
