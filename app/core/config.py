@@ -188,8 +188,9 @@ class Settings:
             ),
             retention_days=_retention_days(env),
             keep_fires_days=_days(env, "SUNDIAL_KEEP_FIRES_DAYS", DEFAULT_KEEP_FIRES_DAYS),
+            # At least the hour the overview's figures read from the hot tables.
             hot_minutes=_number(
-                env, "SUNDIAL_HOT_MINUTES", DEFAULT_HOT_MINUTES, 1.0, MAX_KEEP_DAYS * 1440
+                env, "SUNDIAL_HOT_MINUTES", DEFAULT_HOT_MINUTES, 60.0, MAX_KEEP_DAYS * 1440
             ),
             dead_letter_days=_days(env, "SUNDIAL_DEAD_LETTER_DAYS", DEFAULT_DEAD_LETTER_DAYS),
             idempotency_hours=_number(

@@ -79,16 +79,16 @@ def test_the_old_retention_settings_still_set_how_long_history_is_kept(
 def test_history_settings_are_read_and_bounded(tmp_path: Path) -> None:
     settings = Settings.from_env(
         {
-            "SUNDIAL_HOT_MINUTES": "5",
+            "SUNDIAL_HOT_MINUTES": "90",
             "SUNDIAL_DEAD_LETTER_DAYS": "0",
             "SUNDIAL_IDEMPOTENCY_HOURS": "2",
             "SUNDIAL_ARCHIVE_DIR": str(tmp_path),
         }
     )
-    assert (settings.hot_minutes, settings.dead_letter_days) == (5, None)
+    assert (settings.hot_minutes, settings.dead_letter_days) == (90, None)
     assert (settings.idempotency_hours, settings.archive_dir) == (2, tmp_path)
-    with pytest.raises(ConfigError, match="SUNDIAL_HOT_MINUTES must be between 1 and"):
-        Settings.from_env({"SUNDIAL_HOT_MINUTES": "0.1"})
+    with pytest.raises(ConfigError, match="SUNDIAL_HOT_MINUTES must be between 60 and"):
+        Settings.from_env({"SUNDIAL_HOT_MINUTES": "30"})
     with pytest.raises(ConfigError, match="SUNDIAL_IDEMPOTENCY_HOURS must be a number"):
         Settings.from_env({"SUNDIAL_IDEMPOTENCY_HOURS": "a day"})
 
