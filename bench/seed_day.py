@@ -5,6 +5,8 @@ schedule fires, run end to end by real processes through a transaction pooler.
         [--spike-schedules 60000] [--spread 10] [--workers 14] [--concurrency 1000]
         [--median-seconds 2] [--sigma 0.5] [--pool-size 20] [--direct]
         [--history-days 0] [--history-per-day 1000000]
+    .venv/bin/python -m bench.seed_day --find-ceiling [--ceiling-start 2000]
+        [--ceiling-tries 5] [--ceiling-p99 5] [the fleet's options above]
 
 The design sizes Sundial at 50 M runs a day: 580 a second on average, ten times that at
 the top of the hour, runs of 2 s median. This benchmark plays that day on one machine:
@@ -29,6 +31,10 @@ in the phase (runs not started by its end count with their wait so far), the dee
 pending backlog, the database's share of the machine's CPU, and the database connections
 used; then the database's growth, CPU per 1,000 dispatches (every process of the
 benchmark) and memory per 1,000 runs in flight (workers' resident memory).
+
+`--find-ceiling` plays short spikes instead, over the same fleet and steady submits, to
+find the highest spike rate whose schedule lag p99 stays under `--ceiling-p99` seconds
+(see `bench.spike_ceiling`).
 """
 
 from __future__ import annotations
@@ -284,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history-days", type=int, default=0)
     parser.add_argument("--history-per-day", type=int, default=1_000_000)
     parser.add_argument(
+        "--find-ceiling", action="store_true",
+        help="instead of the day: the highest spike rate with lag p99 under --ceiling-p99",
+    )  # fmt: skip
+    parser.add_argument("--ceiling-start", type=float, default=2000.0, help="first rate tried")
+    parser.add_argument("--ceiling-tries", type=int, default=5)
+    parser.add_argument("--ceiling-p99", type=float, default=5.0, help="seconds")
+    parser.add_argument(
         "--submitter", nargs=3, metavar=("URL", "RATE", "SEED"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
@@ -294,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     with scratch_database("sundial_bench_day") as url:
         print("\n".join(describe(url, 1)), flush=True)
+        if args.find_ceiling:
+            find_ceiling_through_pooler(args, url)
+            return 0
         with connect(url) as conn:
             if args.history_days:
                 took = load_history(conn, args.history_days, args.history_per_day)
@@ -317,39 +333,68 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_day(
-    args: argparse.Namespace, url: str, pooled: str, cores: int, size_before: int,
-    spread_at: datetime, burst_at: datetime,
-) -> None:  # fmt: skip
+PYTHON = [sys.executable, "-m"]
+
+
+def fleet_env(url: str, pooled: str) -> dict[str, str]:
     env = {**os.environ, "DATABASE_URL": pooled, "SUNDIAL_LOG_LEVEL": "WARNING",
            "SUNDIAL_LOG_FORMAT": "text", "PYTHONUNBUFFERED": "1"}  # fmt: skip
     env.pop("TEST_DATABASE_URL", None)
     if pooled != url:
         env.update(SUNDIAL_DATABASE_POOLER="transaction", SUNDIAL_DIRECT_DATABASE_URL=url)
+    return env
+
+
+def start_fleet(
+    args: argparse.Namespace, conn: psycopg.Connection[dict[str, Any]], env: dict[str, str]
+) -> tuple[Fleet, list[int]]:
+    """The workers, the trigger and the reaper, once every worker has registered; the
+    fleet and the workers' process ids."""
     fleet = Fleet()
-    python = [sys.executable, "-m"]
-    workers = [
-        fleet.start([*python, "app.cli", "worker", "--concurrency", str(args.concurrency)], env).pid
-        for _ in range(args.workers)
-    ]
-    fleet.start([*python, "app.cli", "trigger"], env)
-    fleet.start([*python, "app.cli", "reaper"], env)
+    worker = [*PYTHON, "app.cli", "worker", "--concurrency", str(args.concurrency)]
+    workers = [fleet.start(worker, env).pid for _ in range(args.workers)]
+    fleet.start([*PYTHON, "app.cli", "trigger"], env)
+    fleet.start([*PYTHON, "app.cli", "reaper"], env)
+    deadline = time.monotonic() + 60
+    while one(conn, "SELECT count(*) AS v FROM workers WHERE stopped_at IS NULL") < len(workers):
+        if time.monotonic() > deadline:
+            fleet.stop()
+            raise SystemExit("the workers did not start within a minute")
+        time.sleep(0.2)
+    return fleet, workers
+
+
+def start_submitters(
+    args: argparse.Namespace, fleet: Fleet, pooled: str, env: dict[str, str]
+) -> None:
+    for n in range(args.submitters):
+        rate = args.steady_rate / args.submitters
+        fleet.start([*PYTHON, "bench.seed_day", "--median-seconds", str(args.median_seconds),
+                     "--sigma", str(args.sigma), "--submitter", pooled, str(rate), str(n)],
+                    env)  # fmt: skip
+
+
+def find_ceiling_through_pooler(args: argparse.Namespace, url: str) -> None:
+    from bench.spike_ceiling import find_ceiling  # it builds on this module
+
+    if args.direct:
+        find_ceiling(args, url, url)
+    else:
+        with transaction_pooler(url, args.pool_size) as pooled:
+            find_ceiling(args, url, pooled)
+
+
+def run_day(
+    args: argparse.Namespace, url: str, pooled: str, cores: int, size_before: int,
+    spread_at: datetime, burst_at: datetime,
+) -> None:  # fmt: skip
+    env = fleet_env(url, pooled)
     samples: list[Sample] = []
     with connect(url) as conn:
-        deadline = time.monotonic() + 60
-        while one(conn, "SELECT count(*) AS v FROM workers WHERE stopped_at IS NULL") < len(
-            workers
-        ):
-            if time.monotonic() > deadline:
-                raise SystemExit("the workers did not start within a minute")
-            time.sleep(0.2)
+        fleet, workers = start_fleet(args, conn, env)
         idle = take_sample(conn, fleet, workers)  # the workers' own memory, before any work
         began = one(conn, "SELECT now() AS v")
-        for n in range(args.submitters):
-            rate = args.steady_rate / args.submitters
-            fleet.start([*python, "bench.seed_day", "--median-seconds", str(args.median_seconds),
-                         "--sigma", str(args.sigma), "--submitter", pooled, str(rate), str(n)],
-                        env)  # fmt: skip
+        start_submitters(args, fleet, pooled, env)
         # at least until the second spike's phase has passed
         last = (burst_at - began).total_seconds() + args.phase_seconds + 5
         ends = time.monotonic() + max(args.minutes * 60, last)

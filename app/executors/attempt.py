@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from app.executors.cancel_flag import CancelFlag
 from app.executors.outcomes import stopped
+from app.handlers.cancel_flag import CancelFlag
 from app.handlers.jobs import ClaimedRun, JobContext, Outcome, OutcomeStatus
 
 

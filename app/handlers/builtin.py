@@ -8,8 +8,6 @@ kills its process, lives in `app.handlers.chaos` and is loaded only on request.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from app.handlers.args import number, optional_string
@@ -18,7 +16,6 @@ from app.handlers.registry import HandlerFunc, HandlerRegistry
 from app.handlers.shell import run_command
 from app.handlers.webhook import call_url
 
-SLEEP_SLICE_SECONDS = 0.05  # how often `sleep` looks at the cancel flag
 DEFAULT_FAIL_MESSAGE = "the fail handler always fails"
 
 
@@ -28,16 +25,15 @@ async def noop(ctx: JobContext, **_ignored: Any) -> None:
 
 
 async def sleep(ctx: JobContext, seconds: Any = 1.0) -> None:
-    """Sleep `seconds`, in slices, stopping early once the run is cancelled.
+    """Sleep `seconds`, stopping as soon as the run is cancelled or times out.
 
-    Under the thread model it runs on an event loop of its own in the job's thread, where
-    only the cancel flag can stop it; under the async model the task is cancelled too.
+    It waits on the cancel flag itself rather than looking at it now and then: under the
+    thread model it runs on an event loop of its own in the job's thread, where only the
+    flag can stop it; under the async model the task is cancelled too.
     """
     duration = number("seconds", seconds)
-    deadline = time.monotonic() + duration
-    while (remaining := deadline - time.monotonic()) > 0:
-        ctx.check_cancelled()
-        await asyncio.sleep(min(SLEEP_SLICE_SECONDS, remaining))
+    if duration > 0 and await ctx.wait_cancelled(duration):
+        ctx.check_cancelled()  # raises Cancelled
 
 
 async def fail(ctx: JobContext, message: Any = None, retryable: Any = True) -> None:

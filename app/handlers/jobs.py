@@ -6,6 +6,7 @@ executors (run a handler in the right execution model, with timeout and cancella
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.core import limits
+from app.handlers.cancel_flag import CancelFlag
 
 JSON = dict[str, Any] | list[Any] | str | int | float | bool | None
 
@@ -84,7 +86,9 @@ class JobContext:
     `idempotency_key` plus `attempt` lets a handler fence its own side effects, e.g. as a
     conditional write keyed by the run, refusing writes from an attempt older than the
     newest one seen. Long-running handlers should call `check_cancelled()` now and then:
-    for thread jobs it is the only way a cancel or timeout can stop them.
+    for thread jobs it is the only way a cancel or timeout can stop them. An async handler
+    that waits should `await ctx.wait_cancelled(seconds)`: it returns at once when the run
+    is stopped, in every execution model, without waking until then.
 
     From inside a job: `ctx.progress(40, "copied 40 of 100 files")` shows how far it got on
     the run's page (cheap: the worker writes the latest report about once a second), and
@@ -96,7 +100,7 @@ class JobContext:
     attempt: int
     idempotency_key: str | None
     fire_time: datetime | None
-    cancel_event: threading.Event = field(default_factory=threading.Event)
+    cancel_event: threading.Event = field(default_factory=CancelFlag)
     # A DAG step's upstream results by step name (run id for `--after` edges).
     upstream: dict[str, JSON] = field(default_factory=dict)
     # Set by the executor; without one (a handler called directly) progress goes nowhere.
@@ -109,6 +113,37 @@ class JobContext:
     def check_cancelled(self) -> None:
         if self.cancel_event.is_set():
             raise Cancelled(f"run {self.run_id} attempt {self.attempt} was cancelled")
+
+    async def wait_cancelled(self, seconds: float) -> bool:
+        """Wait up to `seconds` for the run to be cancelled (or to time out): True
+        as soon as it is, False once the time is up. Nothing runs until one of the two
+        happens, so thousands of waiting runs cost no CPU. Under the `async` model a stop
+        also cancels the waiting task, which raises CancelledError here as usual."""
+        flag = self.cancel_event
+        if flag.is_set():
+            return True
+        if seconds <= 0:
+            return False
+        if not isinstance(flag, CancelFlag):  # a plain Event passed in: it cannot wake us
+            return await _poll_flag(flag, seconds)
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:  # in whichever thread sets the flag
+            try:
+                loop.call_soon_threadsafe(_resolve, woken)
+            except RuntimeError:  # that loop has closed: nobody waits any more
+                pass
+
+        timer = loop.call_later(seconds, _resolve, woken)
+        flag.add_waker(wake)
+        try:
+            if not flag.is_set():  # it may have been set before the waker was in place
+                await woken
+        finally:
+            timer.cancel()
+            flag.remove_waker(wake)
+        return flag.is_set()
 
     def progress(self, value: float, message: str | None = None) -> None:
         """Report how far the job got: a number (percent, items done, ...) and an optional
@@ -133,6 +168,24 @@ class JobContext:
             job.fire_time,
             upstream=job.upstream_results or {},
         )
+
+
+POLL_SECONDS = 0.05  # how often a wait looks at a cancel flag that cannot wake it
+
+
+async def _poll_flag(flag: threading.Event, seconds: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not flag.is_set():
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(POLL_SECONDS, remaining))
+    return True
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class OutcomeStatus(StrEnum):

@@ -124,6 +124,14 @@ TINY_RUNS = {
          "dispatches/s", "lag p50", "per 1,000 dispatches",
          "schedule fires the trigger made: 400 of 400"],
     ),
+    "seed_day_ceiling": (
+        ["-m", "bench.seed_day", "--find-ceiling", "--ceiling-start", "20", "--ceiling-tries",
+         "2", "--steady-rate", "20", "--submitters", "1", "--spread", "2", "--workers", "1",
+         "--concurrency", "50", "--phase-seconds", "2", "--median-seconds", "0.2",
+         *([] if PGBOUNCER else ["--direct"])],
+        ["spike 20 fires/s (", "lag p50", "CPU of the machine: workers", "database",
+         "ceiling: ", "what limits it: at "],
+    ),
 }  # fmt: skip
 
 

@@ -268,15 +268,30 @@ def test_leaked_threads_are_replaced_at_most_pool_size_at_a_time() -> None:
 
 
 def test_thread_job_sees_the_cancel_flag() -> None:
-    async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any]]:
-        # `sleep` checks ctx.cancelled between slices, so its thread frees up quickly
+    async def scenario(ex: Executors) -> tuple[Outcome, dict[str, Any], float]:
+        # `sleep` waits on the cancel flag itself, so its thread frees up at once
         outcome = await cancel_once_started(ex, job("sleep", "thread", seconds=60))
+        cancelled = time.monotonic()
         await wait_until_async(lambda: ex.stats()["threads_busy"] == 0, "the thread to free up")
-        return outcome, ex.stats()
+        return outcome, ex.stats(), time.monotonic() - cancelled
 
-    outcome, stats = with_executors(scenario, processes=0)
+    outcome, stats, freed_after = with_executors(scenario, processes=0)
     assert outcome.status is OutcomeStatus.CANCELLED
     assert stats["leaked_thread_slots"] == 0 and stats["threads_busy"] == 0
+    assert freed_after < 1
+
+
+@pytest.mark.parametrize("model", ["async", "thread"])
+def test_a_long_sleep_times_out_promptly(model: str) -> None:
+    async def scenario(ex: Executors) -> tuple[Outcome, float]:
+        started = time.monotonic()
+        outcome = await ex.run(job("sleep", model, timeout=0.2, seconds=600))
+        await wait_until_async(lambda: ex.stats()["threads_busy"] == 0, "the thread to free up")
+        return outcome, time.monotonic() - started
+
+    outcome, took = with_executors(scenario, processes=0)
+    assert outcome.status is OutcomeStatus.TIMED_OUT
+    assert took < 1.5
 
 
 # ---- process ----------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 import pytest
 
 from app.executors.attempt import Attempt
-from app.executors.cancel_flag import CancelFlag
 from app.executors.deadlines import Deadlines
 from app.executors.framing import encode_frame, read_frame, read_frame_blocking, write_frame
 from app.executors.outcomes import MAX_ERROR_CHARS, describe_exit, storable
@@ -26,6 +25,7 @@ from app.executors.protocol import (
     serve_request,
 )
 from app.handlers import default_registry, load_modules
+from app.handlers.cancel_flag import CancelFlag
 from app.handlers.jobs import ClaimedRun, Outcome, OutcomeStatus
 from tests.helpers.waits import wait_until_async
 
@@ -46,6 +46,20 @@ def test_cancel_flag_behaves_like_a_threading_event_across_threads() -> None:
     assert seen == [True] and flag.is_set()
     flag.clear()
     assert not flag.is_set()
+
+
+def test_cancel_flag_calls_its_wakers_once_set_and_not_after_removal() -> None:
+    flag = CancelFlag()
+    woken: list[str] = []
+    kept, removed = (lambda: woken.append("kept")), (lambda: woken.append("removed"))
+    flag.add_waker(kept)
+    flag.add_waker(removed)
+    flag.remove_waker(removed)
+    flag.remove_waker(removed)  # twice: harmless
+    setter = threading.Thread(target=flag.set)
+    setter.start()
+    setter.join(5)
+    assert woken == ["kept"] and flag.is_set()
 
 
 def test_frames_survive_arriving_in_pieces() -> None:

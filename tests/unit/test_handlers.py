@@ -191,7 +191,32 @@ def test_sleep_stops_once_the_cancel_flag_is_set() -> None:
     started = time.monotonic()
     with pytest.raises(Cancelled):
         asyncio.run(sleep(ctx, seconds=60))
-    assert time.monotonic() - started < 60  # stopped long before its end
+    assert time.monotonic() - started < 1  # woken by the flag, long before its end
+
+
+def test_sleep_on_a_plain_event_still_stops_once_it_is_set() -> None:
+    ctx = JobContext(1, 1, None, None, cancel_event=threading.Event())  # cannot wake it
+    threading.Timer(0.1, ctx.cancel_event.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        asyncio.run(sleep(ctx, seconds=60))
+    assert time.monotonic() - started < 1
+
+
+def test_sleep_of_an_already_cancelled_run_stops_at_once() -> None:
+    ctx = context()
+    ctx.cancel_event.set()
+    with pytest.raises(Cancelled):
+        asyncio.run(sleep(ctx, seconds=60))
+    asyncio.run(sleep(ctx, seconds=0))  # nothing to sleep: nothing to stop
+
+
+def test_wait_cancelled_times_out_and_leaves_no_waker_behind() -> None:
+    ctx = context()
+    started = time.monotonic()
+    assert asyncio.run(ctx.wait_cancelled(0.05)) is False
+    assert time.monotonic() - started >= 0.05
+    assert not ctx.cancel_event._wakers  # type: ignore[attr-defined]
 
 
 def test_fail_raises_retryable_or_not() -> None:
