@@ -23,7 +23,8 @@ the top of the hour, runs of 2 s median. This benchmark plays that day on one ma
   the database through a transaction-mode PgBouncer of `--pool-size` server connections
   (`--direct`: without it), their listeners directly, as a real fleet's would;
 - with `--history-days`, that many days of ended runs (`--history-per-day` each) are
-  bulk-loaded first, so that claims and finishes run over a month of history.
+  loaded first into the history's day partitions, as the reaper leaves them, so that
+  claims, finishes and the reaper's passes run beside a month of history.
 
 It prints, per phase (steady, spread spike, burst spike): dispatches a second achieved,
 schedule lag (started_at - run_at, the design's SLO metric) p50/p99/max over the runs due
@@ -55,6 +56,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from bench.bench_db import REPO, scratch_database
+from bench.history_scale import load_history
 from bench.machine import describe
 from bench.pooler import transaction_pooler
 
@@ -80,22 +82,6 @@ def run_seconds(chance: random.Random, median: float, sigma: float) -> float:
 
 
 # ---- the pieces ----------------------------------------------------------------------------
-
-
-def load_history(conn: psycopg.Connection[dict[str, Any]], days: int, per_day: int) -> float:
-    """`days` days of completed runs, `per_day` each, ended before now; seconds taken."""
-    started = time.perf_counter()
-    for day in range(1, days + 1):
-        conn.execute(
-            "INSERT INTO job_runs (handler, args, status, run_at, created_at, started_at, "
-            "finished_at, attempt, began_attempt, queue) "
-            "SELECT 'sleep', '{}'::jsonb, 'completed', t, t, t, t + interval '2 seconds', 1, 1, "
-            "'default' FROM (SELECT now() - make_interval(days => %s) "
-            "+ i * (interval '1 day' / %s) AS t FROM generate_series(1, %s) AS i) AS s",
-            (day, per_day, per_day),
-        )
-    conn.execute("VACUUM ANALYZE job_runs")
-    return time.perf_counter() - started
 
 
 def create_spike_schedules(
@@ -311,10 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             find_ceiling_through_pooler(args, url)
             return 0
         with connect(url) as conn:
-            if args.history_days:
-                took = load_history(conn, args.history_days, args.history_per_day)
-                print(f"history: {args.history_days} days x {args.history_per_day:,} runs loaded "
-                      f"in {took:,.0f} s", flush=True)  # fmt: skip
+            if args.history_days:  # in day partitions, as the reaper leaves it
+                load_history(url, args.history_days, args.history_per_day)
             now = one(conn, "SELECT now() AS v")
             spread_at = now + timedelta(seconds=args.first_spike)
             burst_at = spread_at + timedelta(

@@ -120,7 +120,7 @@ TINY_RUNS = {
          "--first-spike", "5", "--phase-seconds", "5", "--median-seconds", "0.2",
          "--history-days", "1", "--history-per-day", "1000",
          *([] if PGBOUNCER else ["--direct"])],
-        ["history: 1 days x 1,000 runs", "steady (", "spread spike (", "burst spike (",
+        ["loaded 1 days x 1,000 runs of history", "steady (", "spread spike (", "burst spike (",
          "dispatches/s", "lag p50", "per 1,000 dispatches",
          "schedule fires the trigger made: 400 of 400"],
     ),
