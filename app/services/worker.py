@@ -313,7 +313,13 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                 return None
             self._checked_claim_conn = conn
         claimed = transitions.claim(
-            conn, self.id, free, self.lease_seconds, busy=bool(self._in_flight), queue=self.queue
+            conn,
+            self.id,
+            free,
+            self.lease_seconds,
+            busy=bool(self._in_flight),
+            queue=self.queue,
+            tell=self._tells.take(),
         )
         self._queue_limited = queue_limits.limited(conn, self.queue)  # read by that claim
         return claimed
