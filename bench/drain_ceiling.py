@@ -5,16 +5,14 @@
 
 Each process loops: claim a batch (`run_claim`, leases and fencing tokens as the worker
 takes them), then complete it (`run_complete_many`, one history row per attempt), both
-statements exactly as the worker sends them under load (not telling the dashboard: a
-worker tells it at most every quarter second), until the queue is empty. No handler runs
+statements exactly as the worker sends them, until the queue is empty. No handler runs
 and no Python worker machinery is involved, so the rate is the ceiling a worker's Python
 side is measured against. Medians over rounds are printed, per batch size.
 
-With `--notify-cost`, each round is a pair: every statement telling the dashboard (as each
-claim and finish did before `app.services.dashboard_tells`), then none, and the pair's
-ratio. A transaction that notified takes one instance-wide lock at commit (notifications
-keep commit order), so this is what one notification per statement costs concurrent
-committers.
+With `--notify-cost`, each round is a pair: the statements as sent, then the same with their
+`pg_notify` calls taken out, and the pair's ratio. A transaction that notified takes one
+instance-wide lock at commit (notifications keep commit order), so this is what the claim's
+and the finish's one notification per statement cost concurrent committers.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import re
 import statistics
 import time
 from typing import Any
@@ -38,11 +37,19 @@ from bench.machine import cores
 from bench.throughput import SUBMIT_BATCH
 
 LEASE_SECONDS = 30.0
+_NOTIFY = re.compile(r"pg_notify\('\w+', '\w*'\)")
+
+
+def _statement(name: str, notify: bool) -> str:
+    """A statement of runs.sql as the worker sends it, or with its notifications replaced
+    by NULL (the statement otherwise unchanged)."""
+    sent = query("runs", name)
+    return sent if notify else _NOTIFY.sub("NULL", sent)
 
 
 def _drain(url: str, batch: int, name: str, go: Any, out: Any, notify: bool) -> None:
     """One process: claim and complete batches until none is left; puts runs completed."""
-    claim, complete = query("runs", "run_claim"), query("runs", "run_complete_many")
+    claim, complete = _statement("run_claim", notify), _statement("run_complete_many", notify)
     done = 0
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         go.wait()
@@ -56,7 +63,6 @@ def _drain(url: str, batch: int, name: str, go: Any, out: Any, notify: bool) -> 
                     "busy": False,
                     "queue": DEFAULT_QUEUE,
                     "now": None,
-                    "tell": notify,
                 },
             ).fetchall()
             if not claimed:
@@ -77,13 +83,12 @@ def _drain(url: str, batch: int, name: str, go: Any, out: Any, notify: bool) -> 
                     "queue": DEFAULT_QUEUE,
                     "lease_seconds": None,
                     "now": None,
-                    "tell": notify,
                 },
             ).fetchall()
             done += len(rows)
 
 
-def drain_rate(url: str, total: int, processes: int, batch: int, notify: bool = False) -> float:
+def drain_rate(url: str, total: int, processes: int, batch: int, notify: bool = True) -> float:
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute("TRUNCATE job_runs CASCADE")
         for offset in range(0, total, SUBMIT_BATCH):
@@ -134,13 +139,13 @@ def main() -> None:
 
 def _notify_cost_line(url: str, runs: int, processes: int, batch: int, rounds: int) -> str:
     pairs = [
-        (drain_rate(url, runs, processes, batch, True), drain_rate(url, runs, processes, batch))
+        (drain_rate(url, runs, processes, batch), drain_rate(url, runs, processes, batch, False))
         for _ in range(rounds)
     ]
     ratios = sorted(with_ / without for with_, without in pairs)
     return (
-        f"claim + complete, {processes} processes, batch {batch}: every statement notifying "
-        f"{statistics.median(p[0] for p in pairs):,.0f} runs/s, none "
+        f"claim + complete, {processes} processes, batch {batch}: with NOTIFY "
+        f"{statistics.median(p[0] for p in pairs):,.0f} runs/s, without "
         f"{statistics.median(p[1] for p in pairs):,.0f} runs/s; paired ratio median "
         f"{statistics.median(ratios):.2f} (all: {', '.join(f'{r:.2f}' for r in ratios)})"
     )

@@ -107,13 +107,11 @@ def claim(
     busy: bool = False,
     queue: str = DEFAULT_QUEUE,
     now: datetime | None = None,
-    tell: bool = True,
 ) -> list[ClaimedRun]:
     """pending -> running for up to `limit` due runs of `queue`, leased to `worker` (none
     while the queue is paused; within its concurrency limits, if it has any). A suspect (a
     run that crashed before) is claimed only alone, by a worker that is not `busy` with
-    others. `tell`: notify the dashboard (a worker does so at most every quarter second,
-    `app.services.dashboard_tells`)."""
+    others."""
     if limit <= 0:
         return []
     params = {
@@ -122,7 +120,6 @@ def claim(
         "lease_seconds": lease_seconds,
         "busy": busy,
         "queue": queue,
-        "tell": tell,
         **_now(now),
     }
     if queue_limits.limited(conn, queue):
@@ -183,7 +180,6 @@ def _complete(
     now: datetime | None,
     *,
     completed_before: Sequence[int] = (),
-    tell: bool = True,
 ) -> tuple[set[tuple[int, int]], list[dict[str, Any]]]:
     """running -> completed for `completed` (one attempt per run), and blocked -> pending
     for the dependents whose last upstream that was (or one of `completed_before`), or ->
@@ -205,7 +201,6 @@ def _complete(
                 "claim_limit": claim.limit if claim else 0,
                 "queue": claim.queue if claim else DEFAULT_QUEUE,
                 "lease_seconds": claim.lease_seconds if claim else None,
-                "tell": tell,
                 **_now(now),
             },
         ).fetchall()
@@ -364,7 +359,6 @@ def finish_many(
     *,
     now: datetime | None = None,
     claim_downstream: DownstreamClaim | None = None,
-    tell: bool = True,
 ) -> list[Finish]:
     """Record how attempts ended: running -> completed, or -> pending (retry, or a snooze)
     / failed / timed_out / cancelled. Returns the finishes that won; the rest lost their
@@ -372,7 +366,7 @@ def finish_many(
 
     Completions, failures and snoozes go in (at most) three statements, in one transaction
     (none for completions alone); with `claim_downstream`, the DAG steps the completions
-    release are claimed by the completions' statement too. `tell`: as `claim`'s.
+    release are claimed by the completions' statement too.
     """
     completed = [f for f in finishes if f.outcome.status is OutcomeStatus.COMPLETED]
     snoozed = [f for f in finishes if f.outcome.status is OutcomeStatus.SNOOZED]
@@ -391,7 +385,7 @@ def finish_many(
         for n, group in enumerate(groups):
             # Only the first group claims what it frees (the others are a rare repeat).
             recorded, freed = _complete(
-                conn, worker, group, claim_downstream if n == 0 else None, now, tell=tell
+                conn, worker, group, claim_downstream if n == 0 else None, now
             )
             won |= recorded
             started += freed
@@ -413,7 +407,6 @@ def finish_many(
                     "fingerprints": [
                         fingerprint_of(f.outcome.error, f.outcome.traceback).key for f in failed
                     ],
-                    "tell": tell,
                     **_now(now),
                 },
             ).fetchall()

@@ -313,13 +313,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                 return None
             self._checked_claim_conn = conn
         claimed = transitions.claim(
-            conn,
-            self.id,
-            free,
-            self.lease_seconds,
-            busy=bool(self._in_flight),
-            queue=self.queue,
-            tell=self._tells.take(),
+            conn, self.id, free, self.lease_seconds, busy=bool(self._in_flight), queue=self.queue
         )
         self._queue_limited = queue_limits.limited(conn, self.queue)  # read by that claim
         return claimed

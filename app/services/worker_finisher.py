@@ -19,7 +19,6 @@ from app.executors.outcomes import unstorable
 from app.handlers.jobs import OutcomeStatus
 from app.runs import run_logs, run_progress, transitions
 from app.runs.transitions import Finish
-from app.services import dashboard_tells
 from app.services.reconnecting import DB_ERRORS
 from app.services.worker_state import WorkerState, wait_for
 
@@ -35,18 +34,13 @@ class Finisher(WorkerState):
             if not self._finishes:
                 if self._stopping and not self._in_flight:
                     await self._write_logs()
-                    await self._tell_owed(now_or_never=True)
                     return
-                # While runs are in flight, wake now and then to write their log lines, and
-                # when a change the dashboard has not heard of is due to be told.
+                # While runs are in flight, wake now and then to write their log lines.
                 busy = self._in_flight or self.logs.pending()
-                await wait_for(self._finish_ready, _sooner(
-                    run_logs.FLUSH_SECONDS if busy else None, self._tells.owed_in()
-                ))  # fmt: skip
+                await wait_for(self._finish_ready, run_logs.FLUSH_SECONDS if busy else None)
                 self._finish_ready.clear()
                 try:
                     await self._write_logs()
-                    await self._tell_owed()
                 except DB_ERRORS:
                     return
                 continue
@@ -80,11 +74,6 @@ class Finisher(WorkerState):
         self.stats.claimed += len(claim.jobs)
         self._count(batch, won)
         return won
-
-    async def _tell_owed(self, *, now_or_never: bool = False) -> None:
-        """Tell the dashboard of the changes the worker's statements did not tell, once due."""
-        if self._tells.take_owed(now_or_never=now_or_never):
-            await asyncio.to_thread(self._finisher.call, dashboard_tells.tell_runs_changed)
 
     def _downstream_claim(self) -> transitions.DownstreamClaim:
         """How many of the DAG steps its finishes release the finisher may claim: the free
@@ -173,9 +162,7 @@ class Finisher(WorkerState):
     ) -> list[Finish] | Exception:
         """`transitions.finish_many`, or the error with which the database refused the outcomes."""
         try:
-            return transitions.finish_many(
-                conn, self.id, batch, claim_downstream=claim, tell=self._tells.take()
-            )
+            return transitions.finish_many(conn, self.id, batch, claim_downstream=claim)
         except psycopg.errors.ProgramLimitExceeded as exc:  # about the data, not the server
             return exc
         except DB_ERRORS:
@@ -189,10 +176,3 @@ class Finisher(WorkerState):
         self.stats.completed += completed
         self.stats.failed += len(won) - completed - snoozed
         self.stats.lost += len(batch) - len(won)
-
-
-def _sooner(first: float | None, second: float | None) -> float | None:
-    """The shorter of two waits, None standing for no limit."""
-    if first is None or second is None:
-        return second if first is None else first
-    return min(first, second)

@@ -87,7 +87,6 @@ class NoticeListener(WorkerState):
                 self.lease_seconds,
                 busy=bool(self._in_flight),
                 queue=self.queue,
-                tell=self._tells.take(),
             )
         except DB_ERRORS:
             raise

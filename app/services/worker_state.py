@@ -28,7 +28,6 @@ from app.executors import Executors
 from app.handlers.jobs import ClaimedRun
 from app.runs import run_logs, run_progress
 from app.runs.transitions import Finish
-from app.services.dashboard_tells import DashboardTells
 from app.services.reconnecting import Reconnecting
 
 
@@ -118,7 +117,6 @@ class WorkerState:
         self._wake = asyncio.Event()  # a notification came, or the worker is stopping
         self._slot_freed = asyncio.Event()
         self._finish_ready = asyncio.Event()
-        self._tells = DashboardTells()  # claims' and finishes' notifications to the dashboard
         self._handed_over = asyncio.Event()  # the listener's claimed runs reached the loop
         self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
         executors.on_child_lines = partial(run_logs.add_child_lines, self.logs)  # live

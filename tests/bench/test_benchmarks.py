@@ -81,8 +81,7 @@ TINY_RUNS = {
     "drain_ceiling_notify_cost": (
         ["-m", "bench.drain_ceiling", "--runs", "300", "--rounds", "1", "--batch", "50",
          "--notify-cost"],
-        ["claim + complete, 2 processes, batch 50: every statement notifying",
-         "paired ratio median"],
+        ["claim + complete, 2 processes, batch 50: with NOTIFY", "paired ratio median"],
     ),
     "executor_overhead": (["bench/executor_overhead.py", "200", "1"], ["overhead"]),
     "forecast": (

@@ -39,11 +39,11 @@ def _params(name: str, ids: list[int], attempts: list[int]) -> dict[str, Any]:
         return keyed
     if name == "run_complete_many":
         extra = {"results": "{}", "completed_before": [], "claim_limit": 0, "queue": "default"}
-        return {**keyed, **extra, "lease_seconds": None, "tell": True}
+        return {**keyed, **extra, "lease_seconds": None}
     if name == "run_fail_many":
         failure = {"outcomes": ["failed"] * n, "errors": ["boom"] * n, "tracebacks": [None] * n}
         rest = {"retryable": [False] * n, "delays": [1.0] * n, "fingerprints": ["f"] * n}
-        return {**common, **failure, **rest, "tell": True}
+        return {**common, **failure, **rest}
     assert name == "run_release_many"
     return common
 

@@ -4,9 +4,6 @@
 -- 0 rows. `coalesce(%(now)s, now())` lets tests move time; production uses the database
 -- clock. One pg_notify per statement (never per row, never with job args) wakes workers
 -- (`sundial_runs`) or tells the dashboard's event hub that runs changed (`sundial_events`).
--- The worker's claims and finishes tell the hub only when asked to (`tell`: at most every
--- quarter second per worker, `app.services.dashboard_tells`), since a notifying transaction
--- takes an instance-wide lock at commit, which thousands of them a second queue behind.
 -- New runs are inserted by `run_inserts.sql`, old history deleted by `retention.sql`.
 -- Statements given attempts (ids, and each one's attempt) find them by primary key, whatever
 -- the statistics say. Those once joined the runs to the arrays sent, and under statistics
@@ -85,7 +82,7 @@ RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           )::text END AS upstream_results
 )
 SELECT claimed.* FROM claimed
-LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE %(tell)s AND EXISTS (SELECT FROM claimed)) AS seen ON true;
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
 
 -- name: run_limited_running
 -- (read) a limited queue's runs running now, by key (the value of args field
@@ -172,7 +169,7 @@ RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           )::text END AS upstream_results
 )
 SELECT claimed.* FROM claimed
-LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE %(tell)s AND EXISTS (SELECT FROM claimed)) AS seen ON true;
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
 
 -- name: run_expire
 -- pending -> skipped: runs not started by their deadline, up to %(limit)s, the earliest
@@ -239,7 +236,7 @@ WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[])))
 -- the next step of a chain starts without a notification, another claim or a second
 -- write of its row. One row per run changed: the completions (status completed), then the
 -- dependents with their new status. Workers are woken for released steps left pending;
--- the dashboard is told of the completions (if `tell`).
+-- the dashboard is told of the completions.
 WITH done AS (
     UPDATE job_runs r
     SET status = 'completed', finished_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL, lease_until = NULL,
@@ -311,15 +308,17 @@ WITH done AS (
               ) END AS upstream_results
 ), changed AS (
     SELECT id, 'completed' AS status, attempt, NULL AS handler, NULL AS args,
-        NULL AS execution_model, NULL AS timeout_seconds, NULL AS idempotency_key,
-        NULL AS fire_time, NULL AS priority, NULL AS run_at, NULL AS upstream_results
+           NULL AS execution_model, NULL AS timeout_seconds, NULL AS idempotency_key,
+           NULL AS fire_time, NULL AS priority, NULL AS run_at, NULL AS upstream_results
     FROM done
     UNION ALL
     SELECT * FROM released
 )
 SELECT changed.* FROM changed
-LEFT JOIN (SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM released WHERE status = 'pending')) AS wake ON true
-LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE %(tell)s AND EXISTS (SELECT FROM done)) AS seen ON true;
+LEFT JOIN (
+    SELECT pg_notify('sundial_runs', '') WHERE EXISTS (SELECT FROM released WHERE status = 'pending')
+) AS wake ON true
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM done)) AS seen ON true;
 
 -- name: run_complete_late
 -- pending | failed -> completed: an attempt that completed but could not be recorded before
@@ -393,7 +392,7 @@ WITH ended AS (
     SELECT id, attempt, %(worker)s, outcome, started_at, coalesce(%(now)s::timestamptz, now()), error, traceback FROM ended
 )
 SELECT id, attempt, status, in_dag FROM ended
-LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE %(tell)s AND EXISTS (SELECT FROM ended)) AS seen ON true;
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM ended)) AS seen ON true;
 
 -- name: run_crash_many
 -- running -> pending | failed (quarantined) | cancelled: a suspect (it crashed before) ran

@@ -33,8 +33,3 @@ FROM job_runs WHERE status = 'pending' AND queue = %(queue)s
 -- name: worker_ping
 -- (read) one round trip: proves a connection works before the worker claims more.
 SELECT 1;
-
--- name: worker_tell_runs_changed
--- The dashboard's hub hears that runs changed, when the worker's own claims and finishes
--- did not say so (`app.services.dashboard_tells`).
-SELECT pg_notify('sundial_events', 'runs') IS NULL AS notified;
