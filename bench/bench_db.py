@@ -36,8 +36,8 @@ def server_url() -> str:
         return str(server.get_uri())
 
 
-@contextmanager
-def scratch_database(prefix: str) -> Iterator[str]:
+def new_database(prefix: str) -> str:
+    """A new database named `prefix_<random>`, migrated; its URL. The caller drops it."""
     admin = server_url()
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin, autocommit=True) as conn:
@@ -45,7 +45,22 @@ def scratch_database(prefix: str) -> Iterator[str]:
     url = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
     try:
         migrate.upgrade(url)
+    except BaseException:
+        drop_database(url)
+        raise
+    return url
+
+
+def drop_database(url: str) -> None:
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(server_url(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    url = new_database(prefix)
+    try:
         yield url
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(url)

@@ -15,6 +15,9 @@ SUNDIAL_ARCHIVE_DIR when that is set (gzip CSV per table and day, written then r
 a half-written file never looks complete). A day holding DAG steps whose DAG run still has
 an active step is kept until that step ends.
 
+A day the mover has finished writing is vacuumed once by the reaper (`settle_days`):
+frozen, all-visible and analysed, so reads of history by index never touch its heap.
+
 Plain declarative partitioning: Sundial makes the days it needs (the mover makes the day of
 whatever it moves, the reaper the next days ahead) and drops what it no longer keeps, so a
 deployment needs no extension and no second scheduler for the partitions themselves.
@@ -31,6 +34,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from app.core.db import Conn
 from app.core.sql import query
@@ -235,6 +239,22 @@ def archive_day(conn: Conn, day: date, folder: Path) -> list[Path]:
         partial.replace(target)
         written.append(target)
     return written
+
+
+def settle_days(conn: Conn, *, written_before: date, limit: int = 1) -> list[str]:
+    """Vacuum (freeze and analyze) up to `limit` partitions of the days before
+    `written_before`, which the mover no longer writes, not yet settled; the names settled.
+    VACUUM runs outside a transaction: on a connection inside one this does nothing."""
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        return []
+    done = [p.name for p in partitions(conn) if p.day < written_before]
+    if not done or limit <= 0:
+        return []
+    rows = conn.execute(query("history", "history_unsettled_partitions"), {"names": done})
+    names = [row["name"] for row in rows.fetchall()][:limit]
+    for name in names:
+        conn.execute(_named("history_settle_partition", name))
+    return names
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,8 @@ MOVE_BATCH = 1000  # runs (and DAG runs) moved to history per transaction
 MOVE_BATCHES = 20  # transactions per pass, at most: 20,000 runs a pass keeps up with the
 # design's 580 ended runs a second at a pass every few seconds
 DROP_DAYS = 3  # history days dropped per prune pass, at most
+SETTLE_PARTITIONS = 1  # finished days' partitions vacuumed per prune pass (seconds each)
+SETTLE_MARGIN = timedelta(minutes=5)  # past the hot window: the mover's last batches
 FIRE_PRUNE_SLICE = 500  # schedules whose ledger one statement prunes
 FIRE_PRUNE_SLICES = 20  # statements per pass, at most
 
@@ -60,6 +62,7 @@ FIRE_PRUNE_SLICES = 20  # statements per pass, at most
 @dataclass(frozen=True)
 class PrunedHistory:
     days: int = 0  # days of history dropped whole
+    settled: int = 0  # finished days' partitions vacuumed
     fires: int = 0
     sessions: int = 0  # expired web sessions
     sign_in_links: int = 0  # expired sign-in links
@@ -188,6 +191,12 @@ class Reaper:
             for day in dropped.kept_for_active:
                 log.info("history of %s kept past its retention: an active DAG step reads it",
                          day, extra={"day": str(day)})  # fmt: skip
+        # A day the mover has finished writing: runs that ended in it moved out of the hot
+        # window (dead letters move later, a few rows against a settled day).
+        written = at - timedelta(minutes=self.settings.hot_minutes) - SETTLE_MARGIN
+        settled = history.settle_days(
+            conn, written_before=written.astimezone(UTC).date(), limit=SETTLE_PARTITIONS
+        )
         fires = 0
         fires_before = _before(at, self.settings.keep_fires_days)
         if fires_before:
@@ -212,12 +221,14 @@ class Reaper:
                 messages += count
                 if count < PRUNE_BATCH:
                     break
-        pruned = PrunedHistory(days, fires, sessions, links, messages)
+        pruned = PrunedHistory(days, len(settled), fires, sessions, links, messages)
         if pruned != PrunedHistory():
             log.info(
-                "pruned history: %d days of runs, %d ledger rows, "
-                "%d expired sessions, %d expired sign-in links, %d notification messages",
+                "pruned history: %d days of runs (%d finished days' partitions vacuumed), "
+                "%d ledger rows, %d expired sessions, %d expired sign-in links, "
+                "%d notification messages",
                 pruned.days,
+                pruned.settled,
                 pruned.fires,
                 pruned.sessions,
                 pruned.sign_in_links,

@@ -315,3 +315,39 @@ def test_no_run_moves_before_the_statistics_roll_up_has_counted_it(conn: Conn) -
     assert keeper.move_to_history(conn, now + 2 * HOUR).runs == 0
     job_stats.fill(conn, now=now + 2 * HOUR)
     assert keeper.move_to_history(conn, now + 2 * HOUR).runs == 1
+
+
+def _vacuumed(conn: Conn, table: str) -> bool:
+    row = conn.execute(
+        "SELECT s.last_vacuum IS NOT NULL AS by_hand, c.relallvisible = c.relpages AS visible "
+        "FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = %s::regclass",
+        (table,),
+    ).fetchone()
+    return bool(row and row["by_hand"] and row["visible"])
+
+
+def test_a_finished_days_partitions_are_vacuumed_once_and_the_days_still_written_are_not(
+    conn: Conn,
+) -> None:
+    runs = [submission.submit(conn, NewRun("noop")).id for _ in range(3)]
+    for run in runs:
+        finish_run(conn, run, Outcome.completed())
+    now = db_now(conn)
+    keeper = Reaper(settings())
+    assert keeper.move_to_history(conn, now + 2 * HOUR).runs == 3
+    day = history.partitions(conn)[0].day
+    written = history.partition_name("run_history", day)
+    later = history.partition_name("run_history", day + DAY)
+    history.ensure_days(conn, [day + DAY])
+
+    with conn.transaction():  # VACUUM cannot run in a transaction: nothing is tried
+        assert history.settle_days(conn, written_before=day + DAY, limit=10) == []
+    settled = history.settle_days(conn, written_before=day + DAY, limit=10)
+    assert sorted(settled) == sorted(
+        history.partition_name(table, day) for table in history.HISTORY_TABLES.values()
+    )
+    assert _vacuumed(conn, written)
+    assert not _vacuumed(conn, later)  # its day is still being written
+    assert history.settle_days(conn, written_before=day + DAY, limit=10) == []  # once
+    # The reaper settles a partition a pass, once the day is past the hot window.
+    assert keeper.prune(conn, now + 3 * DAY).settled == 1

@@ -177,6 +177,21 @@ CREATE TABLE {name} PARTITION OF {parent} FOR VALUES FROM ({start}) TO ({end});
 -- One day's partition, gone with its files: retention, never a row-by-row DELETE.
 DROP TABLE {name};
 
+-- name: history_unsettled_partitions
+-- Of these partitions, those never vacuumed by hand (`history_settle_partition`); one no
+-- longer in the statistics (after a crash) counts as never, and is settled again, cheaply.
+SELECT c.relname AS name
+FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.oid = ANY(%(names)s::regclass[]) AND s.last_vacuum IS NULL
+ORDER BY c.relname;
+
+-- name: history_settle_partition
+-- A day's partition once the mover has written the whole day: every page frozen and
+-- all-visible (index-only scans of history never read the heap, and no anti-wraparound
+-- vacuum ever walks the day again) and its statistics fresh. Autovacuum alone would not:
+-- after a day's last inserts, too few rows are new to trigger it again.
+VACUUM (FREEZE, ANALYZE) {name};
+
 -- name: history_count_partition
 -- Exact rows of one partition (`sundial history`).
 SELECT count(*) AS n FROM {name};
