@@ -34,9 +34,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 from psycopg import sql
-from psycopg.pq import TransactionStatus
 
-from app.core.db import Conn
+from app.core.db import Conn, outside_transaction
 from app.core.sql import query
 
 # Hot table → history table. Migration 0033 made them; a migration adding a column to a
@@ -244,8 +243,9 @@ def archive_day(conn: Conn, day: date, folder: Path) -> list[Path]:
 def settle_days(conn: Conn, *, written_before: date, limit: int = 1) -> list[str]:
     """Vacuum (freeze and analyze) up to `limit` partitions of the days before
     `written_before`, which the mover no longer writes, not yet settled; the names settled.
-    VACUUM runs outside a transaction: on a connection inside one this does nothing."""
-    if conn.info.transaction_status != TransactionStatus.IDLE:
+    VACUUM runs outside a transaction: on a connection in one (or not autocommit) this
+    does nothing."""
+    if not outside_transaction(conn):
         return []
     done = [p.name for p in partitions(conn) if p.day < written_before]
     if not done or limit <= 0:
