@@ -4,6 +4,7 @@ roles, CSRF, 422 for bad input with nothing written, and what the pages show."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -133,15 +134,22 @@ def test_the_week_shows_frequent_schedules_as_bands_and_filters_by_name(
     schedules.create_schedule(conn, ScheduleSpec(name="pulse", cron="*/5 * * * *", handler="noop"))
     schedules.create_schedule(conn, ScheduleSpec(name="report", cron="0 9 * * *", handler="noop"))
     client = as_role("viewer")
-    week = client.get("/calendar", params={"week": "2026-12-02", "zone": "UTC"}).text
-    assert "Week of 30 Nov 2026" in week
+    # next week and the next Christmas ahead: every fire of the week shown is still to come
+    today = datetime.now(UTC).date()
+    monday = today + timedelta(days=7 - today.weekday())
+    next_week = (monday + timedelta(days=2)).isoformat()
+    week = client.get("/calendar", params={"week": next_week, "zone": "UTC"}).text
+    assert f"Week of {monday.day} {monday:%b %Y}" in week
     assert week.count('class="band"') == 7 and "Every 5 minutes · 288 fires" in week
     assert week.count('<span class="what">report</span>') == 7
-    filtered = client.get("/calendar", params={"week": "2026-12-02", "q": "REP"}).text
+    filtered = client.get("/calendar", params={"week": next_week, "q": "REP"}).text
     assert "pulse" not in filtered and "report" in filtered
     calendars.create(conn, CalendarSpec(name="France", country="FR"), actor="alice")
     calendars.assign(conn, "report", "France", actor="alice")
-    christmas = client.get("/calendar", params={"week": "2026-12-21", "zone": "UTC"}).text
+    christmas_day = date(today.year if today < date(today.year, 12, 18) else today.year + 1, 12, 25)
+    christmas = client.get(
+        "/calendar", params={"week": christmas_day.isoformat(), "zone": "UTC"}
+    ).text
     assert christmas.count('class="excluded"') == 1
     assert "excluded: public holiday in FR: Christmas Day" in christmas
     none = client.get("/calendar", params={"q": "zzz"}, headers={"HX-Request": "true"})
