@@ -92,7 +92,9 @@ def load_history(url: str, days: int, per_day: int) -> None:
         total = conn.execute("SELECT pg_database_size(current_database()) AS b").fetchone()
         spent = time.monotonic() - started
         # As the reaper leaves finished days: vacuumed once, frozen and all-visible.
-        settled = history.settle_days(conn, written_before=today, limit=5 * days)
+        settled = history.settle_days(
+            conn, written_before=today, limit=len(history.HISTORY_TABLES) * days
+        )
     assert total is not None
     print(f"loaded {days} days x {per_day:,} runs of history in {spent:.0f} s; "
           f"database {total['b'] / 2**30:.1f} GB; {len(settled)} finished days' partitions "

@@ -195,9 +195,9 @@ def retry_with_args(
         before = get_run(conn, run_id)
         if before is None or before["status"] not in ("failed", "timed_out"):
             return False
-        moved = moved_runs.in_history(conn, run_id, instead="re-run it from the runs page")
+        moved = moved_runs.refusal(conn, run_id, instead="re-run it from the runs page")
         if moved is not None:
-            raise DeadLetterError(moved[0].upper() + moved[1:] + ".", "args")
+            raise DeadLetterError(moved, "args")
         if transitions.retry(conn, run_id, args=args, now=now) is None:
             return False
         audit.record(

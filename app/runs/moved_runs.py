@@ -23,6 +23,13 @@ def in_history(conn: Conn, run_id: int, *, instead: str = "re-run it") -> str | 
     return sentence(run_id, row["finished_at"], instead=instead)
 
 
+def refusal(conn: Conn, run_id: int, *, instead: str = "re-run it") -> str | None:
+    """`in_history`'s answer as a sentence of its own (capital, full stop), for an error
+    that says only that; None when the run is hot or there is no such run."""
+    moved = in_history(conn, run_id, instead=instead)
+    return None if moved is None else f"{moved[:1].upper()}{moved[1:]}."
+
+
 def sentence(run_id: int, finished: datetime | None, *, instead: str = "re-run it") -> str:
     when = f" at {finished.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if finished else ""
     return (

@@ -29,9 +29,9 @@ def _snapshot(conn: Conn, run_id: int) -> dict[str, Any]:
     row = conn.execute(query("run_reads", "run_by_id"), {"id": run_id}).fetchone()
     if row is None:
         raise RunActionRefused(f"There is no run {run_id}.")
-    moved = moved_runs.in_history(conn, run_id)
+    moved = moved_runs.refusal(conn, run_id)
     if moved is not None:
-        raise RunInHistory(moved[0].upper() + moved[1:] + ".")
+        raise RunInHistory(moved)
     return {
         "status": row["status"],
         "attempt": row["attempt"],
