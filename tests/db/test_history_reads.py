@@ -100,6 +100,42 @@ def test_a_moved_run_reads_the_same_in_the_client_lists_search_logs_and_events(
     assert kinds[0] == "submitted" and "started" in kinds and kinds[-1] == "completed"
 
 
+def random_page_cost(conn: Conn) -> str:
+    row = conn.execute("SELECT current_setting('random_page_cost') AS cost").fetchone()
+    assert row is not None
+    return str(row["cost"])
+
+
+def test_a_search_is_planned_at_its_own_price_of_a_random_read_and_leaves_it_behind(
+    conn: Conn,
+) -> None:
+    # At PostgreSQL's default price (a spinning disk's), a search over a month of history
+    # walked every day's id index (bench.history_scale); the price holds for the search only.
+    run_id = moved_run(conn, {"customer_id": 42})
+    moved_run(conn, {"customer_id": 7})
+    move(conn)
+    default = random_page_cost(conn)
+    assert default != run_list.SEARCH_RANDOM_PAGE_COST
+
+    search = run_list.filter_params(conn, run_list.RunFilter(search="customer_id = 42"))
+    with run_list.planned(conn, search):
+        assert random_page_cost(conn) == run_list.SEARCH_RANDOM_PAGE_COST
+    assert random_page_cost(conn) == default  # the pooled connection goes back as it came
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    plain = run_list.filter_params(conn, run_list.RunFilter(status="completed"))
+    with run_list.planned(conn, plain):  # no search: no transaction of its own either
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert random_page_cost(conn) == default
+
+    page = run_list.list_runs(conn, run_list.RunFilter(search="customer_id = 42"))
+    assert [r["id"] for r in page.runs] == [run_id]
+    assert run_list.matching_ids(
+        conn, run_list.RunFilter(search="customer_id = 42"), before_id=None, limit=10
+    ) == [run_id]
+    assert random_page_cost(conn) == default
+
+
 def test_acting_on_a_moved_run_says_it_is_in_the_history(conn: Conn) -> None:
     run_id = submission.submit(conn, NewRun("noop", max_retries=0)).id
     finish_run(conn, run_id, Outcome(OutcomeStatus.CANCELLED))

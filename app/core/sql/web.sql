@@ -196,6 +196,13 @@ WHERE (%(before_id)s::bigint IS NULL OR r.id < %(before_id)s::bigint)
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 
+-- name: run_search_page_price
+-- (read) a search's plan, for the rest of its transaction only: a random page read priced
+-- at %(cost)s sequential ones (an SSD's or memory's price) instead of PostgreSQL's default
+-- 4 (a spinning disk's). At 4, the planner walks each history day's id index up to its
+-- first match rather than read a value's few hundred matches from the day's GIN index.
+SELECT set_config('random_page_cost', %(cost)s, true);
+
 -- name: run_job_by_name
 -- (read) a job definition's id from its name, for the runs filter.
 SELECT id FROM job_definitions WHERE name = %(job)s;

@@ -158,7 +158,7 @@ def _page(conn: Conn, where: RunPageQuery) -> dict[str, Any]:
         **run_list.search_params(where.search),
         "limit": where.limit + 1,
     }
-    page = conn.execute(query("api", "api_run_page"), params, prepare=run_list.UNPREPARED)
+    page = run_list.execute(conn, "api", "api_run_page", params)
     rows = page.fetchall()
     more = len(rows) > where.limit
     rows = rows[: where.limit]
