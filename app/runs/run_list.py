@@ -132,7 +132,9 @@ def filter_params(conn: Conn, where: RunFilter) -> dict[str, Any]:
 @contextmanager
 def planned(conn: Conn, params: dict[str, Any]) -> Iterator[None]:
     """Where the list's statements with `params` are planned: a search in a transaction of
-    its own, with its price of a random read (SEARCH_RANDOM_PAGE_COST)."""
+    its own, with its price of a random read (SEARCH_RANDOM_PAGE_COST). Inside a caller's
+    transaction the price lasts to that transaction's end (a bulk action's batch, whose
+    other statements go by run id)."""
     if params.get("args_any") is None:
         yield
         return

@@ -7,6 +7,7 @@ the listener's own connection (its server process is awake). Tests call `listen`
 from __future__ import annotations
 
 import logging
+import time
 
 from app.core.db import Conn
 from app.handlers.jobs import ClaimedRun
@@ -72,6 +73,8 @@ class NoticeListener(WorkerState):
             free = max(0, self._free_slots())
             self._claiming += free
             self._listener_claiming += free
+            if free:
+                self._claim_began = time.monotonic()  # the fetcher's next claim waits for it
             return free
 
     def _claim_on_notice(self, conn: Conn, limit: int) -> list[ClaimedRun]:
@@ -100,6 +103,8 @@ class NoticeListener(WorkerState):
         for job in jobs:
             self._start(job)
         self.stats.claimed += len(jobs)
+        if reserved:
+            self._claim_filled = len(jobs) == reserved
         with self._slots:
             self._claiming -= reserved
             self._listener_claiming -= reserved

@@ -117,6 +117,9 @@ class WorkerState:
         self._wake = asyncio.Event()  # a notification came, or the worker is stopping
         self._slot_freed = asyncio.Event()
         self._finish_ready = asyncio.Event()
+        self._finish_write_began = 0.0  # monotonic: finishes are written at a pace
+        self._claim_began = 0.0  # monotonic: claims too
+        self._claim_filled = True  # the last claim got as many runs as it asked for
         self._handed_over = asyncio.Event()  # the listener's claimed runs reached the loop
         self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
         executors.on_child_lines = partial(run_logs.add_child_lines, self.logs)  # live
