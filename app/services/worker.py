@@ -303,6 +303,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
         if not free:
             return []
         self._claim_began = time.monotonic()
+        self.stats.claims += 1
         try:
             jobs = await asyncio.to_thread(self._claimer.call, self._claim_recordable, free)
         finally:

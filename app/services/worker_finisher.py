@@ -72,6 +72,7 @@ class Finisher(WorkerState):
         if not batch:
             return []
         self._finish_write_began = time.monotonic()
+        self.stats.finish_writes += 1
         self._slot_freed.set()
         # An ended attempt's lines and last progress are stored before its finish.
         await self._write_logs(all_progress=True)

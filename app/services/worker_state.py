@@ -46,6 +46,8 @@ class InFlight:
 @dataclass
 class WorkerStats:
     claimed: int = 0
+    claims: int = 0  # the fetcher's claims (the listener's aside)
+    finish_writes: int = 0
     completed: int = 0
     failed: int = 0
     lost: int = 0

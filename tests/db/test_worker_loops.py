@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -21,9 +22,10 @@ from psycopg.rows import dict_row
 from app.core.config import Settings
 from app.runs import transitions
 from app.runs.run_inserts import NewRun
-from app.services.worker import Worker, build_worker
+from app.services.worker import CLAIM_PACE_SECONDS, Worker, build_worker
+from app.services.worker_finisher import FINISH_WRITE_SECONDS
 from tests.helpers.processes import run_row
-from tests.helpers.waits import db_now, wait_until
+from tests.helpers.waits import db_now, wait_until, wait_until_async
 from tests.helpers.workers import MODELS, attempt_outcomes, submit
 
 T = TypeVar("T")
@@ -319,3 +321,30 @@ def test_a_worker_that_runs_no_process_job_never_starts_children_or_spare_thread
 
     with_worker(db_url, steps, concurrency=4)
     assert POOL_CHILD not in children()
+
+
+def test_a_stream_of_runs_is_claimed_and_recorded_in_paced_batches(db_url: str) -> None:
+    # Behind a transaction pooler every claim and every write of finishes is planned
+    # afresh: a worker fed one run at a time gathers them, claiming and writing at most
+    # once per pace, instead of once per run.
+    settings = Settings.from_env({"DATABASE_URL": db_url, **WORKER_ENV})
+    worker = build_worker(settings, db_url, 50)
+    runs = 120
+
+    async def main() -> float:
+        stop = asyncio.Event()
+        working = asyncio.create_task(worker.run(stop))
+        began = time.monotonic()
+        for i in range(runs):
+            await asyncio.to_thread(submit, db_url, NewRun("echo", {"i": i}))
+            await asyncio.sleep(0.004)
+        await wait_until_async(lambda: worker.stats.completed == runs, "every run recorded")
+        elapsed = time.monotonic() - began
+        stop.set()
+        await working
+        return elapsed
+
+    elapsed = asyncio.run(main())
+    assert worker.stats.claimed == runs
+    assert 1 <= worker.stats.claims <= elapsed / CLAIM_PACE_SECONDS + 2
+    assert worker.stats.finish_writes <= elapsed / FINISH_WRITE_SECONDS + 2
