@@ -70,11 +70,12 @@ MAX_IDLE_SLEEP_SECONDS = 5.0
 MIN_IDLE_SLEEP_SECONDS = 0.005
 LIMITED_RECHECK_SECONDS = 0.25  # idle, in a queue whose due runs a limit holds back
 LIMITED_GATHER_SECONDS = 0.05  # at most, to gather free slots for a limited queue's claim
-# A claim waits until this long after the one before, unless that one got all it asked for
-# and half the slots are free (a drain): behind a transaction pooler each claim is planned
-# afresh (0.5 ms, twice its execution), and workers claimed one or two runs at a time, as
-# each slot freed or each notification came, spending the database on plans (seed_day:
-# 150,000 claims for 281,000 runs).
+# Behind a transaction pooler (only there: directly, psycopg keeps statements prepared), a
+# claim into fewer than half the slots waits until this long after the one before, and a
+# claim that found fewer due runs than it asked for waits in any case: each claim is planned
+# afresh there (0.5 ms, twice its execution), and workers claimed one or two runs at a
+# time, as each slot freed or each notification came (seed_day: 95,000 claims for 281,000
+# runs).
 CLAIM_PACE_SECONDS = 0.05
 WORKER_CONNECTIONS = 4  # claim, finish, heartbeat, listener
 CLAIM_PAUSE_SECONDS = 0.5  # between checks while the finish or heartbeat connection is down
@@ -260,7 +261,11 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                 await self._gather_slots()
                 if (free := self._free_slots()) <= 0:
                     continue
-            elif free < self.concurrency // 2 or not self._claim_filled:
+            elif (
+                self._paced
+                and not self._queue_limited
+                and (free < self._enough() or not self._claim_filled)
+            ):
                 await self._pace_claims()
                 if (free := self._free_slots()) <= 0:
                     continue
@@ -290,11 +295,21 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                     await self._slot_freed.wait()
 
     async def _pace_claims(self) -> None:
-        if self._stopping:
-            return
-        wait = self._claim_began + CLAIM_PACE_SECONDS - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
+        """Until CLAIM_PACE_SECONDS after the last claim began: while the last claim found
+        fewer due runs than it asked for, to let more come due; else until enough slots
+        are free."""
+        deadline = self._claim_began + CLAIM_PACE_SECONDS
+        # Few due runs: meanwhile a notification's runs are the listener's to claim, at once
+        # and on its own connection (direct, so its claim stays prepared).
+        self._fetcher_idle = not self._claim_filled
+        try:
+            while not self._stopping and (remaining := deadline - time.monotonic()) > 0:
+                if self._claim_filled and self._free_slots() >= self._enough():
+                    return
+                self._slot_freed.clear()
+                await wait_for(self._slot_freed, remaining)
+        finally:
+            self._fetcher_idle = False
 
     async def fetch_once(self) -> list[ClaimedRun] | None:
         """Claim as many due runs as there are free slots and start executing them. None

@@ -25,9 +25,10 @@ from app.services.worker_state import WorkerState, wait_for
 # The worker's own logger: its lines read the same whichever part wrote them.
 log = logging.getLogger("app.services.worker")
 
-# Under load, finishes are written at most this often. Behind a transaction pooler nothing
-# stays prepared, so each write is planned afresh (0.85 ms for run_complete_many, twice its
-# execution), and writes of one or two finishes each spent the database on plans.
+# Behind a transaction pooler, writes of fewer finishes than half the slots go at most this
+# often: nothing stays prepared there, so each write is planned afresh (0.85 ms for
+# run_complete_many, twice its execution), and writes of one or two finishes each spent the
+# database on plans.
 FINISH_WRITE_SECONDS = 0.05
 
 
@@ -56,14 +57,18 @@ class Finisher(WorkerState):
                 return
 
     async def _pace_finish_writes(self) -> None:
-        """Wait until FINISH_WRITE_SECONDS after the last write began, gathering the finishes
-        meanwhile; a first finish after a quiet spell goes at once. Not for a limited queue:
-        there a finish frees a place that a run of the same key waits for."""
-        if self._stopping or self._queue_limited:
-            return
-        wait = self._finish_write_began + FINISH_WRITE_SECONDS - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
+        """Gather finishes until enough wait or FINISH_WRITE_SECONDS have passed since
+        the last write began; a first finish after a quiet spell goes at once. Not for a
+        limited queue: there a finish frees a place that a run of the same key waits for."""
+        deadline = self._finish_write_began + FINISH_WRITE_SECONDS
+        while (
+            self._paced
+            and not (self._stopping or self._queue_limited)
+            and len(self._finishes) < self._enough()
+            and (remaining := deadline - time.monotonic()) > 0
+        ):
+            self._finish_ready.clear()
+            await wait_for(self._finish_ready, remaining)
 
     async def finish_once(self) -> list[Finish]:
         """Write every finish waiting to be written, in one batch; return those that won

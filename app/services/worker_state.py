@@ -121,6 +121,9 @@ class WorkerState:
         self._finish_ready = asyncio.Event()
         self._finish_write_began = 0.0  # monotonic: finishes are written at a pace
         self._claim_began = 0.0  # monotonic: claims too
+        # Claims and finish writes are paced only behind a transaction pooler: directly,
+        # psycopg keeps them prepared, and a pace would only add latency.
+        self._paced = settings.database_pooler == "transaction"
         self._claim_filled = True  # the last claim got as many runs as it asked for
         self._handed_over = asyncio.Event()  # the listener's claimed runs reached the loop
         self.logs = run_logs.LogCollector()  # handlers' lines, written by the finisher
@@ -133,6 +136,11 @@ class WorkerState:
         # the loop, written by the finisher with the log lines.
         self._begun: list[tuple[int, int]] = []
         executors.on_begin = self._on_begin
+
+    def _enough(self) -> int:
+        """How many runs make a claim or a write of finishes go at once, unpaced: half the
+        slots (a drain's batches go at once; a worker of one slot writes each finish at once)."""
+        return max(1, self.concurrency // 2)
 
     def _free_slots(self) -> int:
         """Slots to claim into; none while a full batch of finishes waits to be written, or

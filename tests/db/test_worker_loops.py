@@ -326,8 +326,10 @@ def test_a_worker_that_runs_no_process_job_never_starts_children_or_spare_thread
 def test_a_stream_of_runs_is_claimed_and_recorded_in_paced_batches(db_url: str) -> None:
     # Behind a transaction pooler every claim and every write of finishes is planned
     # afresh: a worker fed one run at a time gathers them, claiming and writing at most
-    # once per pace, instead of once per run.
-    settings = Settings.from_env({"DATABASE_URL": db_url, **WORKER_ENV})
+    # once per pace, instead of once per run. (Its connections here are direct; the pace
+    # is the worker's own.)
+    pooled = {"SUNDIAL_DATABASE_POOLER": "transaction", "SUNDIAL_DIRECT_DATABASE_URL": db_url}
+    settings = Settings.from_env({"DATABASE_URL": db_url, **WORKER_ENV, **pooled})
     worker = build_worker(settings, db_url, 50)
     runs = 120
 
