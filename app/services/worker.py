@@ -255,7 +255,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
-            if self._queue_limited and self._in_flight and free < self.concurrency // 2:
+            if self._queue_limited and self._in_flight and free < self._enough():
                 # A limited queue's claims take turns and each counts its running runs:
                 # fewer, larger claims. Gather freed slots for a moment first.
                 await self._gather_slots()
@@ -287,7 +287,7 @@ class Worker(Finisher, NoticeListener, Heartbeat):
         while (
             (remaining := deadline - self._loop.time()) > 0
             and self._in_flight
-            and self._free_slots() < self.concurrency // 2
+            and self._free_slots() < self._enough()
         ):
             self._slot_freed.clear()
             with contextlib.suppress(TimeoutError):

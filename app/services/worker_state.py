@@ -138,8 +138,9 @@ class WorkerState:
         executors.on_begin = self._on_begin
 
     def _enough(self) -> int:
-        """How many runs make a claim or a write of finishes go at once, unpaced: half the
-        slots (a drain's batches go at once; a worker of one slot writes each finish at once)."""
+        """Half the slots: how many runs make a claim or a write of finishes go at once,
+        unpaced (a drain's batches go at once; a worker of one slot writes each finish at
+        once), and what a limited queue's claim gathers free slots for."""
         return max(1, self.concurrency // 2)
 
     def _free_slots(self) -> int:
