@@ -205,3 +205,28 @@ def test_the_reference_page_names_the_zone_list_without_printing_it(api: TestCli
     assert "names, listed in openapi.json" in page and "Africa/Abidjan" not in page
     zones = api.get("/api/v1/openapi.json").json()["components"]["schemas"]["ScheduleIn"]
     assert "Europe/Berlin" in str(zones)
+
+
+@pytest.mark.parametrize("body", [b"\r", b" \n\t "])
+def test_a_body_of_whitespace_alone_is_not_json_and_starts_nothing(
+    api: TestClient, db_url: str, body: bytes
+) -> None:
+    # Only an empty body counts as no body: whitespace is a body, and not JSON.
+    headers = {"content-type": "application/json"}
+    answer = api.post("/api/v1/runs", content=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    assert "not valid JSON" in answer.json()["error"]["message"]
+    assert runs_count(db_url) == 0
+
+
+def test_every_operation_with_a_path_value_documents_404(api: TestClient) -> None:
+    # A value holding a slash (a queue named `a/b`) reaches no operation: 404 from the router.
+    spec = api.get("/api/v1/openapi.json").json()
+    missing = [
+        f"{method.upper()} {path}"
+        for path, methods in spec["paths"].items()
+        if "{" in path
+        for method, op in methods.items()
+        if "404" not in op["responses"]
+    ]
+    assert missing == []

@@ -217,7 +217,7 @@ async def read_json(request: Request) -> Any:
     if size > MAX_BODY_BYTES:
         raise too_large
     raw = b"".join(chunks)
-    if not raw.strip():
+    if not raw:  # whitespace alone is a body, and not JSON
         return NO_BODY
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):

@@ -116,6 +116,8 @@ def _operation(route: Route, method: str, op: Operation) -> dict[str, Any]:
             entry["content"] = _content(ErrorOut)
         responses[str(status)] = entry
     errors = [401, 403, 422, 503]
+    if op.path:  # a path value holding a slash reaches no operation at all
+        errors.append(404)
     if op.body is not None:
         errors += [400, 413]
     for status in errors:
