@@ -20,7 +20,8 @@ from app.core import limits
 from app.core.config import Settings
 from app.core.db import Conn, connect, resolve_database_url
 from app.core.sql import query
-from app.runs import run_inserts, submission, transitions
+from app.runs import moved_runs, run_inserts, submission, transitions
+from app.runs.run_actions import RunInHistory
 from app.runs.run_inserts import NewRun
 
 __all__ = ["NewRun", "Sundial"]
@@ -53,11 +54,21 @@ class Sundial:
         return [s.id for s in submission.submit_many(self.conn, new_runs)]
 
     def cancel(self, run_id: int) -> str | None:
+        """Cancel a run (a running one is stopped by its worker): its status afterwards, or
+        None when it had already ended (or there is no such run)."""
         return transitions.cancel(self.conn, limits.check_run_id("the run id", run_id))
 
     def retry(self, run_id: int) -> bool:
-        """Queue a dead letter again (and, in a DAG, the steps it skipped)."""
-        return transitions.retry(self.conn, limits.check_run_id("the run id", run_id)) is not None
+        """Queue a dead letter again (and, in a DAG, the steps it skipped); False when the run
+        is not failed, timed out or cancelled (or there is no such run). A run that moved to
+        the history no longer changes: `RunInHistory` says so and points to a re-run."""
+        limits.check_run_id("the run id", run_id)
+        if transitions.retry(self.conn, run_id) is not None:
+            return True
+        moved = moved_runs.refusal(self.conn, run_id, instead="submit a new run with its args")
+        if moved is not None:
+            raise RunInHistory(moved)
+        return False
 
     def get(self, run_id: int) -> dict[str, Any] | None:
         """The run's row as a dict, or None."""

@@ -13,6 +13,7 @@ from app.core.errors import UsageError
 from app.dags.dag_graph import DagError
 from app.handlers import handler
 from app.handlers.jobs import Cancelled, JobContext, NonRetryableError, Snooze
+from app.runs.run_actions import RunInHistory
 from app.runs.run_inserts import IdempotencyConflict, NewRun, SubmitError
 from app.runs.transitions import RetryBusy
 
@@ -26,6 +27,7 @@ __all__ = [
     "NewRun",
     "NonRetryableError",
     "RetryBusy",
+    "RunInHistory",
     "Snooze",
     "SubmitError",
     "Sundial",

@@ -13,6 +13,7 @@ import pytest
 
 from app.catalog import job_definitions, workflows
 from app.catalog.job_definitions import JobSpec
+from app.client import Sundial
 from app.core.config import Settings
 from app.dags import dag_runs, dag_submission, dag_timeline
 from app.dags.dag_graph import DagError
@@ -156,6 +157,19 @@ def test_acting_on_a_moved_run_says_it_is_in_the_history(conn: Conn) -> None:
     assert moved_runs.in_history(conn, run_id + 1000) is None
     audited = conn.execute("SELECT count(*) AS n FROM audit_log WHERE target_type = 'run'")
     assert audited.fetchone() == {"n": 0}
+
+
+def test_the_python_client_says_a_moved_dead_letter_is_in_the_history(db_url: str) -> None:
+    with Sundial(db_url) as client:
+        run_id = submission.submit(client.conn, NewRun("noop", max_retries=0)).id
+        finish_run(client.conn, run_id, Outcome(OutcomeStatus.FAILED, error="boom"))
+        move(client.conn, 8 * DAY)
+        said = f"Run {run_id} ended at .* in the history now"
+        with pytest.raises(run_actions.RunInHistory, match=said):
+            client.retry(run_id)
+        assert client.cancel(run_id) is None  # it ended: nothing to cancel
+        assert client.retry(run_id + 1000) is False  # no such run
+        assert client.get(run_id) is not None  # still read, as every door reads it
 
 
 def test_a_moved_run_is_re_run_with_its_arguments_and_a_bulk_retry_skips_it(conn: Conn) -> None:

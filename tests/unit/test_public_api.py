@@ -21,5 +21,6 @@ def test_sundial_handler_registers_in_the_registry_workers_use() -> None:
 
 
 def test_errors_a_caller_catches_share_one_base() -> None:
-    for error in (sundial.SubmitError, sundial.IdempotencyConflict, sundial.DagError):
+    for error in (sundial.SubmitError, sundial.IdempotencyConflict, sundial.DagError,
+                  sundial.RunInHistory):  # fmt: skip
         assert issubclass(error, sundial.UsageError)
