@@ -133,10 +133,26 @@ def group_runs(
     ).fetchall()
 
 
-def group_count(conn: Conn, fingerprint: str, /) -> int:
-    """The dry run of `retry_group`: how many runs it would re-queue now."""
+@dataclass(frozen=True, slots=True)
+class GroupCount:
+    """The dry run of `retry_group`."""
+
+    runs: int  # open dead letters in the group
+    retryable: int  # of those, the ones `retry_group` re-queues now
+
+    @property
+    def in_history(self) -> int:
+        """Open, but moved to the history: no retry reaches them (a re-run does)."""
+        return self.runs - min(self.runs, self.retryable)
+
+
+def group_count(conn: Conn, fingerprint: str, /) -> GroupCount:
+    """The dry run of `retry_group`: the group's open runs, and how many it would re-queue
+    now (the hot ones, at most MAX_RETRY_AT_ONCE)."""
     row = conn.execute(_q("dead_letter_group_count"), {"fingerprint": fingerprint}).fetchone()
-    return int(row["runs"]) if row else 0
+    if row is None:
+        return GroupCount(0, 0)
+    return GroupCount(row["runs"], min(row["retryable"], MAX_RETRY_AT_ONCE))
 
 
 def get_run(conn: Conn, run_id: int) -> dict[str, Any] | None:

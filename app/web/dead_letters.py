@@ -89,8 +89,8 @@ async def retry_selected(request: Request) -> Response:
     except DeadLetterError as exc:
         return redirect(request, _group_url(fingerprint, str(exc)))
     message = _requeued(len(retried), len(ids))
-    left = await call(request, dead_letters.group_count, fingerprint) if fingerprint else 0
-    if left:
+    left = await call(request, dead_letters.group_count, fingerprint) if fingerprint else None
+    if left and left.runs:
         return redirect(request, _group_url(fingerprint, message))
     return redirect(request, "/dead-letters?message=" + quote(message))
 
@@ -106,9 +106,10 @@ def _requeued(done: int, asked: int) -> str:
 async def confirm_group_retry(request: Request) -> Response:
     """The dry run: how many runs "retry group" would re-queue, and the button to do it."""
     fingerprint = request.path_params["fingerprint"]
-    count = await call(request, dead_letters.group_count, fingerprint)
+    counted = await call(request, dead_letters.group_count, fingerprint)
     return render(request, "dead_letters/confirm.html", "dead_letters/_confirm.html",
-                  fingerprint=fingerprint, count=count)  # fmt: skip
+                  fingerprint=fingerprint, count=counted.retryable,
+                  in_history=counted.in_history)  # fmt: skip
 
 
 @requires(Role.OPERATOR)

@@ -74,11 +74,11 @@ def test_retry_group_requeues_exactly_what_its_dry_run_counted(conn: Conn) -> No
     other = dead_letter(conn, "KeyError: 'x'")
     key = fingerprint_of("PaymentDeclined: card for order 0 declined", TRACE.format(0)).key
     counted = dead_letters.group_count(conn, key)
-    assert counted == 5
-    assert dead_letters.retry_group(conn, key, actor="alice") == counted
+    assert counted == dead_letters.GroupCount(runs=5, retryable=5)
+    assert dead_letters.retry_group(conn, key, actor="alice") == counted.retryable
     statuses = dict(rows(conn, "SELECT id, status FROM job_runs"))
     assert [statuses[i] for i in ids] == ["pending"] * 5 and statuses[other] == "failed"
-    assert dead_letters.group_count(conn, key) == 0
+    assert dead_letters.group_count(conn, key) == dead_letters.GroupCount(0, 0)
     audit = rows(
         conn, "SELECT action, count(*) FROM audit_log WHERE actor = 'alice' GROUP BY 1 ORDER BY 1"
     )
@@ -150,4 +150,4 @@ def test_a_big_group_is_counted_up_to_the_cap_with_exact_first_and_last_failure(
         assert (g.runs, g.runs_shown) == (3, "2+")
         assert (g.first_seen, g.last_seen) == (finished["first"], finished["last"])
         assert g.sample_run_id == ids[-1]
-    assert dead_letters.group_count(conn, listed.fingerprint) == 3  # the dry run is exact
+    assert dead_letters.group_count(conn, listed.fingerprint).retryable == 3  # exact

@@ -243,6 +243,8 @@ def test_moved_dead_letters_stay_in_their_group_but_no_retry_reaches_them(conn: 
         recent,
         *reversed(old),
     ]
+    counted = dead_letters.group_count(conn, group.fingerprint)  # the dry run: one hot
+    assert (counted.runs, counted.retryable, counted.in_history) == (3, 1, 2)
     assert dead_letters.retry_runs(conn, [*old, recent], actor="ops") == [recent]
     with pytest.raises(dead_letters.DeadLetterError, match="is in the history now"):
         dead_letters.retry_with_args(conn, old[0], {"order": 9}, actor="ops")

@@ -10,8 +10,10 @@ import psycopg
 from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
+from app.core.config import Settings
 from app.runs import submission, transitions
 from app.runs.fingerprints import fingerprint_of
+from app.services.reaper import Reaper
 from tests.helpers.dead_letters import TRACE, declined
 from tests.helpers.people import csrf_of
 
@@ -26,6 +28,27 @@ def _declined(db_url: str, orders: range) -> str:
 def _statuses(db_url: str) -> list[Any]:
     with psycopg.connect(db_url) as conn:
         return [r[0] for r in conn.execute("SELECT status FROM job_runs ORDER BY id")]
+
+
+def test_group_retry_counts_only_what_a_retry_reaches(
+    as_role: Callable[[str], TestClient], db_url: str
+) -> None:
+    key = _declined(db_url, range(3))
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        later = conn.execute("SELECT now() + interval '8 days' AS t").fetchone()
+        assert later is not None
+        assert Reaper(Settings.from_env({})).move_to_history(conn, later["t"]).runs == 3
+        declined(conn, 3)  # one more, hot
+    client = as_role("operator")
+    confirm = client.get(f"/dead-letters/{key}/retry", headers={"HX-Request": "true"})
+    assert "Retry 1 run?" in confirm.text
+    assert "3 more ended long enough ago to be in the history" in confirm.text
+    token = csrf_of(client, f"/dead-letters/{key}")
+    client.post(f"/dead-letters/{key}/retry", data={"csrf_token": token})
+    assert _statuses(db_url) == ["pending"]  # the hot one; the three moved stay as they were
+    nothing = client.get(f"/dead-letters/{key}/retry", headers={"HX-Request": "true"})
+    assert "Nothing to retry: the group's 3 open runs ended long enough ago" in nothing.text
+    assert "confirm-retry" not in nothing.text
 
 
 def test_a_viewer_sees_groups_but_cannot_retry(

@@ -76,14 +76,20 @@ FROM (
 ) bins;
 
 -- name: dead_letter_group_count
--- (read) the dry run of "retry group": how many open runs the group holds now, and the
--- newest one's finish (what a resolution covers).
-SELECT count(*)::int AS runs, max(finished_at) AS through
-FROM all_runs
-WHERE status IN ('failed', 'timed_out') AND error_fingerprint = %(fingerprint)s
-  AND finished_at > coalesce(
-      (SELECT max(through) FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s),
-      '-infinity');
+-- (read) the dry run of "retry group": how many open runs the group holds now, the newest
+-- one's finish (what a resolution covers), and how many of them a retry reaches: those
+-- still hot (a dead letter in the history no longer changes).
+WITH resolved AS (
+    SELECT coalesce(max(through), '-infinity') AS through
+    FROM dead_letter_resolutions WHERE fingerprint = %(fingerprint)s
+)
+SELECT count(*)::int AS runs, max(a.finished_at) AS through,
+       (SELECT count(*)::int FROM job_runs h, resolved r
+        WHERE h.status IN ('failed', 'timed_out') AND h.error_fingerprint = %(fingerprint)s
+          AND h.finished_at > r.through) AS retryable
+FROM all_runs a, resolved r
+WHERE a.status IN ('failed', 'timed_out') AND a.error_fingerprint = %(fingerprint)s
+  AND a.finished_at > r.through;
 
 -- name: dead_letter_group_runs
 -- (read) the open runs of one group, newest first (not their args: the page does not
