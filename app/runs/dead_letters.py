@@ -192,10 +192,12 @@ def retry_group(conn: Conn, fingerprint: str, *, actor: str, now: datetime | Non
     if not ids:
         return 0
     with conn.transaction():
+        counted = group_count(conn, fingerprint)
         retried = retry_runs(conn, ids, actor=actor, now=now)
         audit.record(
             conn, actor, "dead_letters.retry_group", "error_group", fingerprint,
-            before={"runs": len(ids)}, after={"retried": len(retried)},
+            before={"runs": counted.runs, "in_history": counted.in_history},
+            after={"retried": len(retried)},
         )  # fmt: skip
     return len(retried)
 

@@ -245,7 +245,14 @@ def test_moved_dead_letters_stay_in_their_group_but_no_retry_reaches_them(conn: 
     ]
     counted = dead_letters.group_count(conn, group.fingerprint)  # the dry run: one hot
     assert (counted.runs, counted.retryable, counted.in_history) == (3, 1, 2)
-    assert dead_letters.retry_runs(conn, [*old, recent], actor="ops") == [recent]
+    assert dead_letters.retry_group(conn, group.fingerprint, actor="ops") == 1
+    assert dead_letters.group_count(conn, group.fingerprint) == dead_letters.GroupCount(2, 0)
+    said = conn.execute("SELECT details FROM audit_log WHERE action = %s",
+                        ["dead_letters.retry_group"]).fetchone()  # fmt: skip
+    assert said is not None
+    assert (said["details"]["before"], said["details"]["after"]) == (
+        {"runs": 3, "in_history": 2}, {"retried": 1})  # fmt: skip
+    assert dead_letters.retry_runs(conn, old, actor="ops") == []
     with pytest.raises(dead_letters.DeadLetterError, match="is in the history now"):
         dead_letters.retry_with_args(conn, old[0], {"order": 9}, actor="ops")
 
