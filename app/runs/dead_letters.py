@@ -138,21 +138,24 @@ class GroupCount:
     """The dry run of `retry_group`."""
 
     runs: int  # open dead letters in the group
-    retryable: int  # of those, the ones `retry_group` re-queues now
+    hot: int  # of those, the ones still in the hot tables, where a retry reaches them
+
+    @property
+    def retryable(self) -> int:
+        """What `retry_group` re-queues now."""
+        return min(self.hot, MAX_RETRY_AT_ONCE)
 
     @property
     def in_history(self) -> int:
         """Open, but moved to the history: no retry reaches them (a re-run does)."""
-        return self.runs - min(self.runs, self.retryable)
+        return max(0, self.runs - self.hot)
 
 
 def group_count(conn: Conn, fingerprint: str, /) -> GroupCount:
-    """The dry run of `retry_group`: the group's open runs, and how many it would re-queue
-    now (the hot ones, at most MAX_RETRY_AT_ONCE)."""
+    """The dry run of `retry_group`: the group's open runs, and how many of them it
+    reaches."""
     row = conn.execute(_q("dead_letter_group_count"), {"fingerprint": fingerprint}).fetchone()
-    if row is None:
-        return GroupCount(0, 0)
-    return GroupCount(row["runs"], min(row["retryable"], MAX_RETRY_AT_ONCE))
+    return GroupCount(row["runs"], row["hot"]) if row else GroupCount(0, 0)
 
 
 def get_run(conn: Conn, run_id: int) -> dict[str, Any] | None:

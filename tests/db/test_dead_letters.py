@@ -74,7 +74,7 @@ def test_retry_group_requeues_exactly_what_its_dry_run_counted(conn: Conn) -> No
     other = dead_letter(conn, "KeyError: 'x'")
     key = fingerprint_of("PaymentDeclined: card for order 0 declined", TRACE.format(0)).key
     counted = dead_letters.group_count(conn, key)
-    assert counted == dead_letters.GroupCount(runs=5, retryable=5)
+    assert counted == dead_letters.GroupCount(runs=5, hot=5)
     assert dead_letters.retry_group(conn, key, actor="alice") == counted.retryable
     statuses = dict(rows(conn, "SELECT id, status FROM job_runs"))
     assert [statuses[i] for i in ids] == ["pending"] * 5 and statuses[other] == "failed"

@@ -244,7 +244,7 @@ def test_moved_dead_letters_stay_in_their_group_but_no_retry_reaches_them(conn: 
         *reversed(old),
     ]
     counted = dead_letters.group_count(conn, group.fingerprint)  # the dry run: one hot
-    assert (counted.runs, counted.retryable, counted.in_history) == (3, 1, 2)
+    assert (counted.runs, counted.hot, counted.retryable, counted.in_history) == (3, 1, 1, 2)
     assert dead_letters.retry_group(conn, group.fingerprint, actor="ops") == 1
     assert dead_letters.group_count(conn, group.fingerprint) == dead_letters.GroupCount(2, 0)
     said = conn.execute("SELECT details FROM audit_log WHERE action = %s",

@@ -86,7 +86,7 @@ WITH resolved AS (
 SELECT count(*)::int AS runs, max(a.finished_at) AS through,
        (SELECT count(*)::int FROM job_runs h, resolved r
         WHERE h.status IN ('failed', 'timed_out') AND h.error_fingerprint = %(fingerprint)s
-          AND h.finished_at > r.through) AS retryable
+          AND h.finished_at > r.through) AS hot
 FROM all_runs a, resolved r
 WHERE a.status IN ('failed', 'timed_out') AND a.error_fingerprint = %(fingerprint)s
   AND a.finished_at > r.through;
