@@ -3,11 +3,12 @@
 it (a run's page) or a throttle dropped it (the dead letters), and a change heard with
 nothing in flight is fetched once. Against a real `sundial web`; the browser holds the
 region's first answer back until the second change has been heard, as a slow server
-would."""
+would. Each step leaves the region in a state of its own, so only a refresh after the held
+answer can show the last one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +17,25 @@ import pytest
 from playwright.sync_api import expect
 from psycopg.rows import dict_row
 
-from app.runs import transitions
+from app.handlers.jobs import Outcome, OutcomeStatus
+from app.runs import submission, transitions
+from app.runs.run_inserts import NewRun
 from tests.helpers.browser import sign_in_page
 from tests.helpers.commands import free_port
 from tests.helpers.dead_letters import dead_letter, declined
-from tests.helpers.live import Start, listener_count, start_web, submit
+from tests.helpers.live import Start, listener_count, start_web
 from tests.helpers.people import make_user
 from tests.helpers.processes import services
 from tests.helpers.waits import wait_until
 
-# Counts the live-update messages heard, the swaps done and the paths asked for, from before
-# the page's scripts.
+# From before the page's scripts: the live updates each region heard, the swaps that settled
+# in it and the requests it made, by the region's id.
 COUNTERS = """
-window.heard = 0; window.swapped = 0;
-document.addEventListener("htmx:sseMessage", () => { window.heard += 1; });
-window.asked = [];
-document.addEventListener("htmx:afterSettle", () => { window.swapped += 1; });
-document.addEventListener("htmx:beforeRequest", (e) => {
-  window.asked.push(e.detail.requestConfig.path);
-});
+window.heard = {}; window.settled = {}; window.asked = {};
+const count = (tally, elt) => { tally[elt.id] = (tally[elt.id] || 0) + 1; };
+document.addEventListener("htmx:sseMessage", (e) => count(window.heard, e.target));
+document.addEventListener("htmx:afterSettle", (e) => count(window.settled, e.target));
+document.addEventListener("htmx:beforeRequest", (e) => count(window.asked, e.detail.elt));
 """
 
 
@@ -48,15 +49,53 @@ def _conn(db_url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(db_url, autocommit=True, row_factory=dict_row)
 
 
-def _wait_for(page: Any, condition: str, what: str, also: Any = lambda: True) -> None:
-    """Until `condition` holds in the page (the page's policy forbids wait_for_function's
-    eval); waiting through the page lets its routes be handled meanwhile."""
+def _tally(page: Any, name: str, region: str) -> int:
+    return int(page.evaluate(f"window.{name}['{region}'] || 0"))
 
-    def holds() -> bool:
+
+def _wait_for(page: Any, holds: Callable[[], bool], what: str) -> None:
+    """Until `holds` (the page's policy forbids wait_for_function's eval); waiting through
+    the page lets its routes be handled meanwhile."""
+
+    def waited() -> bool:
         page.wait_for_timeout(50)
-        return bool(page.evaluate(condition)) and bool(also())
+        return holds()
 
-    wait_until(holds, what)
+    wait_until(waited, what)
+
+
+def _open_settled(page: Any, url: str, region: str) -> None:
+    """Open `url` and wait out the refresh a page makes as it connects."""
+    page.add_init_script(COUNTERS)
+    page.goto(url)
+    _wait_for(
+        page,
+        lambda: _tally(page, "heard", region) >= 1 and _tally(page, "settled", region) >= 1,
+        "the first refresh",
+    )
+
+
+def _held_then_released(
+    page: Any, url: str, region: str, first: Callable[[], Any], second: Callable[[], Any]
+) -> None:
+    """Make the `first` change, hold the region's answer to it, make the `second` change,
+    and release the answer once the region has heard it."""
+    held: list[tuple[Any, Any]] = []
+
+    def hold_the_first_answer(route: Any) -> None:
+        if route.request.headers.get("hx-request") and not held:
+            held.append((route, route.fetch()))  # answered now, delivered later
+        else:
+            route.continue_()
+
+    heard = _tally(page, "heard", region)
+    page.route(url, hold_the_first_answer)
+    first()
+    _wait_for(page, lambda: bool(held), "the region to ask for the first change")
+    second()
+    _wait_for(page, lambda: _tally(page, "heard", region) >= heard + 2, "the second change")
+    route, answer = held[0]
+    route.fulfill(response=answer)
 
 
 def test_a_change_heard_while_the_region_refreshes_is_shown_after_it(
@@ -66,44 +105,34 @@ def test_a_change_heard_while_the_region_refreshes_is_shown_after_it(
     make_user(db_url, "oncall", "operator")
     sign_in_page(page, base, "oncall")
     wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
-    run_id = submit(db_url, "sleep", seconds=60)  # no worker: it stays pending
-    page.add_init_script(COUNTERS)
-    page.goto(f"{base}/runs/{run_id}")
+    with _conn(db_url) as conn:  # no worker: it waits until this test moves it
+        run_id = submission.submit(conn, NewRun("sleep", {"seconds": 60}, max_retries=0)).id
+    url = f"{base}/runs/{run_id}"
+    _open_settled(page, url, "run-detail")
     badge = page.locator("h1 .badge")
     expect(badge).to_have_text("pending")
-    # A page that connects refreshes once at once: let that settle first.
-    _wait_for(page, "window.heard >= 1 && window.swapped >= 1", "the first refresh")
-    heard = page.evaluate("window.heard")
+    claimed: list[Any] = []
 
-    held: list[tuple[Any, Any]] = []
+    def claim() -> None:
+        with _conn(db_url) as conn:
+            claimed.extend(transitions.claim(conn, "w", 1, 30))
 
-    def hold_the_first_answer(route: Any) -> None:
-        if route.request.headers.get("hx-request") and not held:
-            held.append((route, route.fetch()))  # answered now, delivered later
-        else:
-            route.continue_()
+    def fail() -> None:
+        outcome = Outcome(OutcomeStatus.FAILED, error="no", retryable=False)
+        with _conn(db_url) as conn:
+            transitions.finish_many(conn, "w", [transitions.Finish(run_id, 1, outcome)])
 
-    page.route(f"{base}/runs/{run_id}", hold_the_first_answer)
-    with _conn(db_url) as conn:
-        assert transitions.cancel(conn, run_id) == "cancelled"
-    _wait_for(page, "true", "the region to ask for the change", lambda: bool(held))
-    with _conn(db_url) as conn:
-        assert transitions.retry(conn, run_id) is not None  # pending again
-    _wait_for(page, f"window.heard >= {heard + 2}", "the second change heard while held")
-
-    route, answer = held[0]
-    route.fulfill(response=answer)
-    expect(badge).to_have_text("pending", timeout=10_000)
-    assert page.evaluate("window.swapped") >= 3, "shown by a refresh, not the first answer"
+    _held_then_released(page, url, "run-detail", claim, fail)  # the held answer: running
+    expect(badge).to_have_text("failed", timeout=10_000)
+    assert [r.run_id for r in claimed] == [run_id]
 
     # A change heard with nothing in flight is fetched once, not twice.
-    asked = f"window.asked.filter(p => p === '/runs/{run_id}').length"
-    before = page.evaluate(asked)
+    asked = _tally(page, "asked", "run-detail")
     with _conn(db_url) as conn:
-        assert transitions.cancel(conn, run_id) == "cancelled"
-    expect(badge).to_have_text("cancelled", timeout=10_000)
+        assert transitions.retry(conn, run_id) is not None
+    expect(badge).to_have_text("pending", timeout=10_000)
     page.wait_for_timeout(1_500)
-    assert page.evaluate(asked) == before + 1
+    assert _tally(page, "asked", "run-detail") == asked + 1
 
 
 def test_a_change_a_throttled_region_dropped_while_refreshing_is_shown_after_it(
@@ -113,28 +142,18 @@ def test_a_change_a_throttled_region_dropped_while_refreshing_is_shown_after_it(
     make_user(db_url, "oncall", "operator")
     sign_in_page(page, base, "oncall")
     wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
-    page.add_init_script(COUNTERS)
-    page.goto(f"{base}/dead-letters")  # refreshed at most every 5 s
-    _wait_for(page, "window.heard >= 1 && window.swapped >= 1", "the first refresh")
-    heard = page.evaluate("window.heard")
+    url = f"{base}/dead-letters"  # refreshed at most every 5 s
+    _open_settled(page, url, "dead-letter-groups")
     groups = page.locator("#dead-letter-groups tbody tr")
+    expect(groups).to_have_count(0)
 
-    held: list[tuple[Any, Any]] = []
+    def one_group() -> None:
+        with _conn(db_url) as conn:
+            declined(conn, 1)
 
-    def hold_the_first_answer(route: Any) -> None:
-        if route.request.headers.get("hx-request") and not held:
-            held.append((route, route.fetch()))
-        else:
-            route.continue_()
+    def another_group() -> None:
+        with _conn(db_url) as conn:
+            dead_letter(conn, "KeyError: 'customer'")
 
-    page.route(f"{base}/dead-letters", hold_the_first_answer)
-    with _conn(db_url) as conn:
-        declined(conn, 1)
-    _wait_for(page, "true", "the region to ask for the change", lambda: bool(held))
-    with _conn(db_url) as conn:
-        dead_letter(conn, "KeyError: 'customer'")  # a second group
-    _wait_for(page, f"window.heard >= {heard + 2}", "the second change heard while held")
-
-    route, answer = held[0]
-    route.fulfill(response=answer)
-    expect(groups).to_have_count(2, timeout=10_000)
+    _held_then_released(page, url, "dead-letter-groups", one_group, another_group)
+    expect(groups).to_have_count(2, timeout=10_000)  # the held answer had one
