@@ -20,11 +20,8 @@ from psycopg.rows import dict_row
 from app.handlers.jobs import Outcome, OutcomeStatus
 from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
-from tests.helpers.browser import sign_in_page
-from tests.helpers.commands import free_port
 from tests.helpers.dead_letters import dead_letter, declined
-from tests.helpers.live import Start, listener_count, start_web
-from tests.helpers.people import make_user
+from tests.helpers.live import Start, sign_in_live
 from tests.helpers.processes import services
 from tests.helpers.waits import wait_until
 
@@ -101,10 +98,7 @@ def _held_then_released(
 def test_a_change_heard_while_the_region_refreshes_is_shown_after_it(
     start: Start, db_url: str, page: Any
 ) -> None:
-    _, base = start_web(start, free_port())
-    make_user(db_url, "oncall", "operator")
-    sign_in_page(page, base, "oncall")
-    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
+    base = sign_in_live(start, db_url, page)
     with _conn(db_url) as conn:  # no worker: it waits until this test moves it
         run_id = submission.submit(conn, NewRun("sleep", {"seconds": 60}, max_retries=0)).id
     url = f"{base}/runs/{run_id}"
@@ -138,10 +132,7 @@ def test_a_change_heard_while_the_region_refreshes_is_shown_after_it(
 def test_a_change_a_throttled_region_dropped_while_refreshing_is_shown_after_it(
     start: Start, db_url: str, page: Any
 ) -> None:
-    _, base = start_web(start, free_port())
-    make_user(db_url, "oncall", "operator")
-    sign_in_page(page, base, "oncall")
-    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
+    base = sign_in_live(start, db_url, page)
     url = f"{base}/dead-letters"  # refreshed at most every 5 s
     _open_settled(page, url, "dead-letter-groups")
     groups = page.locator("#dead-letter-groups tbody tr")
