@@ -100,6 +100,13 @@ def sign_in_counts(conn: Conn) -> tuple[int, int]:
     return row["sessions"], row["links"]
 
 
+def but_settled(pruned: PrunedHistory | None) -> PrunedHistory:
+    """What a pass pruned, less the finished days' partitions it vacuumed: a clock moved
+    on past midnight settles the day before, which is not what these tests are about."""
+    assert pruned is not None
+    return dataclasses.replace(pruned, settled=0)
+
+
 def test_expired_sessions_and_sign_in_links_go_without_anyone_signing_out(conn: Conn) -> None:
     alice = users.create_user(conn, "alice", "correct horse battery", "viewer", actor="test")
     now = db_now(conn)
@@ -114,13 +121,13 @@ def test_expired_sessions_and_sign_in_links_go_without_anyone_signing_out(conn: 
     assert sign_in_counts(conn) == (4, 2)
     keeper = Reaper(settings())
 
-    assert keeper.prune(conn, now) == PrunedHistory(sessions=3, sign_in_links=1)
+    assert but_settled(keeper.prune(conn, now)) == PrunedHistory(sessions=3, sign_in_links=1)
     assert sign_in_counts(conn) == (1, 1)
     assert users.session_user(conn, kept, SECRET, now=now) == alice
     assert users.use_sign_in_link(conn, fresh, SECRET, now=now) == alice
     # Twelve hours on, the last session has expired too.
     later = now + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
-    assert keeper.prune(conn, later) == PrunedHistory(sessions=1)
+    assert but_settled(keeper.prune(conn, later)) == PrunedHistory(sessions=1)
     assert sign_in_counts(conn) == (0, 0)
 
 
@@ -129,7 +136,7 @@ def test_a_retention_of_none_still_drops_expired_sessions(conn: Conn) -> None:
     users.start_session(conn, alice, SECRET)
     forever = settings(retention_days=None, keep_fires_days=None)
     later = db_now(conn) + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
-    assert Reaper(forever).prune(conn, later) == PrunedHistory(sessions=1)
+    assert but_settled(Reaper(forever).prune(conn, later)) == PrunedHistory(sessions=1)
 
 
 def test_expired_sessions_go_batch_after_batch_up_to_its_bound(
@@ -153,4 +160,4 @@ def test_the_reaper_tick_prunes_sign_ins_on_the_clock_it_is_given(conn: Conn) ->
     users.create_sign_in_link(conn, alice, SECRET)
     later = db_now(conn) + timedelta(seconds=users.SESSION_LIFETIME_SECONDS)
     report = Reaper(settings()).run_once(conn, later)
-    assert report.pruned == PrunedHistory(sessions=1, sign_in_links=1)
+    assert but_settled(report.pruned) == PrunedHistory(sessions=1, sign_in_links=1)
