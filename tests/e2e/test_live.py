@@ -7,26 +7,16 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from playwright.sync_api import expect
 
 from tests.helpers.browser import sign_in_page
 from tests.helpers.commands import free_port
-from tests.helpers.live import Start, listener_count, start_web, submit
+from tests.helpers.live import Start, listener_count, sign_in_live, start_web, submit
 from tests.helpers.people import make_user
-from tests.helpers.processes import services
 from tests.helpers.waits import wait_until
-
-
-@pytest.fixture
-def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
-    with services(db_url, tmp_path) as start_service:
-        yield start_service
 
 
 def _counter(page: Any, status: str) -> Any:
@@ -41,10 +31,7 @@ def test_a_submitted_run_appears_and_completes_on_the_open_overview(
     start: Start, db_url: str, page: Any
 ) -> None:
     start("worker")
-    _, base = start_web(start, free_port())
-    make_user(db_url, "oncall", "viewer")
-    sign_in_page(page, base, "oncall")
-    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
+    sign_in_live(start, db_url, page, "viewer")
     page.evaluate("window.notReloaded = true")
     before = _count(page, "completed")
     submitted = time.monotonic()
@@ -61,9 +48,7 @@ def test_a_submitted_run_appears_and_completes_on_the_open_overview(
 def test_a_killed_worker_leaves_the_workers_page(start: Start, db_url: str, page: Any) -> None:
     keeper, doomed = start("worker"), start("worker")
     start("reaper")
-    _, base = start_web(start, free_port())
-    make_user(db_url, "oncall", "viewer")
-    sign_in_page(page, base, "oncall")
+    base = sign_in_live(start, db_url, page, "viewer")
 
     def worker_ids() -> list[str]:
         with psycopg.connect(db_url, autocommit=True) as conn:

@@ -8,12 +8,10 @@ answer can show the last one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
-import pytest
 from playwright.sync_api import expect
 from psycopg.rows import dict_row
 
@@ -22,7 +20,6 @@ from app.runs import submission, transitions
 from app.runs.run_inserts import NewRun
 from tests.helpers.dead_letters import dead_letter, declined
 from tests.helpers.live import Start, sign_in_live
-from tests.helpers.processes import services
 from tests.helpers.waits import wait_until
 
 # From before the page's scripts: the live updates each region heard, the swaps that settled
@@ -34,12 +31,6 @@ document.addEventListener("htmx:sseMessage", (e) => count(window.heard, e.target
 document.addEventListener("htmx:afterSettle", (e) => count(window.settled, e.target));
 document.addEventListener("htmx:beforeRequest", (e) => count(window.asked, e.detail.elt));
 """
-
-
-@pytest.fixture
-def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
-    with services(db_url, tmp_path) as start_service:
-        yield start_service
 
 
 def _conn(db_url: str) -> psycopg.Connection[Any]:

@@ -4,28 +4,16 @@ and why: real `sundial web` and `sundial worker` processes, a real browser. The 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import look_at_both_widths, sign_in_page
-from tests.helpers.commands import free_port
-from tests.helpers.live import Start, listener_count, start_web, submit
-from tests.helpers.people import make_user
-from tests.helpers.processes import services
-from tests.helpers.waits import wait_until
+from tests.helpers.browser import look_at_both_widths
+from tests.helpers.live import Start, sign_in_live, submit
 
 SHOTS = Path("/tmp/shots/snooze")
 # The first elements reaching past the page's right edge, to name in a failure.
-
-
-@pytest.fixture
-def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
-    with services(db_url, tmp_path) as start_service:
-        yield start_service
 
 
 def _look(page: Any, name: str) -> None:
@@ -36,10 +24,7 @@ def test_progress_appears_live_and_a_snooze_says_why(
     start: Start, db_url: str, page: Any, tmp_path: Path
 ) -> None:
     start("worker")
-    _, base = start_web(start, free_port())
-    make_user(db_url, "oncall", "viewer")
-    sign_in_page(page, base, "oncall")
-    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
+    base = sign_in_live(start, db_url, page, "viewer")
 
     go_on = tmp_path / "go-on"
     run_id = submit(db_url, "report_progress", go_on=str(go_on))

@@ -6,31 +6,19 @@ axe-core; screenshots go to /tmp/shots/history."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from playwright.sync_api import expect
 from psycopg.rows import dict_row
 
 from app.runs import submission
 from app.runs.run_inserts import NewRun
-from tests.helpers.browser import look_at_both_widths, sign_in_page
-from tests.helpers.commands import free_port
-from tests.helpers.live import Start, listener_count, start_web
-from tests.helpers.people import make_user
-from tests.helpers.processes import services
-from tests.helpers.waits import wait_until
+from tests.helpers.browser import look_at_both_widths
+from tests.helpers.live import Start, sign_in_live
 
 SHOTS = Path("/tmp/shots/history")
-
-
-@pytest.fixture
-def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
-    with services(db_url, tmp_path) as start_service:
-        yield start_service
 
 
 def _submit(db_url: str, run: NewRun) -> int:
@@ -58,10 +46,7 @@ def test_the_history_follows_a_run_live_and_names_who_did_what(
     start: Start, db_url: str, page: Any
 ) -> None:
     start("worker")
-    _, base = start_web(start, free_port())
-    make_user(db_url, "oncall", "operator")
-    sign_in_page(page, base, "oncall")
-    wait_until(lambda: listener_count(db_url) == 1, "the web process to LISTEN")
+    base = sign_in_live(start, db_url, page, "operator")
     page.set_default_timeout(20_000)
 
     run_id = _submit(db_url, NewRun("fail", args={"message": "the ledger said no"}, max_retries=1))

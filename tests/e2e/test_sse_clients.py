@@ -8,24 +8,14 @@ import asyncio
 import re
 import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx2 as httpx
 import psycopg
-import pytest
 
 from tests.helpers.commands import free_port
 from tests.helpers.live import Start, listener_count, start_web, submit
 from tests.helpers.people import PASSWORD, make_user
-from tests.helpers.processes import services
 from tests.helpers.waits import wait_until
-
-
-@pytest.fixture
-def start(db_url: str, tmp_path: Path) -> Iterator[Start]:
-    with services(db_url, tmp_path) as start_service:
-        yield start_service
 
 
 def _session_cookies(base: str, name: str) -> dict[str, str]:
