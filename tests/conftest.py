@@ -35,6 +35,11 @@ CHROMIUM_ARGS = [
 ]
 _counter = itertools.count()
 
+# Tests make hundreds of accounts and sign in as often: at argon2's standard cost each hash
+# is 0.2 s of CPU. Every process they start inherits this; tests/db/test_password_hashes.py
+# checks the standard cost where it is not set.
+os.environ.setdefault("SUNDIAL_PASSWORD_HASH_COST", "minimum")
+
 # Generated cases differ on every local run, to explore; under CI they are the same each
 # time, so a submission's result does not hang on which cases a seed drew.
 settings.register_profile("ci", derandomize=True)

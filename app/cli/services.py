@@ -102,6 +102,11 @@ def cmd_web(args: argparse.Namespace, settings: Settings) -> int:
         url = service_database(settings)
         check_secret_key(settings, args.host)
         log.info("web listening on http://%s:%d", args.host, port)
+        if settings.password_hash_cost == "minimum":
+            log.warning(
+                "passwords are hashed at argon2's cheapest cost (SUNDIAL_PASSWORD_HASH_COST="
+                "minimum): for test suites only, never for people's accounts"
+            )
         config = uvicorn.Config(
             AccessLog(create_app(settings, url)),
             host=args.host,

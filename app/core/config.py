@@ -63,6 +63,9 @@ DEV_SECRET_KEY = "sundial-dev-secret-change-me"
 # transaction-mode pooler such as PgBouncer, which hands each transaction to any server
 # connection (see app/core/db.py).
 POOLER_MODES = ("none", "transaction")
+# How hard a password hash is to compute: argon2id's standard cost, or its cheapest for test
+# suites that make many accounts (a deployment must never set it).
+PASSWORD_HASH_COSTS = ("standard", "minimum")
 
 
 class ConfigError(ValueError):
@@ -112,6 +115,7 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     # Host names the web answers to (TrustedHostMiddleware); none set: any.
     allowed_hosts: tuple[str, ...] = ()
+    password_hash_cost: str = "standard"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -208,6 +212,7 @@ class Settings:
             ),
             trusted_proxies=_proxies(env, "SUNDIAL_TRUSTED_PROXIES"),
             allowed_hosts=tuple(h.lower() for h in _list(env, "SUNDIAL_ALLOWED_HOSTS")),
+            password_hash_cost=password_hash_cost(env),  # checked at start like the rest
         )
 
 
@@ -238,6 +243,12 @@ def _networks(env: Mapping[str, str], name: str) -> tuple[IPNetwork, ...]:
         return tuple(ipaddress.ip_network(item, strict=False) for item in _list(env, name))
     except ValueError as exc:
         raise ConfigError(f"{name} must list networks like 10.0.0.0/8 or fd00::/8: {exc}") from None
+
+
+def password_hash_cost(environ: Mapping[str, str] | None = None) -> str:
+    """SUNDIAL_PASSWORD_HASH_COST: read on its own wherever a password is hashed."""
+    env = os.environ if environ is None else environ
+    return _choice(env, "SUNDIAL_PASSWORD_HASH_COST", "standard", PASSWORD_HASH_COSTS)
 
 
 def database_pooler(environ: Mapping[str, str] | None = None) -> str:

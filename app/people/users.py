@@ -20,9 +20,10 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from argon2 import PasswordHasher
+from argon2 import PasswordHasher, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from app.core.config import password_hash_cost
 from app.core.db import Conn
 from app.core.errors import UsageError
 from app.core.sql import query
@@ -40,15 +41,31 @@ LOGIN_MAX_FAILURES_PER_ACCOUNT = 50
 MIN_PASSWORD_LENGTH = 8
 MAX_NAME_LENGTH = 100
 
-_hasher = PasswordHasher()
-
 
 @cache
+def _hasher_of(cost: str) -> PasswordHasher:
+    return (
+        PasswordHasher.from_parameters(profiles.CHEAPEST) if cost == "minimum" else PasswordHasher()
+    )
+
+
+def _hasher() -> PasswordHasher:
+    """argon2id at its standard cost (RFC 9106's low-memory profile: 64 MiB, 3 passes),
+    or at its cheapest where SUNDIAL_PASSWORD_HASH_COST=minimum (test suites). A hash
+    keeps its own cost: a cheap one is rehashed at the standard cost on its next sign-in."""
+    return _hasher_of(password_hash_cost())
+
+
 def dummy_hash() -> str:
     """Verified when the name is unknown, so a guess at a name costs as long as one at a
     password. Made on first use (a hash takes 0.1-0.2 s, which every command importing
     this module paid); the web process makes it at start-up, before any sign-in."""
-    return _hasher.hash(secrets.token_urlsafe(16))
+    return _dummy_hash_of(password_hash_cost())
+
+
+@cache
+def _dummy_hash_of(cost: str) -> str:
+    return _hasher_of(cost).hash(secrets.token_urlsafe(16))
 
 
 class UserError(UsageError):
@@ -85,7 +102,7 @@ def create_user(conn: Conn, username: str, password: str, role: str, *, actor: s
     with conn.transaction():
         row = conn.execute(
             query("users", "user_insert"),
-            {"username": username, "password_hash": _hasher.hash(password), "role": role},
+            {"username": username, "password_hash": _hasher().hash(password), "role": role},
         ).fetchone()
         if row is None:
             raise UserError(f"a user named {username!r} already exists")
@@ -115,10 +132,10 @@ def sign_in(
         conn.execute(query("users", "login_failure_insert"), key)
         return None
     conn.execute(query("users", "login_failure_clear"), key)
-    if _hasher.check_needs_rehash(row["password_hash"]):
+    if _hasher().check_needs_rehash(row["password_hash"]):
         conn.execute(
             query("users", "user_set_password_hash"),
-            {"id": row["id"], "password_hash": _hasher.hash(password)},
+            {"id": row["id"], "password_hash": _hasher().hash(password)},
         )
     return _user(row)
 
@@ -141,7 +158,7 @@ def _refuse_when_over_limits(failures: dict[str, Any]) -> None:
 
 def _verify(password_hash: str | None, password: str) -> bool:
     try:
-        return _hasher.verify(password_hash or dummy_hash(), password)
+        return _hasher().verify(password_hash or dummy_hash(), password)
     except (VerificationError, InvalidHashError):
         return False
 

@@ -55,6 +55,9 @@ def test_the_web_writes_its_startup_and_an_access_log_as_json(db_url: str, tmp_p
     assert missing["client"] == "127.0.0.1" and missing["duration_ms"] >= 0
     healthz = next(line for line in access if line["path"] == "/healthz")
     assert healthz["status"] == 200 and healthz["process"] == "web"
+    # The test suite hashes passwords cheaply (tests/conftest.py), and the web says so.
+    cheap = [line for line in lines if "SUNDIAL_PASSWORD_HASH_COST" in line["msg"]]
+    assert [line["level"] for line in cheap] == ["warning"]
 
 
 def test_an_exception_escaping_a_job_child_is_one_json_line() -> None:
