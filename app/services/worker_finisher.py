@@ -83,12 +83,14 @@ class Finisher(WorkerState):
         await self._write_logs(all_progress=True)
         claim = self._downstream_claim()
         reserved = claim.limit
+        self._writing_finishes = True
         try:
             won = await asyncio.to_thread(self._finisher.call, self._record, batch, claim)
         except DB_ERRORS:
             log.error("could not record %d finishes before shutdown", len(batch))
             raise
         finally:
+            self._writing_finishes = False
             self._unreserve_slots(reserved)
             self._slot_freed.set()  # the fetcher may wait for the slots reserved here
         self._finish_recorded.set()
