@@ -22,11 +22,9 @@ from typing import IO, Any
 
 from app.core import launcher
 from app.core.config import Settings
-from app.core.db import connect, resolve_database_url
 from app.core.launcher import lifeline
 from app.core.process_secrets import is_secret
 from app.handlers.args import number, optional_string, string_list, string_map
-from app.handlers.gate import SHELL_DISABLED_MESSAGE, shell_enabled
 from app.handlers.jobs import JobContext, NonRetryableError
 from app.handlers.shell_control import CONTROL_VARIABLE, ControlReader
 
@@ -62,8 +60,7 @@ def run_command(
     limit = number("timeout", timeout, minimum=0.001, allow_none=True)
     directory = optional_string("cwd", cwd)
     environment = command_environment(env, pass_env, os.environ)
-    if not _enabled_for_the_fleet():
-        raise NonRetryableError(SHELL_DISABLED_MESSAGE)
+    _refuse_unless_enabled()
     with (
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
@@ -117,11 +114,16 @@ def command_environment(env: Any, pass_env: Any, worker_env: Mapping[str, str]) 
     return {**environment, **string_map("env", env)}
 
 
-def _enabled_for_the_fleet() -> bool:
+def _refuse_unless_enabled() -> None:
     """The admin's decision, read when the command is about to run: a run submitted while
-    `shell` was enabled does not run once it is disabled."""
+    `shell` was enabled does not run once it is disabled. (The database driver is imported
+    here: a job child that runs no command starts without it.)"""
+    from app.core.db import connect, resolve_database_url
+    from app.handlers.gate import SHELL_DISABLED_MESSAGE, shell_enabled
+
     with connect(resolve_database_url(Settings.from_env()), autocommit=True) as conn:
-        return shell_enabled(conn)
+        if not shell_enabled(conn):
+            raise NonRetryableError(SHELL_DISABLED_MESSAGE)
 
 
 def _argv(command: Any) -> list[str]:

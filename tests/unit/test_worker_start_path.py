@@ -36,6 +36,18 @@ def test_the_worker_command_imports_none_of_the_other_commands_libraries() -> No
     assert done.stdout.strip() == ""
 
 
+def test_a_job_child_starts_without_the_database_driver() -> None:
+    # Every run of the subprocess model starts one; the driver was a third of its start-up.
+    # The shell handler imports it when it asks whether commands may run.
+    code = (
+        "import sys\n"
+        "import app.executors.child, app.executors.pool_child, app.handlers.builtin\n"
+        "print(' '.join(m for m in ('psycopg', 'app.core.db') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
 def test_a_service_command_parses_as_with_the_whole_parser() -> None:
     for argv in (["worker", "--concurrency", "3"], ["worker"], ["web", "--port", "8001"]):
         assert build_parser(argv[0]).parse_args(argv) == build_parser().parse_args(argv)
