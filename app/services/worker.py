@@ -343,12 +343,12 @@ class Worker(Finisher, NoticeListener, Heartbeat):
     def _claim_recordable(self, conn: Conn, free: int) -> list[ClaimedRun] | None:
         """Claim up to `free` runs, or None when this worker could not record them: on a
         new claim connection, or after finish or heartbeat trouble, those two connections
-        must answer first (a run claimed without them is only held hostage). While a batch
-        of finishes is being retried after an outage, nothing: the reaper may have re-queued
-        one of those runs meanwhile, and its late completion must be written before this
-        worker could claim it again (then the completion would be discarded and the run
-        run twice)."""
-        if self._writing_finishes and self._finisher.failing:
+        must answer first (a run claimed without them is only held hostage). While finishes
+        wait to be recorded and the finish connection is failing, nothing, even once the
+        server answers again: the reaper may have re-queued one of those runs meanwhile,
+        and its late completion must be written before this worker could claim it again
+        (then the completion would be discarded and the run run twice)."""
+        if self._finisher.failing and (self._finishes or self._writing_finishes):
             return None
         if conn is not self._checked_claim_conn or self._finisher.failing or self._beat.failing:
             if not (self._finisher.check(_ping) and self._beat.check(_ping)):

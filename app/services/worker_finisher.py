@@ -79,20 +79,22 @@ class Finisher(WorkerState):
         self._finish_write_began = time.monotonic()
         self.stats.finish_writes += 1
         self._slot_freed.set()
-        # An ended attempt's lines and last progress are stored before its finish.
-        await self._write_logs(all_progress=True)
-        claim = self._downstream_claim()
-        reserved = claim.limit
-        self._writing_finishes = True
+        self._writing_finishes = True  # from here until recorded (logs first)
         try:
-            won = await asyncio.to_thread(self._finisher.call, self._record, batch, claim)
-        except DB_ERRORS:
-            log.error("could not record %d finishes before shutdown", len(batch))
-            raise
+            # An ended attempt's lines and last progress are stored before its finish.
+            await self._write_logs(all_progress=True)
+            claim = self._downstream_claim()
+            reserved = claim.limit
+            try:
+                won = await asyncio.to_thread(self._finisher.call, self._record, batch, claim)
+            except DB_ERRORS:
+                log.error("could not record %d finishes before shutdown", len(batch))
+                raise
+            finally:
+                self._unreserve_slots(reserved)
+                self._slot_freed.set()  # the fetcher may wait for the slots reserved here
         finally:
             self._writing_finishes = False
-            self._unreserve_slots(reserved)
-            self._slot_freed.set()  # the fetcher may wait for the slots reserved here
         self._finish_recorded.set()
         for job in claim.jobs:
             self._start(job)

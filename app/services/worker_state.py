@@ -85,7 +85,7 @@ class WorkerState:
         self._in_flight: dict[int, InFlight] = {}
         self._suspects_in_flight = 0  # runs that crashed before: while one runs, no claims
         self._finishes: list[Finish] = []
-        self._writing_finishes = False  # a batch is with the finisher's connection
+        self._writing_finishes = False  # a batch taken from `_finishes`, not yet recorded
         self._stopping = False
         self._abandon_db = False  # shutdown outlasted the grace period during an outage
         # Claims stop retrying once the worker stops; finishes keep trying (during an outage)
