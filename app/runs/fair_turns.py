@@ -31,7 +31,7 @@ class FairTurns:
     def __init__(self, conn: Conn, read: Mapping[str, Any], setting: Mapping[str, Any]) -> None:
         self.conn = conn
         self.queue, self.clock = setting["name"], setting["clock"]
-        self.params = {**read, "full": [], "scan": TURNS_READ,
+        self.params = {**read, "full": "[]", "scan": TURNS_READ,
                        "weights": Jsonb(setting["key_weights"])}  # fmt: skip
         self.read_at: datetime = self.clock
         self.kept = False  # whether `due` gave the kept turns, not a fresh read

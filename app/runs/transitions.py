@@ -264,10 +264,11 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         running: dict[str | None, int] = dict(
             cursor.execute(query("runs", "run_limited_running"), read).fetchall()
         )
-        read["full"] = limit_fit.full_keys(running, key_max_running)
+        full = limit_fit.full_keys(running, key_max_running)
         key_rate = key_rates.KeyRates(conn, setting) if per_key_rate else None
         if key_rate is not None:
-            read["full"] += key_rate.starved()
+            full += key_rate.starved()
+        read["full"] = json.dumps(full)
         read["scan"] = math.ceil(params["limit"] * LIMITED_SCAN_FACTOR) + LIMITED_SCAN_MIN
 
         def choose(due: list[limit_fit.Due]) -> list[int]:
@@ -279,7 +280,7 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         turns = fair_turns.FairTurns(conn, read, setting) if setting.get("fair_share") else None
         if turns is None:
             candidates = cursor.execute(query("runs", "run_limited_candidates"), read)
-            due = [limit_fit.Due(*row) for row in candidates]
+            due = list(map(limit_fit.Due._make, candidates))
             ids = choose(due)
         else:  # key by key in turns
             due = turns.due()
@@ -293,7 +294,7 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
                 turns.keep(due, set())
             return []
         claimed = cursor.execute(
-            query("runs", "run_claim_limited"), {**params, "ids": ids}
+            query("runs", "run_claim_limited"), {**params, "ids": _int_array(ids)}
         ).fetchall()
         if turns is not None:  # off the turns: the runs claimed, and those no longer due
             turns.keep(due, set(ids))

@@ -97,8 +97,9 @@ GROUP BY 1;
 
 -- name: run_limited_candidates
 -- (read) up to %(scan)s due runs of a limited queue in claim order (highest priority
--- first, then oldest), read past the keys already at their limit (%(full)s): one key's
--- backlog holds no other key up. Unlocked: the queue's claims take turns.
+-- first, then oldest), read past the keys already at their limit (%(full)s, a JSON array:
+-- sent as one string, where a list is adapted key by key): one key's backlog holds no other
+-- key up. Unlocked: the queue's claims take turns.
 SELECT id, args ->> %(key_field)s::text AS key, crash_count > 0 AS suspect
 FROM job_runs
 WHERE status = 'pending' AND queue = %(queue)s
@@ -106,7 +107,7 @@ WHERE status = 'pending' AND queue = %(queue)s
   AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
   -- (NOT IN over a subquery: one hash of the full keys, not a search per run)
   AND (args ->> %(key_field)s::text IS NULL
-       OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
+       OR args ->> %(key_field)s::text NOT IN (SELECT jsonb_array_elements_text(%(full)s::jsonb)))
   AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
        OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))  -- as in run_claim
 ORDER BY priority DESC, run_at
@@ -125,7 +126,7 @@ WITH due AS (
       AND run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
       AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
       AND (args ->> %(key_field)s::text IS NULL
-           OR args ->> %(key_field)s::text NOT IN (SELECT unnest(%(full)s::text[])))
+           OR args ->> %(key_field)s::text NOT IN (SELECT jsonb_array_elements_text(%(full)s::jsonb)))
       AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
            OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))
 ), ranked AS (
