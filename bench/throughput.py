@@ -1,7 +1,7 @@
 """Queue benchmark: single and bulk submit rates, end-to-end no-op throughput, latency.
 
     .venv/bin/python -m bench.throughput [--runs 20000] [--rounds 3] [--concurrency 1000]
-        [--drain-runs 100000] [--limit-keys 1000] [--limits-only]
+        [--drain-runs 100000] [--limit-keys 1000] [--per-key 1 2 5] [--limits-only]
 
 First lines: the machine's cores and a calibration figure (a plain server-side INSERT of
 generated rows, no Sundial code), so figures from noisy or different machines compare as
@@ -12,10 +12,11 @@ conditional updates, and each attempt is recorded in the history table. Throughp
 measured from the database's own timestamps (first start to last finish of a drain of
 pre-submitted runs), so worker start-up is not counted; a second figure times the drain from
 the moment the worker processes are told to start. The cost of concurrency limits: drains of
-`--drain-runs` runs over `--limit-keys` customers without and with a limit of 1 running per
-customer, in pairs, with the ratio of each pair. Enqueue-to-handler latency is timed from
-just before `Sundial.submit` to the handler's first line (`bench.handlers`, same machine, same
-clock), p50/p99 printed for every round. Medians over rounds are printed.
+`--drain-runs` runs over `--limit-keys` customers without and with a limit of 1, 2 and 5
+running per customer (`--per-key`), in pairs, with the ratio of each pair.
+Enqueue-to-handler latency is timed from just before `Sundial.submit` to the handler's first
+line (`bench.handlers`, same machine, same clock), p50/p99 printed for every round. Medians
+over rounds are printed.
 """
 
 from __future__ import annotations
@@ -353,13 +354,20 @@ def main() -> None:
         help="only the paired drains without and with a per-key limit",
     )
     parser.add_argument("--limit-keys", type=int, default=1000, help="customers of those drains")
-    parser.add_argument("--per-key", type=int, default=1, help="the limit per customer")
+    parser.add_argument(
+        "--per-key",
+        type=int,
+        nargs="+",
+        default=[1, 2, 5],
+        help="the limits per customer, each paired with drains without limits",
+    )
     args = parser.parse_args()
     with scratch_database("sundial_bench") as url:
         print("\n".join(describe(url, args.rounds)))
-        limits = limits_lines(url, args.drain_runs, args.limit_keys, args.per_key, args.rounds,
-                              args.concurrency)  # fmt: skip
-        print("\n".join(limits))
+        for per_key in args.per_key:
+            limits = limits_lines(url, args.drain_runs, args.limit_keys, per_key, args.rounds,
+                                  args.concurrency)  # fmt: skip
+            print("\n".join(limits), flush=True)
         if args.limits_only:
             return
         single = [single_submit_rate(url, args.single_submits) for _ in range(args.rounds)]

@@ -66,6 +66,8 @@ TINY_RUNS = {
             "calibration, server-side INSERT",
             "drain of 300 no-op runs over 10 customers, 2 worker processes, no limits:",
             "the same with at most 1 running per customer:",
+            "the same with at most 2 running per customer:",
+            "the same with at most 5 running per customer:",
             "steady drain of 300 no-op runs, 2 worker processes:",
             "single submit, sequential on one connection:",
             "bulk submit:",
