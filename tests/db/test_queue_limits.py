@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from app.core.sql import query
 from app.handlers.jobs import ClaimedRun, Outcome
 from app.runs import queue_limits, queues, submission, transitions
 from app.runs.queues import QueueError
@@ -315,3 +316,40 @@ def test_a_rate_per_key_needs_a_rate_and_a_key(conn: Conn) -> None:
         with pytest.raises(QueueError) as refused:
             queues.set_limits(conn, "q", actor="alice", **settings)
         assert refused.value.field == field, settings
+
+
+def test_keys_at_their_limit_are_passed_over_whatever_characters_they_hold(conn: Conn) -> None:
+    odd = ['a"b', "back\\slash", "ü-ñ 空", "{1,2}", "", "NULL", "comma, and space"]
+    for key in odd:
+        _submit(conn, 2, customer=key)
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=1)
+    first = _claim(conn)
+    assert sorted(_key_of(conn, r) for r in first) == sorted(odd)  # one of each key
+    assert _claim(conn) == []  # every key full: the same keys read back from the database
+    _complete(conn, first)
+    assert sorted(_key_of(conn, r) for r in _claim(conn)) == sorted(odd)
+
+
+def test_the_claims_count_of_running_runs_walks_its_index_after_many_runs_ended(
+    conn: Conn,
+) -> None:
+    # A bitmap scan of the running runs' index never marks the entries of ended runs dead,
+    # so each claim of a draining queue read all of them again (8 ms a claim, not 1).
+    queues.set_limits(conn, "q", actor="alice", key_field="customer", key_max_running=1)
+    for _ in range(20):
+        submission.submit_many(
+            conn, [NewRun("noop", args={"customer": f"c{i}"}, queue="q") for i in range(500)]
+        )
+        _complete(conn, _claim(conn, 500))
+    submission.submit_many(
+        conn, [NewRun("noop", args={"customer": f"c{i}"}, queue="q") for i in range(500)]
+    )
+    _claim(conn, 500)
+    with conn.transaction():
+        conn.execute(query("queues", "queue_claim_turn"), {"queue": "q"})
+        plan = conn.execute(
+            "EXPLAIN " + query("runs", "run_limited_running"),
+            {"queue": "q", "key_field": "customer", "now": None},
+        ).fetchall()
+    text = "\n".join(row["QUERY PLAN"] for row in plan)
+    assert "ix_job_runs_lease" in text and "Bitmap" not in text, text
