@@ -217,6 +217,7 @@ def time_pages(url: str, samples: int) -> None:
         + time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 3600)),
         "run": f"/runs/{failed['id']}",
         "workers": "/workers",
+        "queues": "/queues",
         "schedules": "/schedules",
         "schedules, a later page": "/schedules?after=schedule-5000",
         "jobs": "/jobs",

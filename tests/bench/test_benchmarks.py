@@ -110,6 +110,7 @@ TINY_RUNS = {
         [
             "page render time over 2 requests",
             "overview (live refresh)",
+            "queues",
             "run_list status",
             "run_list search",
             "runs, search (100 match)",

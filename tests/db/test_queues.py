@@ -3,7 +3,7 @@ queue gives nothing and loses nothing, and every door carries the queue a run wa
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -130,3 +130,37 @@ def test_a_job_definitions_queue_goes_to_its_scheduled_and_workflow_runs(conn: C
     (workflow_id,) = conn.execute("SELECT id FROM workflows WHERE name = 'wf'").fetchone().values()
     (shape,) = workflow_shapes.shapes(conn, [workflow_id]).values()
     assert shape.runs["make"].queue == "reports"
+
+
+def test_runs_ended_per_minute_count_each_run_in_the_minute_it_ended(conn: Conn) -> None:
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    minutes = queues.THROUGHPUT_MINUTES
+    # (queue, age of its end, how it ended): whole-minute ages sit on a minute's boundary
+    ended = [
+        ("q", timedelta(seconds=0), "completed"),
+        ("q", timedelta(seconds=59.999999), "failed"),
+        ("q", timedelta(minutes=1), "completed"),
+        ("q", timedelta(minutes=1, seconds=30), "timed_out"),
+        ("q", timedelta(minutes=minutes - 1, seconds=59), "cancelled"),
+        ("q", timedelta(minutes=minutes), "completed"),  # just out of the window
+        ("q", timedelta(minutes=minutes + 5), "skipped"),
+        ("q", timedelta(seconds=-30), "completed"),  # after `now`: not yet in any minute
+        ("reports", timedelta(minutes=7, seconds=1), "completed"),
+        ("reports", timedelta(minutes=7, seconds=59), "completed"),
+    ]
+    for queue, age, status in ended:
+        run_id = submission.submit(conn, NewRun("noop", queue=queue)).id
+        conn.execute(
+            "UPDATE job_runs SET status = %s, finished_at = %s WHERE id = %s",
+            (status, now - age, run_id),
+        )
+    expected: dict[str, list[int]] = {"q": [0] * minutes, "reports": [0] * minutes}
+    for queue, age, _ in ended:
+        if timedelta(0) <= age < timedelta(minutes=minutes):
+            # minute i covers ends in (now - (minutes - i) min, now - (minutes - i - 1) min]
+            oldest_first = minutes - 1 - int(age / timedelta(minutes=1))
+            expected[queue][oldest_first] += 1
+    rows = {q.name: q for q in queues.overview(conn, now=now)}
+    assert rows["q"].ended_per_minute == expected["q"]
+    assert rows["reports"].ended_per_minute == expected["reports"]
+    assert rows["default"].ended_per_minute == [0] * minutes

@@ -146,21 +146,22 @@ WITH live AS (
     SELECT queue, finished_at FROM job_runs
     WHERE status IN ('failed', 'timed_out')
       AND finished_at > coalesce(%(now)s::timestamptz, now()) - make_interval(mins => %(minutes)s)
-), per_minute AS (
+), counted AS (
+    -- each ended run counted once, in its minute: minute i (oldest first) holds the ends in
+    -- (now - (%(minutes)s - i) min, now - (%(minutes)s - i - 1) min]. (Matching every run
+    -- against every minute took 0.9 s with 100,000 runs ended in the hour.)
     SELECT queue,
-           array_agg(n ORDER BY minute) AS minutes
-    FROM (
-        SELECT q.queue, m.minute, count(e.finished_at) AS n
-        FROM (SELECT DISTINCT queue FROM ended) q
-        CROSS JOIN generate_series(0, %(minutes)s - 1) AS m(minute)
-        LEFT JOIN ended e ON e.queue = q.queue
-            AND e.finished_at > coalesce(%(now)s::timestamptz, now())
-                                - make_interval(mins => %(minutes)s - m.minute)
-            AND e.finished_at <= coalesce(%(now)s::timestamptz, now())
-                                 - make_interval(mins => %(minutes)s - m.minute - 1)
-        GROUP BY q.queue, m.minute
-    ) counted
-    GROUP BY queue
+           %(minutes)s - 1 - floor(extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+                                                      - finished_at) / 60)::int AS minute,
+           count(*) AS n
+    FROM ended
+    GROUP BY 1, 2
+), per_minute AS (
+    SELECT q.queue, array_agg(coalesce(c.n, 0) ORDER BY m.minute) AS minutes
+    FROM (SELECT DISTINCT queue FROM counted) q
+    CROSS JOIN generate_series(0, %(minutes)s - 1) AS m(minute)
+    LEFT JOIN counted c ON c.queue = q.queue AND c.minute = m.minute
+    GROUP BY q.queue
 ), names AS (
     SELECT queue AS name FROM live
     UNION SELECT queue FROM per_minute
