@@ -22,9 +22,12 @@ def test_the_run_page_shows_progress_then_the_snooze(
     as_role: Callable[[str], TestClient], conn: Any, db_url: str
 ) -> None:
     run_id = submission.submit(conn, NewRun("noop")).id
+    viewer = as_role("viewer")
+    # A waiting run's page follows reports too: the first may come while the refresh that
+    # its start caused is in flight, and the page must not miss it.
+    assert "sse:progress" in viewer.get(f"/runs/{run_id}").text
     now = datetime.now(UTC) + timedelta(seconds=1)
     (job,) = transitions.claim(conn, "w", 1, 30, now=now)
-    viewer = as_role("viewer")
     page = viewer.get(f"/runs/{run_id}")
     assert 'id="run-progress"' not in page.text  # nothing reported yet
     assert "sse:progress" in page.text  # a running run's page follows its reports
