@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from app.core.sql import query
-from app.runs import submission, transitions
+from app.runs import queues, submission, transitions
 from app.runs.run_inserts import NewRun
 
 RUNNING = 300
@@ -120,3 +120,36 @@ def test_the_triggers_read_of_active_runs_walks_only_the_active_ones_under_a_gen
     assert "ix_job_runs_schedule_active" in plan, plan
     assert "Seq Scan" not in plan, plan
     assert sum(len(row["run_ids"]) for row in active) == HISTORY // 1000
+
+
+def test_the_limited_claim_looks_each_keys_count_up_under_a_generic_plan(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """`run_claim_within_limits` counts the running runs by key and, for each due run it
+    reads, looks its key's count up: planned on statistics saying nothing runs, a join of
+    the two became a nested loop of every due run against every key (60 ms a claim in a
+    drain, not 10)."""
+    queues.set_limits(conn, "default", actor="alice", key_field="c", key_max_running=2)
+    submission.submit_many(conn, [NewRun("noop", {"c": f"k{i % 400}"}) for i in range(HISTORY)])
+    conn.execute("VACUUM ANALYZE job_runs")  # the statistics: nothing is running
+    assert len(transitions.claim(conn, "w", RUNNING, 30)) == RUNNING
+    statement = query("runs", "run_claim_within_limits")
+    params = {"queue": "default", "key_field": "c", "key_max_running": 2, "max_running": None,
+              "now": None, "limit": 500, "scan": 675, "busy": False, "worker": "w2",
+              "lease_seconds": 30.0}  # fmt: skip
+    with psycopg.connect(db_url, row_factory=dict_row) as planned:
+        planned.execute("SET plan_cache_mode = force_generic_plan")
+        planned.execute(statement, {**params, "limit": 0}, prepare=True)  # claims nothing
+        (prepared,) = planned.execute("SELECT name FROM pg_prepared_statements").fetchall()
+        order = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
+        values = sql.SQL(", ").join(sql.Literal(params[key]) for key in order)
+        explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE {}({})").format(
+            sql.Identifier(prepared["name"]), values
+        )
+        plan = "\n".join(r["QUERY PLAN"] for r in planned.execute(explain).fetchall())
+        planned.rollback()
+    assert not re.search(r"Join Filter: .*key", plan), plan
+    # 300 keys run one run each: of the next 675 due runs, the first two of each key
+    # that runs none, and the first of each other one (k0-k174 come a third time)
+    claimed = re.search(r"Update on job_runs r \(actual time=\S+ rows=(\d+)", plan)
+    assert claimed and int(claimed.group(1)) == 500, plan

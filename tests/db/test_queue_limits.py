@@ -5,6 +5,7 @@ a run ends or its lease expires."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from app.core.sql import query
 from app.handlers.jobs import ClaimedRun, Outcome
-from app.runs import queue_limits, queues, submission, transitions
+from app.runs import limit_fit, queue_limits, queues, submission, transitions
 from app.runs.queues import QueueError
 from app.runs.run_inserts import NewRun
 
@@ -345,11 +346,74 @@ def test_the_claims_count_of_running_runs_walks_its_index_after_many_runs_ended(
         conn, [NewRun("noop", args={"customer": f"c{i}"}, queue="q") for i in range(500)]
     )
     _claim(conn, 500)
-    with conn.transaction():
-        conn.execute(query("queues", "queue_claim_turn"), {"queue": "q"})
-        plan = conn.execute(
-            "EXPLAIN " + query("runs", "run_limited_running"),
-            {"queue": "q", "key_field": "customer", "now": None},
-        ).fetchall()
-    text = "\n".join(row["QUERY PLAN"] for row in plan)
-    assert "ix_job_runs_lease" in text and "Bitmap" not in text, text
+    params = {"queue": "q", "key_field": "customer", "key_max_running": 1, "max_running": None,
+              "now": None, "limit": 500, "scan": 675, "busy": False, "worker": "w",
+              "lease_seconds": LEASE}  # fmt: skip
+    # the count in the claim of limits of concurrency alone, and in that of the others
+    for name in ("run_claim_within_limits", "run_limited_running"):
+        with conn.transaction():
+            conn.execute(query("queues", "queue_claim_turn"), {"queue": "q"})
+            plan = conn.execute("EXPLAIN " + query("runs", name), params).fetchall()
+        text = "\n".join(row["QUERY PLAN"] for row in plan)
+        assert "ix_job_runs_lease" in text and "Bitmap" not in text, (name, text)
+
+
+def test_the_claim_chooses_as_limit_fit_does(conn: Conn) -> None:
+    # A queue with limits of concurrency alone is counted, chosen and claimed in one
+    # statement; `limit_fit.fit` chooses for the queues with a rate per key or fair share.
+    # Both must choose the same runs: keys full or not, runs without a key, priorities,
+    # suspects, the queue's limit, a busy worker.
+    chance = random.Random(25)
+    for case in range(40):
+        queue = f"fit{case}"
+        keys = ["a", "b", "c", "d"][: chance.randint(1, 4)]
+        runs = [
+            NewRun("noop", queue=queue, priority=chance.choice([0, 0, 1, 5]),
+                   args={"customer": chance.choice(keys)} if chance.random() < 0.8 else {})
+            for _ in range(chance.randint(1, 25))
+        ]  # fmt: skip
+        ids = [r.id for r in submission.submit_many(conn, runs)]
+        running = chance.sample(ids, chance.randint(0, min(6, len(ids))))
+        suspects = chance.sample(ids, chance.choice([0, 0, 1, 2]))
+        conn.execute(
+            "UPDATE job_runs SET status = 'running', lease_owner = 'other', "
+            "lease_until = now() + interval '1 minute', attempt = 1 WHERE id = ANY(%s)",
+            [running],
+        )
+        conn.execute("UPDATE job_runs SET crash_count = 1 WHERE id = ANY(%s)", [suspects])
+        per_key = chance.choice([None, 1, 1, 2, 3])
+        max_running = chance.choice([None, None, 3, 6, 10]) if per_key else 8
+        key_field = "customer" if per_key else None
+        queues.set_limits(conn, queue, actor="alice", max_running=max_running,
+                          key_field=key_field, key_max_running=per_key)  # fmt: skip
+        size, busy = chance.randint(1, 12), chance.random() < 0.3
+        expected = limit_fit.fit(
+            _due_in_claim_order(conn, queue, per_key is not None),
+            _running_by_key(conn, queue, per_key is not None),
+            limit=size, max_running=max_running, key_max_running=per_key, busy=busy,
+        )  # fmt: skip
+        claimed = transitions.claim(conn, "w", size, LEASE, busy=busy, queue=queue)
+        chosen = sorted(r.run_id for r in claimed)
+        assert chosen == sorted(expected), (case, max_running, per_key, size, busy)
+
+
+def _due_in_claim_order(conn: Conn, queue: str, keyed: bool) -> list[limit_fit.Due]:
+    rows = conn.execute(
+        "SELECT id, args ->> 'customer' AS key, crash_count > 0 AS suspect FROM job_runs "
+        "WHERE status = 'pending' AND queue = %s ORDER BY priority DESC, run_at, id",
+        [queue],
+    ).fetchall()
+    return [limit_fit.Due(r["id"], r["key"] if keyed else None, r["suspect"]) for r in rows]
+
+
+def _running_by_key(conn: Conn, queue: str, keyed: bool) -> dict[str | None, int]:
+    rows = conn.execute(
+        "SELECT args ->> 'customer' AS key, count(*)::int AS n FROM job_runs "
+        "WHERE status = 'running' AND queue = %s GROUP BY 1",
+        [queue],
+    ).fetchall()
+    counts: dict[str | None, int] = {}
+    for r in rows:
+        key = r["key"] if keyed else None
+        counts[key] = counts.get(key, 0) + r["n"]
+    return counts

@@ -172,6 +172,84 @@ RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
 SELECT claimed.* FROM claimed
 LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
 
+
+-- name: run_claim_within_limits
+-- pending -> running: run_claim for a limited queue whose limits are concurrency alone (at
+-- most %(max_running)s running, at most %(key_max_running)s per key; NULL: no such limit),
+-- in the queue's claim turn (queues.sql queue_claim_turn), counting, choosing and claiming
+-- in one statement. It chooses as `app.runs.limit_fit.fit` does (a test holds the two to
+-- the same choice): the due runs in claim order, read past the keys at their limit, a run
+-- passed over while its key is full, at most the room the queue has left, and a suspect
+-- alone only when it comes first and the worker is not %(busy)s. The lease, fencing token
+-- and begun attempt are run_claim's; the clock is the statement's, read after the turn was
+-- taken, so a run's start is never before the end of the run whose place it took.
+WITH running AS (  -- (read) as run_limited_running: a run counts while its lease holds
+    SELECT args ->> %(key_field)s::text AS key, count(*)::int AS n
+    FROM job_runs
+    WHERE status = 'running' AND queue = %(queue)s
+      AND lease_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+    GROUP BY 1
+), counts AS (  -- one row: the running runs by key (looked up per due run), and in all
+    SELECT coalesce(jsonb_object_agg(key, n) FILTER (WHERE key IS NOT NULL), '{}') AS by_key,
+           coalesce(sum(n), 0) AS total
+    FROM running
+), due AS (  -- as run_limited_candidates, the full keys read from `running`
+    SELECT id, args ->> %(key_field)s::text AS key, crash_count > 0 AS suspect, priority, run_at
+    FROM job_runs
+    WHERE status = 'pending' AND queue = %(queue)s
+      AND run_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+      AND (deadline IS NULL OR deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
+      AND (args ->> %(key_field)s::text IS NULL
+           OR args ->> %(key_field)s::text NOT IN (
+               SELECT key FROM running WHERE key IS NOT NULL AND n >= %(key_max_running)s::int))
+      AND (NOT EXISTS (SELECT FROM dependencies WHERE state <> 'closed' OR retries_held)
+           OR NOT sundial_breaker_holds(job_id, id, attempt, retry_base))  -- as in run_claim
+    ORDER BY priority DESC, run_at
+    LIMIT %(scan)s
+), ranked AS (  -- each due run's place among its key's
+    SELECT id, key, suspect, priority, run_at,
+           row_number() OVER (PARTITION BY key ORDER BY priority DESC, run_at, id) AS nth
+    FROM due
+), eligible AS (  -- in claim order, numbered: those whose key stays within its limit
+    -- (its running runs looked up in one JSON object, read once: planned before the count,
+    -- a join with `running` became a nested loop of every due run against every key)
+    SELECT id, suspect, row_number() OVER (ORDER BY priority DESC, run_at, id) AS place
+    FROM ranked
+    WHERE key IS NULL OR %(key_max_running)s::int IS NULL
+       OR nth + coalesce(((SELECT by_key FROM counts) ->> key)::int, 0) <= %(key_max_running)s::int
+), room AS (
+    SELECT least(%(limit)s::int, %(max_running)s::int - total) AS n FROM counts
+), first_suspect AS (
+    SELECT min(place) AS place FROM eligible WHERE suspect
+), chosen AS (
+    SELECT e.id FROM eligible e, room, first_suspect f
+    WHERE e.place <= room.n AND (f.place IS NULL OR e.place < f.place)
+    UNION ALL
+    SELECT e.id FROM eligible e, room, first_suspect f
+    WHERE e.place = 1 AND f.place = 1 AND room.n >= 1 AND NOT %(busy)s
+), claimed AS (
+UPDATE job_runs r
+SET status = 'running',
+    lease_owner = %(worker)s,
+    lease_until = coalesce(%(now)s::timestamptz, statement_timestamp())
+                  + make_interval(secs => %(lease_seconds)s),
+    attempt = r.attempt + 1,
+    began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
+    started_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
+    progress = NULL, progress_message = NULL, progress_at = NULL,  -- as run_claim
+    snooze_reason = NULL, snoozed_until = NULL
+WHERE r.id = ANY(ARRAY(SELECT id FROM chosen)) AND r.status = 'pending'
+RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
+          r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
+          CASE WHEN r.dag_run_id IS NOT NULL THEN (
+              SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
+              FROM job_runs u
+              WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
+          )::text END AS upstream_results
+)
+SELECT claimed.* FROM claimed
+LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
+
 -- name: run_expire
 -- pending -> skipped: runs not started by their deadline, up to %(limit)s, the earliest
 -- deadline first (through ix_job_runs_expiring), with reason `expired`. Rows a claim or a
