@@ -31,7 +31,7 @@ SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = 
 -- a process run begins when a pool child takes it (run_mark_begun).
 -- It reads one queue (ix_job_runs_dispatch leads with it), and nothing while that queue is
 -- paused or has a concurrency or rate limit (one primary-key lookup, evaluated once): a
--- limited queue's runs are claimed by run_claim_limited.
+-- limited queue's runs are claimed by run_claim_within_limits or run_claim_limited.
 WITH picked AS (
     SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
     WHERE status = 'pending' AND queue = %(queue)s
@@ -143,7 +143,9 @@ LIMIT %(scan)s;
 -- name: run_claim_limited
 -- pending -> running: lease these runs of a limited queue to one worker, the ones
 -- `app.runs.limit_fit` chose within its limits from run_limited_candidates (or a fairly
--- shared queue's turns), in the queue's claim turn (queues.sql queue_claim_turn). A run
+-- shared queue's turns) for a queue with a rate per key or fair share (limits of
+-- concurrency alone: run_claim_within_limits), in the queue's claim turn
+-- (queues.sql queue_claim_turn). A run
 -- cancelled since it was read is passed over (the WHERE clause reads its new version), as
 -- is one past its deadline. The lease, fencing token and begun attempt are run_claim's; the clock is the statement's, read after the turn was taken,
 -- so a run's start is never before the end of the run whose place it took.
@@ -341,7 +343,7 @@ WITH done AS (
     FOR UPDATE
 ), started AS (
     -- only steps of the finishing worker's queue, none while it is paused or limited
-    -- (a limited queue's runs start through run_claim_limited only)
+    -- (a limited queue's runs start through its claims in turn only)
     SELECT l.id FROM locked l JOIN edges e ON e.run_id = l.id
     WHERE l.upstream_remaining = e.n AND l.run_at <= coalesce(%(now)s::timestamptz, now())
       AND l.queue = %(queue)s
