@@ -1,10 +1,9 @@
 """Whether a queue has a concurrency or rate limit, as this process's claims see it.
 
-A limited queue's runs are claimed by `run_claim_within_limits` or `run_claim_limited`, in
-the queue's claim turn; the others by the plain `run_claim`, which takes nothing from a
-limited queue. So a limit set while a worker still thinks its queue open holds all the
-same: that worker claims nothing until it reads the queue again, at most `RECHECK_SECONDS`
-later.
+A limited queue's runs are claimed by `run_claim_limited`, in the queue's claim turn; the
+others by the plain `run_claim`, which takes nothing from a limited queue. So a limit set
+while a worker still thinks its queue open holds all the same: that worker claims nothing
+until it reads the queue again, at most `RECHECK_SECONDS` later.
 """
 
 from __future__ import annotations

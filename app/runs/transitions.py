@@ -264,9 +264,9 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         read = {**params, "key_field": setting["key_field"]}
         read["scan"] = math.ceil(params["limit"] * LIMITED_SCAN_FACTOR) + LIMITED_SCAN_MIN
         if not per_key_rate and not setting.get("fair_share"):  # limits of concurrency alone
+            limits = {"max_running": max_running, "key_max_running": key_max_running}
             claimed = cursor.execute(
-                query("runs", "run_claim_within_limits"),
-                {**read, "max_running": max_running, "key_max_running": key_max_running},
+                query("runs", "run_claim_limited"), {**read, **limits, "ids": None}
             ).fetchall()
         else:
             claimed = _claim_chosen(conn, cursor, read, setting)
@@ -316,9 +316,8 @@ def _claim_chosen(
         if turns is not None and not turns.kept:
             turns.keep(due, set())
         return []
-    claimed = cursor.execute(
-        query("runs", "run_claim_limited"), {**read, "ids": _int_array(ids)}
-    ).fetchall()
+    chosen = {**read, "ids": _int_array(ids), "max_running": None, "key_max_running": None}
+    claimed = cursor.execute(query("runs", "run_claim_limited"), chosen).fetchall()
     if turns is not None:  # off the turns: the runs claimed, and those no longer due
         turns.keep(due, set(ids))
     if key_rate is not None:

@@ -125,7 +125,7 @@ def test_the_triggers_read_of_active_runs_walks_only_the_active_ones_under_a_gen
 def test_the_limited_claim_looks_each_keys_count_up_under_a_generic_plan(
     db_url: str, conn: psycopg.Connection[Any]
 ) -> None:
-    """`run_claim_within_limits` counts the running runs by key and, for each due run it
+    """`run_claim_limited` counts the running runs by key and, for each due run it
     reads, looks its key's count up: planned on statistics saying nothing runs, a join of
     the two became a nested loop of every due run against every key (60 ms a claim in a
     drain, not 10)."""
@@ -133,9 +133,9 @@ def test_the_limited_claim_looks_each_keys_count_up_under_a_generic_plan(
     submission.submit_many(conn, [NewRun("noop", {"c": f"k{i % 400}"}) for i in range(HISTORY)])
     conn.execute("VACUUM ANALYZE job_runs")  # the statistics: nothing is running
     assert len(transitions.claim(conn, "w", RUNNING, 30)) == RUNNING
-    statement = query("runs", "run_claim_within_limits")
+    statement = query("runs", "run_claim_limited")
     params = {"queue": "default", "key_field": "c", "key_max_running": 2, "max_running": None,
-              "now": None, "limit": 500, "scan": 675, "busy": False, "worker": "w2",
+              "ids": None, "now": None, "limit": 500, "scan": 675, "busy": False, "worker": "w2",
               "lease_seconds": 30.0}  # fmt: skip
     with psycopg.connect(db_url, row_factory=dict_row) as planned:
         planned.execute("SET plan_cache_mode = force_generic_plan")

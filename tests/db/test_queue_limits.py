@@ -347,10 +347,10 @@ def test_the_claims_count_of_running_runs_walks_its_index_after_many_runs_ended(
     )
     _claim(conn, 500)
     params = {"queue": "q", "key_field": "customer", "key_max_running": 1, "max_running": None,
-              "now": None, "limit": 500, "scan": 675, "busy": False, "worker": "w",
+              "ids": None, "now": None, "limit": 500, "scan": 675, "busy": False, "worker": "w",
               "lease_seconds": LEASE}  # fmt: skip
     # the count in the claim of limits of concurrency alone, and in that of the others
-    for name in ("run_claim_within_limits", "run_limited_running"):
+    for name in ("run_claim_limited", "run_limited_running"):
         with conn.transaction():
             conn.execute(query("queues", "queue_claim_turn"), {"queue": "q"})
             plan = conn.execute("EXPLAIN " + query("runs", name), params).fetchall()

@@ -59,7 +59,7 @@ def test_every_run_statement_belongs_to_a_named_transition() -> None:
     for name in load("runs"):
         if name in NOT_TRANSITIONS:
             continue
-        base = re.sub(r"_(many|fires|downstream|dag|staged|limited|within_limits)$", "", name)
+        base = re.sub(r"_(many|fires|downstream|dag|staged|limited)$", "", name)
         assert base in TRANSITIONS or name in ("run_age_priorities", "run_mark_begun"), name
 
 
@@ -94,7 +94,7 @@ def _transition_statements() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     statements = {**load("runs"), **load("run_inserts")}
     for name, sql in statements.items():
-        base = re.sub(r"_(many|fires|downstream|dag|staged|limited|within_limits)$", "", name)
+        base = re.sub(r"_(many|fires|downstream|dag|staged|limited)$", "", name)
         tagged = list(TAGGED_UPDATE.finditer(sql))
         parts = [(base, sql[: tagged[0].start()] if tagged else sql)]
         for i, tag in enumerate(tagged):

@@ -72,7 +72,7 @@ LEFT JOIN (SELECT pg_notify('sundial_runs', '')) AS wake ON true;
 
 -- name: queue_limited
 -- (read) whether a queue has a concurrency or rate limit or shares fairly: its workers then claim through
--- run_claim_within_limits or run_claim_limited, one claim at a time.
+-- run_claim_limited, one claim at a time.
 SELECT limited FROM queues WHERE name = %(name)s;
 
 -- name: queue_key_rates_starved

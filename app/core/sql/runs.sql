@@ -31,7 +31,7 @@ SELECT id, idempotency_key, handler, args FROM job_runs WHERE idempotency_key = 
 -- a process run begins when a pool child takes it (run_mark_begun).
 -- It reads one queue (ix_job_runs_dispatch leads with it), and nothing while that queue is
 -- paused or has a concurrency or rate limit (one primary-key lookup, evaluated once): a
--- limited queue's runs are claimed by run_claim_within_limits or run_claim_limited.
+-- limited queue's runs are claimed by run_claim_limited.
 WITH picked AS (
     SELECT id, priority, run_at, crash_count > 0 AS suspect FROM job_runs
     WHERE status = 'pending' AND queue = %(queue)s
@@ -141,50 +141,19 @@ ORDER BY ceil(nth / coalesce((%(weights)s::jsonb ->> key)::float8, 1)), priority
 LIMIT %(scan)s;
 
 -- name: run_claim_limited
--- pending -> running: lease these runs of a limited queue to one worker, the ones
--- `app.runs.limit_fit` chose within its limits from run_limited_candidates (or a fairly
--- shared queue's turns) for a queue with a rate per key or fair share (limits of
--- concurrency alone: run_claim_within_limits), in the queue's claim turn
--- (queues.sql queue_claim_turn). A run
+-- pending -> running: run_claim for a limited queue, in the queue's claim turn (queues.sql
+-- queue_claim_turn). With %(ids)s NULL (limits of concurrency alone: at most
+-- %(max_running)s running, at most %(key_max_running)s per key; NULL: no such limit) it
+-- counts, chooses and claims in one statement, choosing as `app.runs.limit_fit.fit` does
+-- (a test holds the two to the same choice): the due runs in claim order, read past the
+-- keys at their limit, a run passed over while its key is full, at most the room the
+-- queue has left, and a suspect alone only when it comes first and the worker is not
+-- %(busy)s. Otherwise it claims %(ids)s, the runs `limit_fit` chose for a queue with a rate
+-- per key or fair share (from run_limited_candidates or the queue's turns). A run
 -- cancelled since it was read is passed over (the WHERE clause reads its new version), as
--- is one past its deadline. The lease, fencing token and begun attempt are run_claim's; the clock is the statement's, read after the turn was taken,
--- so a run's start is never before the end of the run whose place it took.
-WITH claimed AS (
-UPDATE job_runs r
-SET status = 'running',
-    lease_owner = %(worker)s,
-    lease_until = coalesce(%(now)s::timestamptz, statement_timestamp())
-                  + make_interval(secs => %(lease_seconds)s),
-    attempt = r.attempt + 1,
-    began_attempt = CASE WHEN r.execution_model = 'process' THEN r.began_attempt ELSE r.attempt + 1 END,
-    started_at = coalesce(%(now)s::timestamptz, statement_timestamp()),
-    progress = NULL, progress_message = NULL, progress_at = NULL,  -- as run_claim
-    snooze_reason = NULL, snoozed_until = NULL
-WHERE r.id = ANY(ARRAY(SELECT unnest(%(ids)s::bigint[]))) AND r.status = 'pending'
-  -- (a fairly shared queue's turns are kept a moment: a deadline may have passed since)
-  AND (r.deadline IS NULL OR r.deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
-RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
-          r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
-          CASE WHEN r.dag_run_id IS NOT NULL THEN (
-              SELECT jsonb_object_agg(coalesce(u.dag_node, u.id::text), u.result)
-              FROM job_runs u
-              WHERE u.id = ANY(ARRAY(SELECT depends_on FROM job_run_deps d WHERE d.run_id = r.id))
-          )::text END AS upstream_results
-)
-SELECT claimed.* FROM claimed
-LEFT JOIN (SELECT pg_notify('sundial_events', 'runs') WHERE EXISTS (SELECT FROM claimed)) AS seen ON true;
-
-
--- name: run_claim_within_limits
--- pending -> running: run_claim for a limited queue whose limits are concurrency alone (at
--- most %(max_running)s running, at most %(key_max_running)s per key; NULL: no such limit),
--- in the queue's claim turn (queues.sql queue_claim_turn), counting, choosing and claiming
--- in one statement. It chooses as `app.runs.limit_fit.fit` does (a test holds the two to
--- the same choice): the due runs in claim order, read past the keys at their limit, a run
--- passed over while its key is full, at most the room the queue has left, and a suspect
--- alone only when it comes first and the worker is not %(busy)s. The lease, fencing token
--- and begun attempt are run_claim's; the clock is the statement's, read after the turn was
--- taken, so a run's start is never before the end of the run whose place it took.
+-- is one past its deadline. The lease, fencing token and begun attempt are run_claim's;
+-- the clock is the statement's, read after the turn was taken, so a run's start is never
+-- before the end of the run whose place it took.
 WITH running AS (  -- (read) as run_limited_running: a run counts while its lease holds
     SELECT args ->> %(key_field)s::text AS key, count(*)::int AS n
     FROM job_runs
@@ -223,12 +192,16 @@ WITH running AS (  -- (read) as run_limited_running: a run counts while its leas
     SELECT least(%(limit)s::int, %(max_running)s::int - total) AS n FROM counts
 ), first_suspect AS (
     SELECT min(place) AS place FROM eligible WHERE suspect
-), chosen AS (
+), chosen AS (  -- (none of the above is read when the runs are given)
     SELECT e.id FROM eligible e, room, first_suspect f
-    WHERE e.place <= room.n AND (f.place IS NULL OR e.place < f.place)
+    WHERE %(ids)s::bigint[] IS NULL
+      AND e.place <= room.n AND (f.place IS NULL OR e.place < f.place)
     UNION ALL
     SELECT e.id FROM eligible e, room, first_suspect f
-    WHERE e.place = 1 AND f.place = 1 AND room.n >= 1 AND NOT %(busy)s
+    WHERE %(ids)s::bigint[] IS NULL
+      AND e.place = 1 AND f.place = 1 AND room.n >= 1 AND NOT %(busy)s
+    UNION ALL
+    SELECT unnest(%(ids)s::bigint[])
 ), claimed AS (
 UPDATE job_runs r
 SET status = 'running',
@@ -241,6 +214,8 @@ SET status = 'running',
     progress = NULL, progress_message = NULL, progress_at = NULL,  -- as run_claim
     snooze_reason = NULL, snoozed_until = NULL
 WHERE r.id = ANY(ARRAY(SELECT id FROM chosen)) AND r.status = 'pending'
+  -- (a fairly shared queue's turns are kept a moment: a deadline may have passed since)
+  AND (r.deadline IS NULL OR r.deadline > coalesce(%(now)s::timestamptz, statement_timestamp()))
 RETURNING r.id, r.attempt, r.handler, r.args::text AS args, r.execution_model,
           r.timeout_seconds, r.idempotency_key, r.fire_time, r.priority, r.run_at, r.crash_count,
           CASE WHEN r.dag_run_id IS NOT NULL THEN (
