@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import cli_zygote
+from tests.helpers import zygote
 from tests.helpers.waits import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,10 +51,10 @@ def start_dev(env: dict[str, str], port: int, log_path: Path) -> subprocess.Pope
 
 def run_sundial(db_url: str | None, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run the real `sundial` command to completion and capture its output (in a process
-    forked from one with Sundial imported: `tests.helpers.cli_zygote`)."""
+    forked from one with Sundial imported: `tests.helpers.zygote`)."""
     environment = sundial_env(db_url, **env) if db_url else {**os.environ, **env}
-    if cli_zygote.enabled():
-        return cli_zygote.run(list(args), environment, timeout=120)
+    if zygote.enabled():
+        return zygote.run(list(args), environment, timeout=120)
     return subprocess.run(
         sundial_cmd(*args),
         env=environment,

@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from app.core import limits
 from app.handlers.jobs import Outcome
 from app.runs import transitions
+from tests.helpers import zygote
 from tests.helpers.commands import REPO, sundial_cmd, sundial_env
 from tests.helpers.waits import wait_until
 
@@ -37,14 +38,19 @@ class Service:
     def __init__(self, db_url: str, log_dir: Path, command: str, *args: str, **env: str) -> None:
         self.name = f"{command}-{len(list(log_dir.glob(command + '-*.log')))}"
         self.log_path = log_dir / f"{self.name}.log"
+        environment = sundial_env(db_url, **{**FAST_SERVICE_ENV, **env})
+        self.proc: subprocess.Popen[bytes] | zygote.ForkedProcess
         with self.log_path.open("w") as log:
-            self.proc = subprocess.Popen(
-                sundial_cmd(command, *args),
-                env=sundial_env(db_url, **{**FAST_SERVICE_ENV, **env}),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-            )
+            if zygote.enabled():  # forked from a process with Sundial imported
+                self.proc = zygote.start([command, *args], environment, self.log_path)
+            else:
+                self.proc = subprocess.Popen(
+                    sundial_cmd(command, *args),
+                    env=environment,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=REPO,
+                )
 
     @property
     def pid(self) -> int:
