@@ -237,16 +237,28 @@ def _child(request: dict[str, Any]) -> None:
             code = 1
     except KeyboardInterrupt:
         traceback.print_exc()
-        code = 130
+        sys.stderr.flush()
+        # as Python does: end by the signal, so the caller sees -SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     except BaseException:
         traceback.print_exc()
         code = 1
     finally:
         try:
+            _as_the_interpreter_ends()
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _as_the_interpreter_ends() -> None:
+    """Wait for the threads still running, as the interpreter does before it exits (the
+    child leaves by `os._exit`, so that nothing of the zygote's runs again)."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
 
 
 if __name__ == "__main__":
