@@ -252,7 +252,6 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
                          "key_max_running": None}  # fmt: skip
         if setting["paused"]:
             return []
-        max_running, key_max_running = setting["max_running"], setting["key_max_running"]
         per_key_rate = bool(setting.get("rate_per_key"))
         tokens = None if per_key_rate else setting.get("rate_tokens_now")
         if tokens is not None:  # a rate limit: no more starts than its bucket holds now
@@ -261,12 +260,12 @@ def _claim_limited(conn: Conn, params: dict[str, Any]) -> list[tuple[Any, ...]]:
             queue_limits.rate_bucket_left(params["queue"], tokens, per_second)
             if params["limit"] <= 0:
                 return []
-        read = {**params, "key_field": setting["key_field"]}
-        read["scan"] = math.ceil(params["limit"] * LIMITED_SCAN_FACTOR) + LIMITED_SCAN_MIN
+        scan = math.ceil(params["limit"] * LIMITED_SCAN_FACTOR) + LIMITED_SCAN_MIN
+        limits = {key: setting[key] for key in ("key_field", "max_running", "key_max_running")}
+        read = {**params, **limits, "scan": scan}
         if not per_key_rate and not setting.get("fair_share"):  # limits of concurrency alone
-            limits = {"max_running": max_running, "key_max_running": key_max_running}
             claimed = cursor.execute(
-                query("runs", "run_claim_limited"), {**read, **limits, "ids": None}
+                query("runs", "run_claim_limited"), {**read, "ids": None}
             ).fetchall()
         else:
             claimed = _claim_chosen(conn, cursor, read, setting)
@@ -284,7 +283,7 @@ def _claim_chosen(
     """The limited claim of a queue with a rate per key or fair share, in its claim turn:
     reads the runs running by key and the due ones, lets `limit_fit` choose (with each
     key's rate bucket, or key by key in turns), and claims those."""
-    max_running, key_max_running = setting["max_running"], setting["key_max_running"]
+    max_running, key_max_running = read["max_running"], read["key_max_running"]
     running: dict[str | None, int] = dict(
         cursor.execute(query("runs", "run_limited_running"), read).fetchall()
     )
@@ -316,8 +315,9 @@ def _claim_chosen(
         if turns is not None and not turns.kept:
             turns.keep(due, set())
         return []
-    chosen = {**read, "ids": _int_array(ids), "max_running": None, "key_max_running": None}
-    claimed = cursor.execute(query("runs", "run_claim_limited"), chosen).fetchall()
+    claimed = cursor.execute(
+        query("runs", "run_claim_limited"), {**read, "ids": _int_array(ids)}
+    ).fetchall()
     if turns is not None:  # off the turns: the runs claimed, and those no longer due
         turns.keep(due, set(ids))
     if key_rate is not None:
